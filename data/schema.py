@@ -1,0 +1,20 @@
+"""Shapes and version of the feature schema, shared by the featurizer, the shards, the models and
+the exported artifacts. Import-light on purpose: no TVM, no torch."""
+
+SCHEMA_VERSION = 1
+"""Bump when any feature definition or shard layout changes; readers refuse other versions."""
+
+STMT_DIM = 164
+"""MetaSchedule PerStoreFeature row width (buffers_per_store=5, 10 curve samples)."""
+TAG_DIM = 10
+"""Workload tags appended to every statement row: max, min, add, conv2d, winograd, depthwise,
+dense/matmul, softmax, batch_matmul, reserved."""
+ROW_DIM = STMT_DIM + TAG_DIM
+ACCESS_DIM = 23
+"""Per-access record width (shared/spec/pam.md section 1.3)."""
+GEMM_ROWS = 8
+"""Length of the GEMM needle '20101112': the GEMM matrix is GEMM_ROWS x ACCESS_DIM."""
+PSA_DIM = 11
+"""PSA row width (shared/spec/psa.md section 1)."""
+
+TAG_NAMES = ("max", "min", "add", "conv2d", "winograd", "depthwise", "dense", "softmax", "batch_matmul", "reserved")
