@@ -1,0 +1,283 @@
+"""PSA, the parameterized static analyzer: Pruner's cheap "draft" model (shared/spec/psa.md).
+
+PSA turns the 11-wide rows of a program (one per stored buffer, computed by
+`data.features.featurize_candidates(..., stmt=False)`) and one row of a device table into an
+analytic latency estimate; the score is its inverse. It never trains, which is what makes it cheap
+enough to score every member of a 1536-schedule population per generation.
+
+The scoring function (`psa_scores`) is plain numpy, so benchmarks score shard records without TVM;
+`PSACostModel` is the MetaSchedule adapter used by `bridge.search.DraftVerifySearch`.
+
+Device table: `configs/devices.yaml` holds every row of psa.md section 3; a user adds a device with
+a YAML file of the same shape (`load_devices(path)`), and `get_device("auto")` picks the row of the
+running GPU by name and reads its SM count (and warp size) from the driver.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import yaml
+from tvm.ir.utils import derived_object
+
+from bridge.tvm_env import ms
+from data.schema import PSA_DIM
+
+__all__ = [
+    "DEVICES_FILE",
+    "FORMULAS",
+    "Device",
+    "PSACostModel",
+    "get_device",
+    "load_devices",
+    "naive_scores",
+    "psa_latency",
+    "psa_scores",
+]
+
+DEVICES_FILE = Path(__file__).resolve().parent.parent / "configs" / "devices.yaml"
+"""The built-in device table (psa.md section 3)."""
+
+# Column indices of a PSA row (psa.md section 1).
+FLOPS_PER_THREAD, TOTAL_FLOPS, REGISTERS, MEMORY_WORK, SHARED_FOOTPRINT, DRAM, REUSE, IS_GPU, GRID, BLOCK, VTHREAD = range(
+    PSA_DIM
+)
+
+FORMULAS = ("published", "occupancy")
+"""Scoring formulas: `published` is psa.md section 2 verbatim; `occupancy` also applies the
+kernel's occupancy (`peak_penalty * warp_penalty`) to its memory time, so a kernel with too few
+blocks or partially filled warps cannot reach full DRAM bandwidth either (psa.md section 4 notes
+that the published memory time has no such penalty)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Device:
+    """One row of the PSA device table.
+
+    Attributes:
+        name: table key, e.g. "h100".
+        peak_gflops: fp32 peak without tensor cores, GFLOP/s.
+        bandwidth_gbs: DRAM bandwidth, GB/s.
+        sm_count: streaming multiprocessors (SM).
+        sm_partitions: warp schedulers per SM (P).
+        warp_size: threads per warp.
+        active_blocks_per_sm: resident thread blocks per SM the model assumes (A).
+    """
+
+    name: str
+    peak_gflops: float
+    bandwidth_gbs: float
+    sm_count: int
+    sm_partitions: int = 4
+    warp_size: int = 32
+    active_blocks_per_sm: int = 1
+
+    @classmethod
+    def from_mapping(cls, name: str, row: object, where: str) -> Device:
+        """A device from one YAML row; `where` (the file) goes into every error message."""
+        if not isinstance(row, dict):
+            raise ValueError(f"{where}: device {name!r} must be a mapping of fields, got {row!r}")
+        fields = {f.name for f in dataclasses.fields(cls)} - {"name"}
+        unknown = set(row) - fields
+        if unknown:
+            raise ValueError(f"{where}: device {name!r} has unknown fields {sorted(unknown)}; known: {sorted(fields)}")
+        try:
+            device = cls(name=name, **row)
+        except TypeError as err:  # a required field is missing
+            raise ValueError(f"{where}: device {name!r}: {err}") from None
+        for field in fields:
+            value = getattr(device, field)
+            if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
+                raise ValueError(f"{where}: device {name!r}: {field}={value!r} must be a positive number")
+        return device
+
+
+def load_devices(path: str | os.PathLike | None = None) -> dict[str, Device]:
+    """The built-in device table, updated with the rows of the user's YAML file `path`.
+
+    Raises:
+        FileNotFoundError: `path` does not exist (the message names it).
+        ValueError: a file that is not a YAML mapping of device rows, or a malformed row (names the
+            file and the device).
+    """
+    devices: dict[str, Device] = {}
+    for file in [DEVICES_FILE] + ([Path(path)] if path is not None else []):
+        if not file.is_file():
+            raise FileNotFoundError(f"PSA device table {str(file)!r} does not exist")
+        try:
+            table = yaml.safe_load(file.read_text())
+        except yaml.YAMLError as err:
+            raise ValueError(f"{file}: not valid YAML: {err}") from None
+        if not isinstance(table, dict) or not table:
+            raise ValueError(f"{file}: expected a mapping 'name: {{peak_gflops: ..., ...}}', got {type(table).__name__}")
+        for name, row in table.items():
+            devices[str(name)] = Device.from_mapping(str(name), row, str(file))
+    return devices
+
+
+def _running_gpu() -> tuple[str, int, int] | None:
+    """(name, SM count, warp size) of CUDA device 0, or None without a GPU."""
+    import torch
+
+    if not torch.cuda.is_available():
+        return None
+    props = torch.cuda.get_device_properties(0)
+    return props.name, int(props.multi_processor_count), int(getattr(props, "warp_size", 32))
+
+
+def get_device(name: str, devices_file: str | os.PathLike | None = None) -> Device:
+    """The device row `name`; "auto" picks the running GPU's row and takes its SM count from the driver.
+
+    "auto" matches the table keys against the driver's device name (longest key first, ignoring
+    case, '_' and '-'; e.g. "NVIDIA H100 80GB HBM3" -> h100), then replaces the row's SM count and
+    warp size by the driver's values.
+
+    Raises:
+        ValueError: unknown name (lists the known ones), or "auto" without a GPU or without a
+            matching row.
+    """
+    devices = load_devices(devices_file)
+    if name != "auto":
+        if name not in devices:
+            raise ValueError(f"PSA device {name!r} is not in the device table; known: {sorted(devices)} (add rows with a YAML file)")
+        return devices[name]
+    gpu = _running_gpu()
+    if gpu is None:
+        raise ValueError("PSA device 'auto' needs a CUDA GPU; name a row of the device table instead")
+    gpu_name, sm_count, warp_size = gpu
+    flat = gpu_name.lower().replace("-", "").replace(" ", "")
+    for key in sorted(devices, key=len, reverse=True):
+        if key.lower().replace("_", "").replace("-", "") in flat:
+            return dataclasses.replace(devices[key], sm_count=sm_count, warp_size=warp_size)
+    raise ValueError(f"no PSA device row matches the running GPU {gpu_name!r}; known: {sorted(devices)}")
+
+
+def _concat(programs: Sequence[np.ndarray | None]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Rows of all programs (P, 11), each row's program index (P,), and which programs have rows (n,)."""
+    valid = np.array([p is not None and len(p) > 0 for p in programs], dtype=bool)
+    parts = [np.asarray(p, dtype=np.float64).reshape(-1, PSA_DIM) for p, ok in zip(programs, valid) if ok]
+    rows = np.concatenate(parts) if parts else np.zeros((0, PSA_DIM))
+    segment = np.repeat(np.flatnonzero(valid), [len(p) for p in parts]).astype(np.int64)
+    return rows, segment, valid
+
+
+def psa_latency(rows: np.ndarray, device: Device, formula: str = "published") -> np.ndarray:
+    """Estimated time of each PSA row (psa.md section 2): max(compute time, memory time).
+
+    Args:
+        rows: (P, 11) PSA rows.
+        device: the device row.
+        formula: one of `FORMULAS`.
+
+    Returns:
+        (P,) float64 per-row times (the spec's ms-like units; only ratios matter).
+    """
+    if formula not in FORMULAS:
+        raise ValueError(f"formula={formula!r} must be one of {FORMULAS}")
+    rows = np.asarray(rows, dtype=np.float64)
+    if rows.ndim != 2 or rows.shape[1] != PSA_DIM:
+        raise ValueError(f"PSA rows must have shape (P, {PSA_DIM}), got {rows.shape}")
+    grid, block, reuse = rows[:, GRID], rows[:, BLOCK], rows[:, REUSE]
+    sm, parts, active = device.sm_count, device.sm_partitions, device.active_blocks_per_sm
+    warps_f = block / device.warp_size
+    warps = np.maximum(np.ceil(warps_f), 1.0)
+    warp_penalty = warps_f / warps
+    thread_penalty = 1.0 + 1.0 / np.where(reuse > 0, reuse, 1.0)
+    mid = grid < active * sm
+    act = np.where(mid & (warps < parts), warps, np.where(mid, parts, 1.0))
+    units = grid * act
+    total = np.where(mid, parts * sm, active * sm)
+    peak_penalty = units / (np.maximum(np.ceil(units / total), 1.0) * total)
+    reg_penalty = np.where(rows[:, REGISTERS] >= 128, rows[:, REGISTERS] / 128.0, 1.0)
+    occupancy = np.maximum(peak_penalty * warp_penalty, 1e-12)
+    compute = rows[:, TOTAL_FLOPS] * thread_penalty / (device.peak_gflops * occupancy / reg_penalty) / 1e6
+    memory = rows[:, DRAM] / device.bandwidth_gbs * 1000.0 / 2**30
+    if formula == "occupancy":
+        memory = memory / occupancy
+    return np.maximum(compute, memory)
+
+
+def psa_scores(programs: Sequence[np.ndarray | None], device: Device, formula: str = "published") -> np.ndarray:
+    """PSA score = 1 / (sum of row times) of each program; higher = faster.
+
+    Args:
+        programs: n arrays of shape (k_i, 11) (PSA rows of one program), None where featurizing failed.
+        device: the device row.
+        formula: one of `FORMULAS`.
+
+    Returns:
+        (n,) float64; -inf for a program without rows (failed lowering: never chosen), +inf for a
+        program whose rows estimate no work at all.
+    """
+    rows, segment, valid = _concat(programs)
+    latency = np.bincount(segment, weights=psa_latency(rows, device, formula), minlength=len(programs))
+    with np.errstate(divide="ignore"):
+        scores = 1.0 / latency
+    scores[~valid] = -np.inf
+    return scores
+
+
+def naive_scores(programs: Sequence[np.ndarray | None]) -> np.ndarray:
+    """The naive heuristic of psa.md section 4, "more threads first": max over rows of grid x block.
+
+    Returns:
+        (n,) float64; -inf for a program without rows.
+    """
+    rows, segment, valid = _concat(programs)
+    threads = np.zeros(len(programs))
+    np.maximum.at(threads, segment, rows[:, GRID] * rows[:, BLOCK])
+    threads[~valid] = -np.inf
+    return threads
+
+
+@derived_object
+class PSACostModel(ms.cost_model.PyCostModel):
+    """PSA as a MetaSchedule cost model: featurizes candidates without PerStoreFeature and scores them.
+
+    `update` does nothing (PSA has no parameters). Scores of programs whose lowering failed are 0,
+    which the evolutionary search treats as "never pick as a parent".
+    """
+
+    def __init__(self, *, device: Device | str = "h100", formula: str = "published", devices_file: str | None = None):
+        """
+        Args:
+            device: a `Device` or the name of a row of the device table ("auto": the running GPU).
+            formula: one of `FORMULAS`.
+            devices_file: a user YAML file with more device rows.
+        """
+        super().__init__()
+        if formula not in FORMULAS:
+            raise ValueError(f"formula={formula!r} must be one of {FORMULAS}")
+        self.device = device if isinstance(device, Device) else get_device(device, devices_file)
+        self.formula = formula
+
+    def load(self, path: str) -> None:
+        """Restore the device row and formula written by `save`."""
+        with open(path) as f:
+            state = json.load(f)
+        self.device = Device(**state["device"])
+        self.formula = state["formula"]
+
+    def save(self, path: str) -> None:
+        tmp = f"{path}.tmp{os.getpid()}"
+        with open(tmp, "w") as f:
+            json.dump({"device": dataclasses.asdict(self.device), "formula": self.formula}, f)
+        os.replace(tmp, path)
+
+    def update(self, context, candidates, results) -> None:  # noqa: ARG002 (PSA never trains)
+        return None
+
+    def predict(self, context, candidates) -> np.ndarray:
+        """(n,) float64 PSA scores, >= 0, higher = faster."""
+        from data.features import featurize_candidates
+
+        features = featurize_candidates(context, candidates, stmt=False)
+        scores = psa_scores([None if f is None else f.psa for f in features], self.device, self.formula)
+        scores[~np.isfinite(scores) & (scores < 0)] = 0.0
+        scores[np.isposinf(scores)] = np.finfo(np.float64).max
+        return scores
