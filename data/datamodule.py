@@ -1,0 +1,329 @@
+"""LightningDataModule over HDF5 feature shards: splits, task-grouped batches, train-only scales.
+
+* Data: all shards are read once in `setup` (`data.shards.read_shards`) into one `ProgramStore` of
+  contiguous tensors (CSR statement rows), optionally moved to the GPU (`data_on_device`). A batch
+  is gathered by a few vectorized index ops; there is no per-record Python in the training loop.
+* Splits (seeded):
+  - `within-task`: every task's records are split at random, `test_fraction` to test; validation
+    is carved from each task's remaining records the same way (`val_fraction`). Easier than a real
+    deployment (the model has seen every task): label results "within-task".
+  - `hold-out`: every task used by one of `test_networks` goes to test, with all its records (a
+    task shared with a training network too goes to the held-out side, so nothing of a held-out
+    network is trained on); validation is `val_fraction` of the remaining TASKS, whole, so early
+    stopping measures the same kind of generalization as the test.
+* Batches hold WHOLE task groups (`TaskBatchSampler`): tasks are packed greedily up to
+  `batch_size` records; a task larger than `batch_size` is cut into near-equal chunks. The ranking
+  losses compare records of one task only, so a batch must hold comparable labels.
+* Normalization: `scales` are the per-column maxima over the TRAINING records only, computed on
+  first use; the model copies them at the start of a fit from scratch, and a finetune
+  (`--model.init_from`) never asks for them (it keeps the pretrained ones).
+* Failed measurements (latency inf, label 0) are dropped when `drop_failed` (default) and counted
+  either way.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from typing import Literal
+
+import lightning as L
+import numpy as np
+import torch
+from lightning.pytorch.utilities import rank_zero_info
+from torch import Tensor
+from torch.utils.data import DataLoader, DistributedSampler
+
+from data.shards import ShardData, read_shards
+from pruner_models.batch import ProgramStore, compute_scales
+
+__all__ = ["ShardDataModule", "TaskBatchSampler", "split_within_task"]
+
+_SCALE_CHUNK = 16384
+"""Records per chunk when streaming the training set through `compute_scales` (bounded memory)."""
+
+
+def split_within_task(record_task: np.ndarray, fraction: float, rng: np.random.Generator) -> np.ndarray:
+    """A random `fraction` of every task's records (rounded per task), as a boolean mask.
+
+    Vectorized: random keys sorted within tasks; a record is picked when its rank within its task
+    is below round(fraction * task size).
+
+    Args:
+        record_task: (n,) task id of each candidate record.
+        fraction: in [0, 1).
+        rng: the seeded generator.
+
+    Returns:
+        (n,) bool mask of the picked records.
+    """
+    n = len(record_task)
+    order = np.lexsort((rng.random(n), record_task))
+    _, inverse, counts = np.unique(record_task, return_inverse=True, return_counts=True)
+    start = np.cumsum(counts) - counts
+    rank = np.empty(n, dtype=np.int64)
+    rank[order] = np.arange(n) - start[inverse[order]]
+    return rank < np.rint(fraction * counts)[inverse]
+
+
+class TaskBatchSampler(DistributedSampler):
+    """Yields batches of record indices made of whole task groups; splits batches over DDP ranks.
+
+    Per epoch (seeded by `seed` and the epoch, so every rank builds the same list): records are
+    grouped by task (shuffled within the task and in task order when `shuffle`), tasks larger than
+    `batch_size` are cut into ceil(n / batch_size) near-equal chunks, and groups are packed greedily
+    into batches of at most `batch_size` records (a one-record batch is merged into the previous
+    one or the next: BatchNorm cannot train on a single program).
+
+    It subclasses DistributedSampler so Lightning does not wrap it: with R ranks, rank r takes
+    batches r, r + R, ... . Training pads the list by repeating its first batches so every rank runs
+    the same number of steps (DDP needs that); evaluation does not pad, so every record is scored
+    exactly once and the synced metrics equal a single-process run (a rank with no batch left gets
+    one empty batch, so that it still takes part in the end-of-epoch metric sync).
+
+    Args:
+        records: (n,) record indices of the split (into the ProgramStore).
+        record_task: (n,) task id of each of them.
+        batch_size: target records per batch.
+        shuffle: shuffle within tasks and the group order (training only).
+        seed: base seed.
+        num_replicas, rank: DDP world size and this process's rank.
+        pad: repeat batches so all ranks get equally many (training).
+    """
+
+    def __init__(
+        self,
+        records: np.ndarray,
+        record_task: np.ndarray,
+        batch_size: int,
+        shuffle: bool,
+        seed: int = 0,
+        num_replicas: int = 1,
+        rank: int = 0,
+        pad: bool = False,
+    ) -> None:
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1, got {batch_size!r}")
+        if records.shape != record_task.shape:
+            raise ValueError(f"records {records.shape} and record_task {record_task.shape} must match")
+        super().__init__(records, num_replicas=num_replicas, rank=rank, shuffle=shuffle, seed=seed)
+        self.records = np.asarray(records, dtype=np.int64)
+        self.record_task = np.asarray(record_task, dtype=np.int64)
+        self.batch_size = batch_size
+        self.pad = pad
+        self._cache: tuple[int, list[np.ndarray]] | None = None
+
+    def _groups(self, rng: np.random.Generator) -> list[np.ndarray]:
+        """Positions (into `records`) of each task group or chunk, in batching order."""
+        n = len(self.records)
+        within = rng.random(n) if self.shuffle else np.arange(n)
+        order = np.lexsort((within, self.record_task))
+        cuts = np.flatnonzero(np.diff(self.record_task[order])) + 1
+        groups = []
+        for group in np.split(order, cuts) if n else []:
+            groups += np.array_split(group, math.ceil(len(group) / self.batch_size))
+        if self.shuffle:
+            groups = [groups[i] for i in rng.permutation(len(groups))]
+        return groups
+
+    def all_batches(self) -> list[np.ndarray]:
+        """Every rank's batches of the current epoch (record indices), before the rank split."""
+        if self._cache is not None and self._cache[0] == self.epoch:
+            return self._cache[1]
+        rng = np.random.default_rng([self.seed, self.epoch])
+        batches: list[list[np.ndarray]] = []
+        sizes: list[int] = []
+        for group in self._groups(rng):
+            if not sizes or (sizes[-1] + len(group) > self.batch_size and sizes[-1] > 1):
+                batches.append([])
+                sizes.append(0)
+            batches[-1].append(group)
+            sizes[-1] += len(group)
+        if len(sizes) > 1 and sizes[-1] == 1:  # no one-program batch at the end either
+            batches[-2] += batches.pop()
+        out = [self.records[np.concatenate(parts)] for parts in batches]
+        self._cache = (self.epoch, out)
+        return out
+
+    def _mine(self) -> list[np.ndarray]:
+        batches = self.all_batches()
+        if self.num_replicas == 1:
+            return batches
+        if self.pad and batches:
+            total = math.ceil(len(batches) / self.num_replicas) * self.num_replicas
+            batches = [batches[i % len(batches)] for i in range(total)]
+        # A rank left without data still runs one empty batch, so it joins the metric sync.
+        return batches[self.rank :: self.num_replicas] or [np.zeros(0, dtype=np.int64)]
+
+    def __iter__(self) -> Iterator[Tensor]:
+        return (torch.from_numpy(b) for b in self._mine())
+
+    def __len__(self) -> int:
+        return len(self._mine())
+
+
+class ShardDataModule(L.LightningDataModule):
+    """Feature shards -> train / val / test loaders of task-grouped batches.
+
+    Args:
+        shards: a shard file, a folder of `*.h5` shards, or a list of either.
+        networks: keep only tasks used by these networks (None: all tasks, operators included).
+        split: "within-task" (random records of every task) or "hold-out" (by network).
+        test_networks: hold-out split: the networks whose tasks are held out for test.
+        test_fraction: within-task split: fraction of every task's records for test.
+        val_fraction: fraction carved from the training side for validation (records of every task
+            for within-task, whole tasks for hold-out).
+        batch_size: target records per batch (whole tasks are packed; see TaskBatchSampler).
+        drop_failed: drop failed measurements (label 0); they are counted either way.
+        seed: seed of the splits and of the training batch order.
+        num_workers: DataLoader workers (0 is usually fastest: a batch is a few index ops).
+        data_on_device: keep the whole dataset on the accelerator and slice batches there (fastest
+            on a GPU when the data fits; needs num_workers=0).
+    """
+
+    def __init__(
+        self,
+        shards: str | list[str],
+        networks: list[str] | None = None,
+        split: Literal["within-task", "hold-out"] = "within-task",
+        test_networks: list[str] | None = None,
+        test_fraction: float = 0.2,
+        val_fraction: float = 0.1,
+        batch_size: int = 512,
+        drop_failed: bool = True,
+        seed: int = 0,
+        num_workers: int = 0,
+        data_on_device: bool = False,
+    ) -> None:
+        super().__init__()
+        if split not in ("within-task", "hold-out"):
+            raise ValueError(f"split must be 'within-task' or 'hold-out', got {split!r}")
+        if split == "hold-out" and not test_networks:
+            raise ValueError(f"split='hold-out' needs test_networks (the held-out networks), got {test_networks!r}")
+        if split == "within-task" and test_networks:
+            raise ValueError(f"test_networks={test_networks!r} is only used with split='hold-out'")
+        for name, value in (("test_fraction", test_fraction), ("val_fraction", val_fraction)):
+            if not 0.0 <= value < 1.0:
+                raise ValueError(f"{name} must be in [0, 1), got {value!r}")
+        if batch_size < 2:
+            raise ValueError(f"batch_size must be >= 2, got {batch_size!r}")
+        if data_on_device and num_workers:
+            raise ValueError(f"data_on_device needs num_workers=0, got num_workers={num_workers!r}")
+        self.save_hyperparameters()
+        self.store: ProgramStore | None = None
+        self.tasks: dict[str, np.ndarray] = {}
+        self.record_task: np.ndarray | None = None
+        self.splits: dict[str, np.ndarray] = {}
+        self.num_failed = 0
+        self._scales: tuple[Tensor, Tensor] | None = None
+
+    def setup(self, stage: str | None = None) -> None:
+        """Read the shards and build the splits (once; later calls reuse them)."""
+        if self.store is None:
+            self._load()
+        trainer = self.trainer
+        if self.hparams.data_on_device and trainer is not None:
+            device = trainer.strategy.root_device
+            if self.store.device != device:
+                self.store = self.store.to(device)
+
+    def _load(self) -> None:
+        hp = self.hparams
+        data = read_shards(hp.shards, networks=hp.networks)
+        if data.num_records == 0:
+            raise ValueError(f"shards={hp.shards!r} (networks={hp.networks!r}) hold no records")
+        failed = ~np.isfinite(data.latency)
+        self.num_failed = int(failed.sum())
+        usable = np.flatnonzero(~failed) if hp.drop_failed else np.arange(data.num_records)
+        rng = np.random.default_rng(hp.seed)
+        if hp.split == "within-task":
+            test = split_within_task(data.record_task[usable], hp.test_fraction, rng)
+            train_val = usable[~test]
+            val = split_within_task(data.record_task[train_val], hp.val_fraction, rng)
+        else:
+            held = self._held_out_tasks(data)
+            test = held[data.record_task[usable]]
+            train_val = usable[~test]
+            train_tasks = np.unique(data.record_task[train_val])
+            n_val = int(round(hp.val_fraction * len(train_tasks)))
+            val_tasks = np.zeros(data.num_tasks, dtype=bool)
+            val_tasks[rng.choice(train_tasks, size=n_val, replace=False)] = True
+            val = val_tasks[data.record_task[train_val]]
+        self.splits = {"train": train_val[~val], "val": train_val[val], "test": usable[test]}
+        self.tasks = {name: getattr(data, name) for name in ("task_key", "task_name", "task_networks", "task_weight")}
+        self.record_task = data.record_task
+        self.store = ProgramStore(
+            stmt=torch.from_numpy(data.stmt),
+            stmt_ptr=torch.from_numpy(data.stmt_ptr),
+            gemm=torch.from_numpy(data.gemm),
+            task_tags=torch.from_numpy(data.task_tags),
+            record_task=torch.from_numpy(data.record_task),
+            label=torch.from_numpy(data.label),
+        )
+        counts = ", ".join(
+            f"{name} {len(idx)} records / {len(np.unique(data.record_task[idx]))} tasks" for name, idx in self.splits.items()
+        )
+        rank_zero_info(
+            f"ShardDataModule: {data.num_records} records of {data.num_tasks} tasks, {self.num_failed} failed "
+            f"({'dropped' if hp.drop_failed else 'kept with label 0'}); split {hp.split}: {counts}"
+        )
+
+    def _held_out_tasks(self, data: ShardData) -> np.ndarray:
+        """(T,) bool: tasks used by at least one of `test_networks`."""
+        wanted = set(self.hparams.test_networks)
+        task_nets = [set(filter(None, nets.split(","))) for nets in data.task_networks.tolist()]
+        known = set().union(*task_nets)
+        if not wanted <= known:
+            raise ValueError(
+                f"test_networks={sorted(wanted - known)!r} are not in the data; networks present: {sorted(known)!r}"
+            )
+        return np.array([bool(wanted & nets) for nets in task_nets], dtype=bool)
+
+    @property
+    def scales(self) -> tuple[Tensor, Tensor]:
+        """stmt_scale (174,), access_scale (23,): column maxima over the training records only."""
+        if self._scales is None:
+            if self.store is None:
+                self.setup("fit")
+            train = torch.from_numpy(self.splits["train"])
+            if len(train) == 0:
+                raise ValueError("the training split is empty: no records to compute the normalization from")
+            self._scales = compute_scales(self.store[chunk] for chunk in train.split(_SCALE_CHUNK))
+        return self._scales
+
+    def _loader(self, name: str) -> DataLoader:
+        if self.store is None:
+            self.setup(name)
+        records = self.splits[name]
+        trainer = self.trainer
+        world, rank = (trainer.world_size, trainer.global_rank) if trainer is not None else (1, 0)
+        train = name == "train"
+        sampler = TaskBatchSampler(
+            records,
+            self.record_task[records],
+            self.hparams.batch_size,
+            shuffle=train,
+            seed=self.hparams.seed,
+            num_replicas=world,
+            rank=rank,
+            pad=train,
+        )
+        pin = self.store.device.type == "cpu" and trainer is not None and trainer.strategy.root_device.type == "cuda"
+        workers = self.hparams.num_workers
+        return DataLoader(
+            self.store,
+            sampler=sampler,
+            batch_size=None,
+            num_workers=workers,
+            pin_memory=pin,
+            persistent_workers=workers > 0,
+        )
+
+    def train_dataloader(self) -> DataLoader:
+        return self._loader("train")
+
+    def val_dataloader(self) -> DataLoader:
+        return self._loader("val")
+
+    def test_dataloader(self) -> DataLoader:
+        return self._loader("test")
