@@ -1,0 +1,543 @@
+"""Build a TenSet-style dataset: N distinct random schedules per task, built and measured.
+
+`python -m data.collect --target '{"kind": "llvm", "mcpu": "sapphirerapids", "num-cores": 2}'
+--networks resnet_50 --ops matmul:512,512,512 --per-task 64 --out datasets`
+
+Layout (docs/architecture.md, "TenSet-style record tree")::
+
+    ROOT/<device>/index.json
+    ROOT/<device>/<task_dir>/database_workload.json[.xz]
+    ROOT/<device>/<task_dir>/database_tuning_record.json[.xz]
+
+Schedules are drawn as the removed `dataset_sample_candidates.py` did: MetaSchedule's evolutionary
+search with a `RandomModel` (SampleInitPopulation, then EvolveWithCostModel), so the data covers
+the design space rather than the good corner a tuner would visit. Distinct means a distinct
+structural hash of the scheduled module. Every measured candidate is stored, failures with
+`run_secs = [1e10]` (MetaSchedule's convention), so the data keeps them.
+
+Long runs are safe to interrupt: records are committed to the task's JSONDatabase after each
+measured batch, and a rerun skips tasks that have `--per-task` records, tops up partial ones with
+new distinct schedules (never re-measuring one already stored), and rewrites `index.json`
+atomically after each task.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import logging
+import lzma
+import os
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+from tqdm import tqdm
+
+from bridge.tvm_env import fast_build, is_gpu, ms, parse_target, setup, target_device_name, tvm, tvm_ffi
+from tvm.s_tir.meta_schedule.utils import _json_de_tvm
+
+from data.labels import FAILED_SECONDS, mean_latency
+from data.zoo import NETWORKS, TaskSpec, extract_network_tasks, operator_task, select_tasks
+
+__all__ = ["CollectConfig", "TaskPlan", "collect", "count_records", "main", "plan_tasks", "sample_schedules"]
+
+log = logging.getLogger(__name__)
+
+DB_FILES = ("database_workload.json", "database_tuning_record.json")
+INDEX = "index.json"
+
+
+@dataclasses.dataclass
+class CollectConfig:
+    """What to collect and how to measure it.
+
+    Args:
+        target: a tag ("nvidia/nvidia-h100") or a JSON dict string / dict.
+        out: dataset root; records go under `out/<device>/`.
+        networks: zoo network names (`data.zoo.NETWORKS`).
+        ops: operator specs (`data.zoo.operator_task`), e.g. "matmul:512,512,512".
+        per_task: distinct schedules to store per task.
+        seed: base random seed of the sampler (combined with the records already stored, so top-ups
+            explore new schedules).
+        batch_size: candidates built and measured per batch (one database commit per batch).
+        builder_workers: parallel build processes.
+        timeout: seconds allowed for one build and for one run.
+        runner: "local" (LocalRunner on this machine) or "rpc" (RPCRunner through a tracker).
+        tracker: "host:port" of the TVM RPC tracker (runner "rpc").
+        key: device key registered at the tracker (runner "rpc").
+        repeat: measurements per candidate (its `run_secs` has this many entries).
+        min_repeat_ms: minimum duration of one measurement; short kernels are run more times.
+        max_tasks: keep at most this many tasks per network (the heaviest by weight x FLOPs).
+        min_flops: drop network tasks below this many FLOPs.
+        max_flops: drop network tasks above this many FLOPs.
+        size: input size of the networks (image side / sequence length); None for the standard.
+        population: population size of the sampler's evolutionary search.
+        compress: xz-compress the database files of every finished task (`.json.xz`).
+    """
+
+    target: str | dict
+    out: str
+    networks: Sequence[str] = ()
+    ops: Sequence[str] = ()
+    per_task: int = 64
+    seed: int = 0
+    batch_size: int = 128
+    builder_workers: int | None = None
+    timeout: float = 60.0
+    runner: str = "local"
+    tracker: str | None = None
+    key: str | None = None
+    repeat: int = 3
+    min_repeat_ms: int = 20
+    max_tasks: int | None = None
+    min_flops: float = 0.0
+    max_flops: float | None = None
+    size: int | None = None
+    population: int = 64
+    compress: bool = False
+
+    def __post_init__(self) -> None:
+        if not self.networks and not self.ops:
+            raise ValueError("nothing to collect: give --networks and/or --ops")
+        unknown = [n for n in self.networks if n not in NETWORKS]
+        if unknown:
+            raise ValueError(f"networks={unknown!r} not in the zoo; known: {sorted(NETWORKS)}")
+        for name in ("per_task", "batch_size", "repeat", "population"):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"{name}={getattr(self, name)!r} must be positive")
+        if self.timeout <= 0:
+            raise ValueError(f"timeout={self.timeout!r} must be positive")
+        if self.runner not in ("local", "rpc"):
+            raise ValueError(f"runner={self.runner!r} must be 'local' or 'rpc'")
+        if self.runner == "rpc":
+            if not self.key or not self.tracker or ":" not in self.tracker:
+                raise ValueError(f"runner 'rpc' needs --tracker host:port and --key (got {self.tracker!r}, {self.key!r})")
+
+
+@dataclasses.dataclass
+class TaskPlan:
+    """A task to collect and the networks that use it (name -> weight)."""
+
+    spec: TaskSpec
+    task_dir: str
+    networks: dict[str, int]
+
+
+@dataclasses.dataclass
+class TaskResult:
+    """What one task's collection did: records before, newly measured, and the outcome."""
+
+    task_dir: str
+    before: int
+    new: int = 0
+    valid: int = 0
+    failed: int = 0
+    status: str = "complete"  # complete | exhausted | skipped: <reason> | interrupted
+
+
+# ----------------------------------------------------------------------------------------------
+# Files
+# ----------------------------------------------------------------------------------------------
+
+
+def _atomic_write(path: Path, data: bytes) -> None:
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)
+
+
+def _read_lines(path: Path) -> Iterator[str]:
+    """Non-empty lines of a database file, from `path` or else `path.xz`."""
+    if path.exists():
+        text = path.read_text()
+    elif path.with_name(path.name + ".xz").exists():
+        text = lzma.decompress(path.with_name(path.name + ".xz").read_bytes()).decode()
+    else:
+        return
+    yield from (line for line in text.splitlines() if line.strip())
+
+
+def count_records(task_path: Path) -> tuple[int, int]:
+    """(records, valid records) stored in a task directory (plain or xz).
+
+    Raises:
+        ValueError: a record line that is not JSON, naming the file and line.
+    """
+    total = valid = 0
+    path = task_path / DB_FILES[1]
+    for lineno, line in enumerate(_read_lines(path), 1):
+        try:
+            run_secs = json.loads(line)[1][1]
+        except (json.JSONDecodeError, IndexError, TypeError) as err:
+            raise ValueError(f"{path}[.xz]:{lineno}: malformed tuning record ({err})") from None
+        total += 1
+        valid += mean_latency(run_secs) != float("inf")
+    return total, valid
+
+
+def _set_compressed(task_path: Path, compressed: bool) -> None:
+    """Convert a task's two database files to `.json.xz` (True) or back to plain `.json` (False)."""
+    for name in DB_FILES:
+        plain, packed = task_path / name, task_path / (name + ".xz")
+        if compressed and plain.exists():
+            _atomic_write(packed, lzma.compress(plain.read_bytes(), preset=9 | lzma.PRESET_EXTREME))
+            plain.unlink()
+        elif not compressed and packed.exists():
+            _atomic_write(plain, lzma.decompress(packed.read_bytes()))
+            packed.unlink()
+
+
+def _target_json(target: tvm.target.Target) -> dict:
+    return json.loads(json.dumps(_json_de_tvm(target.export())))
+
+
+def _load_index(device_path: Path, target: tvm.target.Target) -> dict:
+    path = device_path / INDEX
+    if not path.exists():
+        return {"target": _target_json(target), "networks": {}, "tasks": {}, "skipped": {}}
+    try:
+        index = json.loads(path.read_text())
+    except json.JSONDecodeError as err:
+        raise ValueError(f"{path}: not valid JSON ({err})") from None
+    if index.get("target") != _target_json(target):
+        raise ValueError(f"{path}: collected for target {index.get('target')!r}, not {_target_json(target)!r}")
+    index.setdefault("skipped", {})
+    return index
+
+
+def _write_index(device_path: Path, index: dict) -> None:
+    _atomic_write(device_path / INDEX, (json.dumps(index, indent=1, sort_keys=True) + "\n").encode())
+
+
+def _update_index(index: dict, plans: Sequence[TaskPlan], device_path: Path, skipped: dict[str, str]) -> None:
+    """List the planned tasks that have records on disk; note the skipped ones with their reason."""
+    for plan in plans:
+        if plan.task_dir in skipped:
+            index["skipped"][plan.task_dir] = skipped[plan.task_dir]
+            continue
+        if count_records(device_path / plan.task_dir)[0] == 0:
+            continue
+        entry = index["tasks"].setdefault(
+            plan.task_dir,
+            {"name": plan.spec.name, "flops": plan.spec.flops, "workload_hash": plan.spec.workload_hash, "networks": []},
+        )
+        entry["networks"] = sorted(set(entry["networks"]) | set(plan.networks))
+        for net, weight in plan.networks.items():
+            rows = dict(index["networks"].get(net, []))
+            rows[plan.task_dir] = weight
+            index["networks"][net] = [[d, w] for d, w in rows.items()]
+
+
+# ----------------------------------------------------------------------------------------------
+# Planning, sampling, measuring
+# ----------------------------------------------------------------------------------------------
+
+
+def plan_tasks(cfg: CollectConfig, target: tvm.target.Target, known: dict | None = None) -> list[TaskPlan]:
+    """Extract and dedupe the tasks of `cfg.networks` and `cfg.ops`.
+
+    A workload shared by several networks (same structural hash) is one task; it keeps the
+    directory it already has in `known` (an index's "tasks"), else the first name seen.
+    """
+    by_hash: dict[str, TaskPlan] = {}
+    dir_of_hash = {v["workload_hash"]: d for d, v in (known or {}).items()}
+    sources: list[tuple[str | None, list[TaskSpec]]] = []
+    for net in cfg.networks:
+        tasks = extract_network_tasks(net, target, size=cfg.size)
+        sources.append((net, select_tasks(tasks, cfg.max_tasks, cfg.min_flops, cfg.max_flops)))
+    sources.append((None, [operator_task(spec) for spec in cfg.ops]))
+    for net, tasks in sources:
+        for spec in tasks:
+            plan = by_hash.get(spec.workload_hash)
+            if plan is None:
+                task_dir = dir_of_hash.get(spec.workload_hash, spec.task_dir)
+                plan = by_hash[spec.workload_hash] = TaskPlan(spec, task_dir, {})
+            if net is not None:
+                plan.networks[net] = plan.networks.get(net, 0) + spec.weight
+    return list(by_hash.values())
+
+
+def _schedule_hash(mod: tvm.IRModule) -> int:
+    return int(tvm_ffi.structural_hash(mod))
+
+
+def sample_schedules(
+    spec: TaskSpec,
+    target: tvm.target.Target,
+    n: int,
+    seed: int,
+    exclude: set[int],
+    population: int = 64,
+    genetic_iters: int = 2,
+    max_idle_rounds: int = 5,
+) -> list[tvm.s_tir.Schedule]:
+    """Up to `n` schedules of `spec` from its design space, distinct from each other and `exclude`.
+
+    Port of the removed `dataset_sample_candidates`: evolutionary search with a RandomModel, so the
+    picks are random mutations of random initial samples. Fewer than `n` come back when the space
+    runs dry (`max_idle_rounds` rounds in a row without a new schedule). Each round costs about
+    (1 + genetic_iters) x population schedule replays (about 13 ms each on one core here).
+
+    Args:
+        exclude: structural hashes of scheduled modules already stored; updated in place.
+
+    Raises:
+        RuntimeError (TVM's error): the space cannot be sampled, e.g. "Cannot sample enough
+            initial population" on tiny spaces such as a reshape.
+    """
+    sample_init = tvm_ffi.get_global_func("s_tir.meta_schedule.SearchStrategyEvolutionarySearchSampleInitPopulation")
+    evolve = tvm_ffi.get_global_func("s_tir.meta_schedule.SearchStrategyEvolutionarySearchEvolveWithCostModel")
+    strategy = ms.search_strategy.EvolutionarySearch(
+        population_size=population, init_measured_ratio=0.0, genetic_num_iters=genetic_iters
+    )
+    ctx = ms.TuneContext(
+        mod=spec.mod,
+        target=target,
+        space_generator="post-order-apply",
+        search_strategy=strategy,
+        task_name=spec.name,
+        num_threads=os.cpu_count() or 1,
+        rand_state=seed % (2**31 - 1),
+    )
+    ctx.pre_tuning(
+        max_trials=1 << 30,
+        num_trials_per_iter=n,
+        design_spaces=ctx.generate_design_space(),
+        database=ms.database.MemoryDatabase(),
+        cost_model=ms.cost_model.RandomModel(seed=seed % (2**31 - 1)),
+    )
+    picked: list[tvm.s_tir.Schedule] = []
+    states, idle = sample_init(strategy, population), 0
+    while len(picked) < n and idle < max_idle_rounds:
+        fresh = 0
+        for sch in evolve(strategy, states, population):
+            h = _schedule_hash(sch.mod)
+            if h not in exclude and len(picked) < n:
+                exclude.add(h)
+                picked.append(sch)
+                fresh += 1
+        idle = 0 if fresh else idle + 1
+        states = sample_init(strategy, population)
+    return picked
+
+
+class Measurer:
+    """Builds and runs candidates with MetaSchedule's builder and runner; failures -> [1e10]."""
+
+    def __init__(self, cfg: CollectConfig, target: tvm.target.Target):
+        self.target = target
+        self.device_type = "cpu" if target.kind.name == "llvm" else target.kind.name
+        gpu = is_gpu(target)
+        evaluator = ms.runner.EvaluatorConfig(
+            number=1, repeat=cfg.repeat, min_repeat_ms=cfg.min_repeat_ms, enable_cpu_cache_flush=not gpu
+        )
+        self.builder = ms.builder.LocalBuilder(
+            f_build=fast_build, max_workers=cfg.builder_workers or os.cpu_count(), timeout_sec=cfg.timeout
+        )
+        if cfg.runner == "rpc":
+            host, port = cfg.tracker.rsplit(":", 1)
+            rpc = ms.runner.RPCConfig(host, int(port), cfg.key, session_timeout_sec=int(cfg.timeout))
+            self.runner = ms.runner.RPCRunner(rpc_config=rpc, evaluator_config=evaluator)
+        else:
+            self.runner = ms.runner.LocalRunner(timeout_sec=cfg.timeout, evaluator_config=evaluator)
+
+    def measure(self, candidates: Sequence[ms.MeasureCandidate]) -> list[list[float]]:
+        """run_secs per candidate (`repeat` seconds, or [1e10] when its build or run failed)."""
+        built = self.builder.build([ms.builder.BuilderInput(c.sch.mod, self.target) for c in candidates])
+        secs: list[list[float]] = [[FAILED_SECONDS] for _ in candidates]
+        ok = [i for i, b in enumerate(built) if b.error_msg is None]
+        for i, b in enumerate(built):
+            if b.error_msg is not None:
+                log.debug("build failed: %s", b.error_msg.splitlines()[-1] if b.error_msg else "")
+        futures = self.runner.run(
+            [ms.runner.RunnerInput(built[i].artifact_path, self.device_type, candidates[i].args_info) for i in ok]
+        )
+        for i, future in zip(ok, futures):
+            result = future.result()
+            if result.error_msg is None and result.run_secs:
+                secs[i] = [float(s) for s in result.run_secs]
+            else:
+                log.debug("run failed: %s", (result.error_msg or "no run_secs").splitlines()[-1])
+        for b in built:
+            if b.artifact_path:
+                ms.utils.remove_build_dir(b.artifact_path)
+        return secs
+
+
+@dataclasses.dataclass
+class _TaskRun:
+    """A task being topped up: its open database and how many of its candidates await measuring."""
+
+    plan: TaskPlan
+    path: Path
+    db: ms.database.JSONDatabase
+    workload: ms.database.Workload
+    result: TaskResult
+    pending: int
+
+
+def _start_task(
+    plan: TaskPlan, cfg: CollectConfig, target: tvm.target.Target, task_path: Path, result: TaskResult
+) -> list[tuple[_TaskRun, tvm.s_tir.Schedule]]:
+    """Sample the schedules that top `task_path` up to `cfg.per_task` records (none if it is full).
+
+    Sets `result.status` to "skipped: <reason>" when the design space cannot be sampled and to
+    "exhausted" when it holds fewer new distinct schedules than wanted.
+    """
+    want = cfg.per_task - result.before
+    if want <= 0:
+        return []
+    stored: set[int] = set()
+    if result.before:
+        _set_compressed(task_path, False)
+        db = ms.database.JSONDatabase(*(str(task_path / f) for f in DB_FILES))
+        stored = {_schedule_hash(r.as_measure_candidate().sch.mod) for r in db.get_all_tuning_records()}
+    try:
+        seed = cfg.seed * 1_000_003 + result.before
+        schedules = sample_schedules(plan.spec, target, want, seed, stored, population=cfg.population)
+    except Exception as err:  # noqa: BLE001 (TVM raises plain errors; the task is skipped, not the run)
+        result.status = f"skipped: {str(err).strip().splitlines()[-1][:200]}"
+        return []
+    if len(schedules) < want:
+        result.status = "exhausted"
+    if not schedules:
+        return []
+    task_path.mkdir(parents=True, exist_ok=True)
+    db = ms.database.JSONDatabase(*(str(task_path / f) for f in DB_FILES))
+    run = _TaskRun(plan, task_path, db, db.commit_workload(plan.spec.mod), result, len(schedules))
+    return [(run, sch) for sch in schedules]
+
+
+def _measure_batch(
+    batch: Sequence[tuple[_TaskRun, tvm.s_tir.Schedule]], measurer: Measurer, target: tvm.target.Target, cfg: CollectConfig
+) -> None:
+    """Measure one batch (possibly of several tasks) and commit each record to its task's database."""
+    candidates = [ms.MeasureCandidate(s, ms.arg_info.ArgInfo.from_entry_func(s.mod, remove_preproc=True)) for _, s in batch]
+    for (run, sch), cand, secs in zip(batch, candidates, measurer.measure(candidates)):
+        run.db.commit_tuning_record(ms.database.TuningRecord(sch.trace, run.workload, secs, target, cand.args_info))
+        run.result.new += 1
+        if mean_latency(secs) == float("inf"):
+            run.result.failed += 1
+        else:
+            run.result.valid += 1
+        run.pending -= 1
+        if run.pending == 0 and cfg.compress:
+            _set_compressed(run.path, True)
+
+
+def collect(cfg: CollectConfig) -> list[TaskResult]:
+    """Collect every planned task of `cfg`; returns one result per task (see `main` for the summary).
+
+    Candidates of consecutive tasks share build/run batches of `cfg.batch_size`: every
+    `LocalBuilder.build` call starts a fresh process pool (seconds of imports), so small tasks
+    would otherwise pay that start-up for a handful of candidates.
+    """
+    target = parse_target(cfg.target)
+    setup(target)
+    device_path = Path(cfg.out) / target_device_name(target)
+    device_path.mkdir(parents=True, exist_ok=True)
+    index = _load_index(device_path, target)
+    plans = plan_tasks(cfg, target, index["tasks"])
+    measurer = Measurer(cfg, target)
+    results = [TaskResult(p.task_dir, count_records(device_path / p.task_dir)[0]) for p in plans]
+    skipped: dict[str, str] = {}
+    queue: list[tuple[_TaskRun, tvm.s_tir.Schedule]] = []
+
+    def flush(min_size: int) -> None:
+        while queue and len(queue) >= min_size:
+            batch = queue[: cfg.batch_size]
+            bar.set_postfix_str(f"measuring {len(batch)}")
+            _measure_batch(batch, measurer, target, cfg)
+            del queue[: len(batch)]
+            bar.update(len(batch))
+            _update_index(index, plans, device_path, skipped)
+            _write_index(device_path, index)
+
+    needed = sum(max(0, cfg.per_task - r.before) for r in results)
+    with tqdm(total=needed, unit="rec", desc="collect", dynamic_ncols=True) as bar:
+        try:
+            for plan, res in zip(plans, results):
+                if plan.task_dir in index["skipped"]:
+                    res.status = f"skipped: {index['skipped'][plan.task_dir]}"
+                    bar.update(max(0, cfg.per_task - res.before))
+                    continue
+                bar.set_postfix_str(f"sampling {plan.task_dir[:40]}")
+                picked = _start_task(plan, cfg, target, device_path / plan.task_dir, res)
+                bar.update(max(0, cfg.per_task - res.before) - len(picked))
+                if res.status.startswith("skipped"):
+                    skipped[plan.task_dir] = res.status.removeprefix("skipped: ")
+                queue += picked
+                flush(cfg.batch_size)
+            flush(1)
+        except KeyboardInterrupt:
+            for run, _ in queue:
+                run.result.status = "interrupted"
+            bar.write("interrupted: every measured batch is stored; rerun the same command to resume")
+        finally:
+            _update_index(index, plans, device_path, skipped)
+            _write_index(device_path, index)
+    return results
+
+
+def _summary(cfg: CollectConfig, results: Sequence[TaskResult], device_path: Path, elapsed: float) -> str:
+    new = sum(r.new for r in results)
+    totals = [count_records(device_path / r.task_dir) for r in results]
+    lines = [
+        f"dataset {device_path}",
+        f"tasks: {len(results)} planned, {sum(t[0] >= cfg.per_task for t in totals)} complete, "
+        f"{sum(r.status == 'exhausted' for r in results)} exhausted (space smaller than --per-task), "
+        f"{sum(r.status.startswith('skipped') for r in results)} skipped",
+        f"records on disk: {sum(t[0] for t in totals)} ({sum(t[1] for t in totals)} valid)",
+        f"measured this run: {new} ({sum(r.valid for r in results)} valid, {sum(r.failed for r in results)} failed)"
+        f" in {elapsed:.0f} s" + (f" ({elapsed / new:.2f} s/record)" if new else ""),
+    ]
+    lines += [f"  skipped {r.task_dir}: {r.status.removeprefix('skipped: ')}" for r in results if r.status.startswith("skipped")]
+    return "\n".join(lines)
+
+
+def _parser() -> argparse.ArgumentParser:
+    defaults = {f.name: f.default for f in dataclasses.fields(CollectConfig)}
+    p = argparse.ArgumentParser(prog="python -m data.collect", description=__doc__.split("\n\n")[0])
+    p.add_argument("--target", required=True, help="tag ('nvidia/nvidia-h100') or JSON dict")
+    p.add_argument("--out", required=True, help="dataset root (records go under OUT/<device>/)")
+    p.add_argument("--networks", nargs="+", default=[], metavar="NAME", help=f"zoo networks: {', '.join(NETWORKS)}")
+    p.add_argument("--ops", nargs="+", default=[], metavar="SPEC", help="operators, e.g. matmul:512,512,512")
+    p.add_argument("--per-task", type=int, default=defaults["per_task"], help="distinct schedules per task")
+    p.add_argument("--seed", type=int, default=defaults["seed"])
+    p.add_argument("--batch-size", type=int, default=defaults["batch_size"], help="candidates per build/run batch")
+    p.add_argument("--builder-workers", type=int, default=None, help="build processes (default: all cores)")
+    p.add_argument("--timeout", type=float, default=defaults["timeout"], help="seconds per build and per run")
+    p.add_argument("--runner", choices=("local", "rpc"), default="local")
+    p.add_argument("--tracker", default=None, help="RPC tracker host:port (with --runner rpc)")
+    p.add_argument("--key", default=None, help="RPC device key (with --runner rpc)")
+    p.add_argument("--repeat", type=int, default=defaults["repeat"], help="measurements per candidate")
+    p.add_argument("--min-repeat-ms", type=int, default=defaults["min_repeat_ms"])
+    p.add_argument("--max-tasks", type=int, default=None, help="per network: keep the heaviest N tasks")
+    p.add_argument("--min-flops", type=float, default=0.0, help="drop network tasks below this many FLOPs")
+    p.add_argument("--max-flops", type=float, default=None, help="drop network tasks above this many FLOPs")
+    p.add_argument("--size", type=int, default=None, help="network input size (image side / sequence length)")
+    p.add_argument("--population", type=int, default=defaults["population"], help="sampler population size")
+    p.add_argument("--compress", action="store_true", help="store finished tasks as database_*.json.xz")
+    p.add_argument("-v", "--verbose", action="store_true", help="log build and run errors")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> list[TaskResult]:
+    args = vars(_parser().parse_args(argv))
+    logging.basicConfig(level=logging.DEBUG if args.pop("verbose") else logging.WARNING)
+    try:
+        cfg = CollectConfig(**args)
+    except ValueError as err:
+        sys.exit(f"error: {err}")
+    start = time.time()
+    results = collect(cfg)
+    device_path = Path(cfg.out) / target_device_name(parse_target(cfg.target))
+    print(_summary(cfg, results, device_path, time.time() - start))
+    return results
+
+
+if __name__ == "__main__":
+    main()
