@@ -51,8 +51,8 @@ def synthetic_shard_data(
     """
     rng = np.random.default_rng(seed)
     hidden = np.random.default_rng(12345)  # the hidden function is the same for every shard
-    w_stmt = hidden.normal(size=STMT_DIM) * (hidden.random(STMT_DIM) < 0.2) / 40.0
-    w_gemm = hidden.normal(size=(GEMM_ROWS, ACCESS_DIM)) * (hidden.random((GEMM_ROWS, ACCESS_DIM)) < 0.2) / 10.0
+    w_stmt = hidden.normal(size=STMT_DIM) * (hidden.random(STMT_DIM) < 0.05) / 20.0
+    w_gemm = hidden.normal(size=(GEMM_ROWS, ACCESS_DIM)) * (hidden.random((GEMM_ROWS, ACCESS_DIM)) < 0.05) / 5.0
     col_scale = hidden.choice([1.0, 8.0, 25.0], size=STMT_DIM)
 
     n = num_tasks * records_per_task
@@ -70,7 +70,7 @@ def synthetic_shard_data(
 
     row_score = np.concatenate([[0.0], np.cumsum((pool @ w_stmt)[pick])])  # w . (sum of a record's rows)
     score = row_score[ptr[1:]] - row_score[ptr[:-1]] + (gemm * w_gemm).sum(axis=(1, 2)) + rng.normal(scale=noise, size=n)
-    latency = np.exp(-score + rng.normal(size=num_tasks)[record_task]) * 1e-4
+    latency = np.exp(-0.4 * score + rng.normal(size=num_tasks)[record_task]) * 1e-4  # log-latency std ~1 per task
     latency[rng.random(n) < failed_fraction] = np.inf
     label = np.concatenate([normalized_throughput(lat) for lat in np.split(latency, num_tasks)] or [np.zeros(0)])
 

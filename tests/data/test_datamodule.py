@@ -1,0 +1,151 @@
+"""ShardDataModule on real HDF5 shards: splits, whole-task batches, DDP sharding, train-only scales."""
+
+import numpy as np
+import pytest
+import torch
+
+from data.datamodule import ShardDataModule, TaskBatchSampler, split_within_task
+from data.shards import read_shards
+from data.synthetic import write_synthetic_shards
+from pruner_models.batch import compute_scales, make_batch
+
+torch.set_num_threads(1)
+
+
+@pytest.fixture(scope="module")
+def shard_dir(tmp_path_factory):
+    path = tmp_path_factory.mktemp("shards")
+    # 2 shards x 8 tasks; task sizes 40 records; 3% failed; task i in net_{a,b,c,d}[i % 4], every 4th shared
+    write_synthetic_shards(path, num_shards=2, num_tasks=8, records_per_task=40, failed_fraction=0.05)
+    return path
+
+
+def _task_sets(data, records):
+    return set(data.record_task[records].tolist())
+
+
+def test_within_task_split_is_disjoint_complete_and_seeded(shard_dir):
+    dm = ShardDataModule(str(shard_dir), split="within-task", test_fraction=0.25, val_fraction=0.2, seed=3)
+    dm.setup("fit")
+    data = read_shards(shard_dir)
+    ok = np.flatnonzero(np.isfinite(data.latency))
+    train, val, test = (dm.splits[k] for k in ("train", "val", "test"))
+    assert dm.num_failed == int((~np.isfinite(data.latency)).sum()) > 0
+    assert sorted(np.concatenate([train, val, test]).tolist()) == ok.tolist()
+    for t in range(data.num_tasks):  # every task is in every split, in the asked proportions
+        n_task = np.isin(ok, np.flatnonzero(data.record_task == t)).sum()
+        n_test = (data.record_task[test] == t).sum()
+        assert n_test == round(0.25 * n_task)
+        assert (data.record_task[val] == t).sum() == round(0.2 * (n_task - n_test))
+    again = ShardDataModule(str(shard_dir), split="within-task", test_fraction=0.25, val_fraction=0.2, seed=3)
+    again.setup("fit")
+    other = ShardDataModule(str(shard_dir), split="within-task", test_fraction=0.25, val_fraction=0.2, seed=4)
+    other.setup("fit")
+    assert np.array_equal(again.splits["test"], test) and not np.array_equal(other.splits["test"], test)
+
+
+def test_split_within_task_rounds_per_task():
+    task = np.repeat([0, 1, 2], [10, 3, 1])
+    picked = split_within_task(task, 0.3, np.random.default_rng(0))
+    assert [picked[task == t].sum() for t in range(3)] == [3, 1, 0]
+
+
+def test_hold_out_keeps_every_task_of_held_out_networks_out_of_training(shard_dir):
+    dm = ShardDataModule(str(shard_dir), split="hold-out", test_networks=["net_a"], val_fraction=0.25, drop_failed=False)
+    dm.setup("fit")
+    data = read_shards(shard_dir)
+    nets = [set(n.split(",")) for n in data.task_networks]
+    held = {t for t, n in enumerate(nets) if "net_a" in n}
+    shared = {t for t in held if len(nets[t]) > 1}
+    assert shared, "the fixture must have a task shared by net_a and another network"
+    assert _task_sets(data, dm.splits["test"]) == held
+    assert not held & (_task_sets(data, dm.splits["train"]) | _task_sets(data, dm.splits["val"]))
+    assert not _task_sets(data, dm.splits["train"]) & _task_sets(data, dm.splits["val"])  # val: whole tasks
+    assert len(_task_sets(data, dm.splits["val"])) == round(0.25 * (data.num_tasks - len(held)))
+    total = sum(len(v) for v in dm.splits.values())
+    assert total == data.num_records  # drop_failed=False keeps the failed records (label 0)
+    assert (data.label[np.concatenate(list(dm.splits.values()))] == 0).sum() == dm.num_failed
+
+
+def test_bad_arguments_name_the_flag(shard_dir):
+    with pytest.raises(ValueError, match="test_networks"):
+        ShardDataModule(str(shard_dir), split="hold-out")
+    with pytest.raises(ValueError, match="test_networks"):
+        ShardDataModule(str(shard_dir), split="within-task", test_networks=["net_a"])
+    with pytest.raises(ValueError, match="val_fraction"):
+        ShardDataModule(str(shard_dir), val_fraction=1.0)
+    dm = ShardDataModule(str(shard_dir), split="hold-out", test_networks=["resnet_9000"])
+    with pytest.raises(ValueError, match="resnet_9000"):
+        dm.setup("fit")
+
+
+def test_batches_hold_whole_tasks_and_cover_the_split_once(shard_dir):
+    dm = ShardDataModule(str(shard_dir), batch_size=64, seed=0)
+    dm.setup("fit")
+    data = read_shards(shard_dir)
+    for name, loader in (("train", dm.train_dataloader()), ("test", dm.test_dataloader())):
+        batches = list(loader)
+        seen = torch.cat([b["task"] for b in batches])
+        assert len(seen) == len(dm.splits[name])
+        counts = np.bincount(data.record_task[dm.splits[name]], minlength=data.num_tasks)
+        for b in batches:
+            assert 2 <= len(b["label"]) <= 64 + 1
+            for t in b["task"].unique().tolist():  # a task is split only when it exceeds the batch size
+                if counts[t] <= 64:
+                    assert (b["task"] == t).sum() == counts[t]
+        assert sorted(seen.tolist()) == sorted(data.record_task[dm.splits[name]].tolist())
+
+
+def test_gathered_batch_equals_make_batch_from_per_program_arrays(shard_dir):
+    dm = ShardDataModule(str(shard_dir), batch_size=64)
+    dm.setup("fit")
+    data = read_shards(shard_dir)
+    idx = dm.splits["train"][[5, 0, 17, 3, 60]]
+    stmt = [data.stmt[data.stmt_ptr[i] : data.stmt_ptr[i + 1]] for i in idx]
+    expected = make_batch(stmt, data.task_tags[data.record_task[idx]], data.gemm[idx], data.label[idx], data.record_task[idx])
+    got = dm.store[idx]
+    for key in expected:
+        assert torch.equal(got[key], expected[key]), key
+
+
+def test_only_the_train_loader_shuffles(shard_dir):
+    dm = ShardDataModule(str(shard_dir), batch_size=64)
+    dm.setup("fit")
+    train = dm.train_dataloader()
+    first = torch.cat([b["task"] for b in train])
+    train.sampler.set_epoch(1)
+    assert not torch.equal(first, torch.cat([b["task"] for b in train]))
+    val = dm.val_dataloader()
+    a = torch.cat([b["label"] for b in val])
+    val.sampler.set_epoch(1)
+    assert torch.equal(a, torch.cat([b["label"] for b in val]))
+
+
+def test_sampler_shards_batches_over_ranks():
+    records = np.arange(100, 300)
+    task = np.repeat(np.arange(10), 20)
+    full = TaskBatchSampler(records, task, batch_size=50, shuffle=True, seed=1).all_batches()
+    for pad in (False, True):
+        parts = [list(TaskBatchSampler(records, task, 50, shuffle=True, seed=1, num_replicas=3, rank=r, pad=pad)) for r in range(3)]
+        got = sorted(torch.cat([b for part in parts for b in part]).tolist())
+        if pad:  # training: equal step counts, the first batches repeated
+            assert len({len(p) for p in parts}) == 1 and len(got) >= 200
+        else:  # evaluation: every record exactly once
+            assert got == sorted(np.concatenate(full).tolist())
+    lonely = list(TaskBatchSampler(records[:20], task[:20], 50, shuffle=False, num_replicas=2, rank=1))
+    assert [len(b) for b in lonely] == [0]  # an idle rank still runs one (empty) batch: it must join the sync
+
+
+def test_scales_come_from_the_training_records_only(shard_dir):
+    dm = ShardDataModule(str(shard_dir), split="hold-out", test_networks=["net_a"])
+    dm.setup("fit")
+    stmt_scale, access_scale = dm.scales
+    train = dm.splits["train"]
+    expected = compute_scales(dm.store[train])
+    torch.testing.assert_close(stmt_scale, expected[0])
+    torch.testing.assert_close(access_scale, expected[1])
+    everything = compute_scales(dm.store[np.arange(len(dm.store))])
+    assert (stmt_scale <= everything[0]).all()
+    assert stmt_scale.shape == (174,) and access_scale.shape == (23,) and (stmt_scale > 0).all()
+    # a column that is zero in every training row gets scale 1
+    assert torch.equal(compute_scales({"rows": torch.zeros(3, 174), "gemm": -torch.ones(2, 8, 23)})[1], torch.ones(23))
