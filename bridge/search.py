@@ -171,7 +171,7 @@ class _ResumableSearch(ms.search_strategy.PySearchStrategy):
 
     def generate_measure_candidates(self):
         n = min(self.per_round, self.budget - self.done)
-        if n <= 0:
+        if n <= 0 or (self.log is not None and self.log.expired()):
             return None
         proposed = self._propose(n)
         if proposed is None:
@@ -488,7 +488,8 @@ class SearchLog:
     Wire it with `tune_tasks(builder=log.builder(b), runner=log.runner(r),
     measure_callbacks=[*default callbacks, log.callback()])` and give it to the strategies. On a
     resumed run, pass what the earlier run left: the best latency per task name, the trials and
-    the seconds already spent, so the curve continues.
+    the seconds already spent, so the curve continues. With `deadline_s`, strategies start no new
+    batch once this run has lasted that long.
 
     Attributes:
         rows: list of dicts with the `FIELDS` keys.
@@ -521,8 +522,10 @@ class SearchLog:
         trials_before: int = 0,
         seconds_before: float = 0.0,
         on_round: Callable[[dict], None] | None = None,
+        deadline_s: float | None = None,
     ):
         self.best: dict[str, float] = dict(best or {})
+        self.deadline_s = deadline_s
         self.total_trials, self.seconds_before = int(trials_before), float(seconds_before)
         self.on_round = on_round
         self.rows: list[dict] = []
@@ -549,7 +552,12 @@ class SearchLog:
         self._search[task] = stats
 
     def elapsed(self) -> float:
+        """Seconds of search so far, earlier runs included."""
         return self.seconds_before + time.perf_counter() - self.start
+
+    def expired(self) -> bool:
+        """Whether this run passed its deadline (strategies then start no new batch)."""
+        return self.deadline_s is not None and time.perf_counter() - self.start > self.deadline_s
 
     def _pop_build(self, candidates: list) -> float:
         for i, (mod, seconds) in enumerate(self._builds):

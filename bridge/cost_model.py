@@ -1,0 +1,310 @@
+"""Our cost models (PAM, MoA, TenSet MLP) as one MetaSchedule `PyCostModel`.
+
+`PrunerCostModel` featurizes candidates with `data.features.featurize_candidates` (PerStoreFeature
+rows, plus the GEMM matrix for PAM), builds a batch with `pruner_models.batch.make_batch` and scores
+it with the network on the GPU when there is one. The tuning modes of pam.md section 5:
+
+| mode | network | at start | after each measured batch ("round") |
+|---|---|---|---|
+| pam | PAMNet | untrained: all scores equal | retrain from scratch on every record measured in this run |
+| pam-siamese-update | MoANet | the artifact (PAM or MoA) | every `adapt_every`-th round: `MoANet.adapt` on every record of this run |
+| pam-no-update | PAMNet / MoANet | the artifact | nothing |
+| mlp | MLPNet | untrained: all scores equal | retrain from scratch |
+| mlp-no-update | MLPNet | the artifact | nothing |
+
+Labels of the online updates are `data.labels.normalized_throughput` of each task's records in this
+run (best / latency, failed = 0), the same definition as offline training. From-scratch modes take
+their normalization from the records they train on; MoA keeps the pretrained one.
+
+Scores: `predict` returns (n,) float64, positive, higher = faster: softplus of the network output,
+a fixed monotone map, so scores of different calls compare (the evolutionary search keeps one heap
+across generations) and can weight parent sampling. Candidates that cannot be featurized (they
+would not lower) get the smallest positive float.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import io
+import os
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import torch
+from tvm.ir.utils import derived_object
+
+from bridge.export import Artifact, load_model
+from bridge.tvm_env import ms, tvm_ffi
+from data.features import featurize_candidates, workload_tags
+from data.labels import mean_latency, normalized_throughput
+from data.schema import ACCESS_DIM, GEMM_ROWS, STMT_DIM
+from pruner_models.batch import compute_scales, make_batch
+from pruner_models.losses import LOSSES
+from pruner_models.mlp import MLPConfig, MLPNet
+from pruner_models.moa import MoANet, train_online
+from pruner_models.pam import PAMConfig, PAMNet
+
+__all__ = ["MODES", "PrunerCostModel"]
+
+MODES = ("pam", "pam-siamese-update", "pam-no-update", "mlp", "mlp-no-update")
+_PRETRAINED = {"pam-siamese-update", "pam-no-update", "mlp-no-update"}
+_FEATURE_CACHE = 4096
+"""Features of this many recent candidates are kept, so a measured candidate that was scored
+before is not featurized again in `update`."""
+
+
+def _nets_for(mode: str) -> tuple[str, ...]:
+    return ("MLPNet",) if mode.startswith("mlp") else ("PAMNet", "MoANet")
+
+
+@derived_object
+class PrunerCostModel(ms.cost_model.PyCostModel):
+    """PAM / MoA / TenSet-MLP cost model for MetaSchedule (modes in the module docstring)."""
+
+    def __init__(
+        self,
+        *,
+        mode: str = "pam",
+        artifact: str | os.PathLike | Artifact | None = None,
+        device: str | None = None,
+        epochs: int = 50,
+        lr: float = 7e-4,
+        weight_decay: float = 1e-6,
+        loss: str = "lambdarank",
+        patience: int | None = 5,
+        adapt_every: int = 4,
+        momentum: float = 0.99,
+        batch_size: int = 512,
+        seed: int = 0,
+    ):
+        """
+        Args:
+            mode: one of `MODES`.
+            artifact: an exported artifact or a train.py .ckpt (or a loaded `Artifact`); required by
+                the pretrained modes, refused by `pam` and `mlp` (they start from nothing).
+            device: torch device for scoring and training (default: "cuda" when available, else "cpu").
+            epochs: maximum epochs of each online training (pam.md: 50).
+            lr, weight_decay, loss: Adam learning rate and weight decay, ranking loss of online training.
+            patience: early stop of online training on the training loss (None: never).
+            adapt_every: pam-siamese-update adapts after every this-many rounds (pam.md: 4).
+            momentum: MoA target momentum (pam.md: 0.99) when the artifact is a plain PAM.
+            batch_size: records per training batch (whole tasks are kept together when they fit).
+            seed: seeds network initialization and batch order.
+        """
+        super().__init__()
+        if mode not in MODES:
+            raise ValueError(f"mode={mode!r} must be one of {MODES}")
+        if mode in _PRETRAINED and artifact is None:
+            raise ValueError(f"mode={mode!r} needs a pretrained artifact or checkpoint (artifact=None)")
+        if mode not in _PRETRAINED and artifact is not None:
+            raise ValueError(f"mode={mode!r} trains from scratch during tuning; it takes no artifact (got {artifact!r})")
+        if loss not in LOSSES:
+            raise ValueError(f"loss={loss!r} must be one of {sorted(LOSSES)}")
+        for name, value in (("epochs", epochs), ("adapt_every", adapt_every), ("batch_size", batch_size)):
+            if value < 1:
+                raise ValueError(f"{name}={value!r} must be >= 1")
+        self.mode = mode
+        self.device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+        self.train_options = dict(lr=lr, weight_decay=weight_decay, loss=loss, patience=patience)
+        self.epochs, self.adapt_every, self.batch_size, self.seed = epochs, adapt_every, batch_size, seed
+        self.uses_gemm = mode.startswith("pam")
+        self.net: torch.nn.Module | None = None
+        self.trained = False
+        if artifact is not None:
+            loaded = artifact if isinstance(artifact, Artifact) else load_model(artifact)
+            if loaded.net_class not in _nets_for(mode):
+                raise ValueError(f"mode={mode!r} needs a {' or '.join(_nets_for(mode))} artifact; {loaded.path} holds a {loaded.net_class}")
+            net = loaded.net
+            if mode == "pam-siamese-update" and isinstance(net, PAMNet):
+                net = MoANet.from_pretrained(net, momentum)
+            self.net, self.trained = net.to(self.device).eval(), True
+            self.source = loaded.path
+        # Records measured in this run: task key -> lists of stmt rows, gemm matrices, latencies.
+        self.data: dict[str, dict[str, list]] = {}
+        self.tags: dict[str, np.ndarray] = {}
+        self.rounds = 0
+        self._features: collections.OrderedDict[int, tuple[np.ndarray, np.ndarray]] = collections.OrderedDict()
+
+    # ------------------------------------------------------------------------------------------
+    # Features
+
+    def _task(self, context) -> str:
+        key = str(tvm_ffi.structural_hash(context.mod))
+        if key not in self.tags:
+            self.tags[key] = workload_tags(context.mod)
+        return key
+
+    def _featurize(self, context, candidates: Sequence) -> list[tuple[np.ndarray, np.ndarray] | None]:
+        """(stmt (n, 164), gemm (8, 23)) per candidate, None where featurizing failed; cached by module."""
+        keys = [int(tvm_ffi.structural_hash(c.sch.mod)) for c in candidates]
+        todo = [i for i, k in enumerate(keys) if k not in self._features]
+        if todo:
+            feats = featurize_candidates(context, [candidates[i] for i in todo], stmt=True, walk=self.uses_gemm)
+            for i, f in zip(todo, feats):
+                if f is None:
+                    continue
+                gemm = f.gemm if f.gemm is not None else np.zeros((GEMM_ROWS, ACCESS_DIM), np.float32)
+                self._features[keys[i]] = (f.stmt.reshape(-1, STMT_DIM), gemm)
+        out = []
+        for k in keys:
+            if k in self._features:
+                self._features.move_to_end(k)
+            out.append(self._features.get(k))
+        while len(self._features) > _FEATURE_CACHE:
+            self._features.popitem(last=False)
+        return out
+
+    # ------------------------------------------------------------------------------------------
+    # PyCostModel
+
+    @torch.no_grad()
+    def predict(self, context, candidates) -> np.ndarray:
+        """(n,) float64 positive scores, higher = faster; all equal before any training."""
+        candidates = list(candidates)
+        if not self.trained:
+            return np.ones(len(candidates), dtype=np.float64)
+        tags = self.tags[self._task(context)]
+        feats = self._featurize(context, candidates)
+        ok = [i for i, f in enumerate(feats) if f is not None]
+        scores = np.full(len(candidates), np.finfo(np.float64).tiny)
+        if ok:
+            raw = self._score([feats[i][0] for i in ok], np.stack([feats[i][1] for i in ok]), tags)
+            scores[ok] = np.maximum(np.logaddexp(0.0, raw), np.finfo(np.float64).tiny)
+        return scores
+
+    def _score(self, stmt: list[np.ndarray], gemm: np.ndarray, tags: np.ndarray, chunk: int = 4096) -> np.ndarray:
+        self.net.eval()
+        out = []
+        for start in range(0, len(stmt), chunk):
+            batch = make_batch(stmt[start : start + chunk], tags, gemm[start : start + chunk])
+            out.append(self.net({k: v.to(self.device) for k, v in batch.items()}).double().cpu().numpy())
+        return np.concatenate(out)
+
+    def update(self, context, candidates, results) -> None:
+        """Record the measured batch, then train per the mode (see the module docstring)."""
+        if self.mode.endswith("no-update"):
+            return
+        candidates, results = list(candidates), list(results)
+        key = self._task(context)
+        task = self.data.setdefault(key, {"stmt": [], "gemm": [], "latency": []})
+        for feat, result in zip(self._featurize(context, candidates), results):
+            if feat is None:
+                continue
+            run_secs = None if result.run_secs is None else [float(s) for s in result.run_secs]
+            task["stmt"].append(feat[0])
+            task["gemm"].append(feat[1])
+            task["latency"].append(mean_latency(run_secs))
+        self.rounds += 1
+        if self.mode == "pam-siamese-update":
+            if self.rounds % self.adapt_every == 0:
+                batches = self._batches()
+                if batches:
+                    self.net.adapt(batches, epochs=self.epochs, seed=self.seed + self.rounds, **self.train_options)
+            return
+        batches = self._batches()
+        if not batches:
+            return
+        torch.manual_seed(self.seed + self.rounds)
+        net = PAMNet(PAMConfig()) if self.mode == "pam" else MLPNet(MLPConfig())
+        net.set_scales(*compute_scales(batches))
+        net = net.to(self.device)
+        train_online(net, [{k: v.to(self.device) for k, v in b.items()} for b in batches], epochs=self.epochs, seed=self.seed + self.rounds, **self.train_options)
+        self.net, self.trained = net.eval(), True
+
+    def _batches(self) -> list[dict[str, torch.Tensor]]:
+        """Task-grouped training batches of every record of this run that has a label to rank by.
+
+        A task enters once it has two records with different labels. Tasks are packed whole into
+        batches of up to `batch_size` records; a larger task is split into random chunks.
+        """
+        rng = np.random.default_rng(self.seed + self.rounds)
+        groups = []
+        for key, task in self.data.items():
+            labels = normalized_throughput(np.asarray(task["latency"]))
+            if len(labels) < 2 or np.ptp(labels) == 0:
+                continue
+            order = rng.permutation(len(labels))
+            for start in range(0, len(order), self.batch_size):
+                groups.append((key, order[start : start + self.batch_size], labels))
+        batches, current, size = [], [], 0
+        for group in groups:
+            if current and size + len(group[1]) > self.batch_size:
+                batches.append(self._batch(current))
+                current, size = [], 0
+            current.append(group)
+            size += len(group[1])
+        if current:
+            batches.append(self._batch(current))
+        return [b for b in batches if len(b["label"]) >= 2]
+
+    def _batch(self, groups: list[tuple[str, np.ndarray, np.ndarray]]) -> dict[str, torch.Tensor]:
+        stmt, gemm, tags, label, task = [], [], [], [], []
+        for t, (key, index, labels) in enumerate(groups):
+            data = self.data[key]
+            stmt += [data["stmt"][i] for i in index]
+            gemm += [data["gemm"][i] for i in index]
+            tags.append(np.repeat(self.tags[key][None], len(index), axis=0))
+            label.append(labels[index])
+            task.append(np.full(len(index), t))
+        return make_batch(stmt, np.concatenate(tags), np.stack(gemm), np.concatenate(label), np.concatenate(task))
+
+    def save(self, path: str) -> None:
+        """Write the mode, the network (if any) and this run's records, atomically (torch.save)."""
+        state = {
+            "mode": self.mode,
+            "rounds": self.rounds,
+            "trained": self.trained,
+            "net_class": None if self.net is None else type(self.net).__name__,
+            "config": None if self.net is None else dataclasses.asdict(self.net.config),
+            "momentum": getattr(self.net, "momentum", None),
+            "state_dict": None if self.net is None else {k: v.cpu() for k, v in self.net.state_dict().items()},
+            "tags": {k: torch.from_numpy(v) for k, v in self.tags.items()},
+            "data": {
+                k: {
+                    "stmt": [torch.from_numpy(s) for s in d["stmt"]],
+                    "gemm": [torch.from_numpy(g) for g in d["gemm"]],
+                    "latency": torch.tensor(d["latency"], dtype=torch.float64),
+                }
+                for k, d in self.data.items()
+            },
+        }
+        buffer = io.BytesIO()
+        torch.save(state, buffer)
+        tmp = f"{path}.tmp{os.getpid()}"
+        with open(tmp, "wb") as f:
+            f.write(buffer.getvalue())
+        os.replace(tmp, path)
+
+    def load(self, path: str) -> None:
+        """Restore what `save` wrote (the mode must match this model's).
+
+        Raises:
+            ValueError: a file that is not a saved PrunerCostModel, or one saved in another mode
+                (names the file).
+        """
+        try:
+            state = torch.load(path, map_location="cpu", weights_only=True)
+        except Exception as err:  # noqa: BLE001 - torch raises many types for a corrupt file
+            raise ValueError(f"{path}: cannot read a saved cost model ({type(err).__name__}: {err})") from None
+        if not isinstance(state, dict) or "mode" not in state:
+            raise ValueError(f"{path}: not a saved PrunerCostModel")
+        if state["mode"] != self.mode:
+            raise ValueError(f"{path}: saved in mode {state['mode']!r}, this model runs mode {self.mode!r}")
+        self.rounds, self.trained = int(state["rounds"]), bool(state["trained"])
+        if state["net_class"] is not None:
+            net: Any
+            if state["net_class"] == "MLPNet":
+                net = MLPNet(MLPConfig(**state["config"]))
+            elif state["net_class"] == "MoANet":
+                net = MoANet(PAMConfig(**state["config"]), state["momentum"])
+            else:
+                net = PAMNet(PAMConfig(**state["config"]))
+            net.load_state_dict(state["state_dict"])
+            self.net = net.to(self.device).eval()
+        self.tags = {k: v.numpy() for k, v in state["tags"].items()}
+        self.data = {
+            k: {"stmt": [s.numpy() for s in d["stmt"]], "gemm": [g.numpy() for g in d["gemm"]], "latency": d["latency"].tolist()}
+            for k, d in state["data"].items()
+        }
