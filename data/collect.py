@@ -105,9 +105,11 @@ class CollectConfig:
         unknown = [n for n in self.networks if n not in NETWORKS]
         if unknown:
             raise ValueError(f"networks={unknown!r} not in the zoo; known: {sorted(NETWORKS)}")
-        for name in ("per_task", "batch_size", "repeat", "population"):
+        for name in ("per_task", "batch_size", "repeat"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name}={getattr(self, name)!r} must be positive")
+        if self.population < 50:
+            raise ValueError(f"population={self.population!r} must be >= 50 (MetaSchedule's init_min_unmeasured)")
         if self.timeout <= 0:
             raise ValueError(f"timeout={self.timeout!r} must be positive")
         if self.runner not in ("local", "rpc"):
@@ -272,6 +274,7 @@ def sample_schedules(
     exclude: set[int],
     population: int = 64,
     genetic_iters: int = 2,
+    min_init: int = 50,
     max_idle_rounds: int = 5,
 ) -> list[tvm.s_tir.Schedule]:
     """Up to `n` schedules of `spec` from its design space, distinct from each other and `exclude`.
@@ -283,10 +286,13 @@ def sample_schedules(
 
     Args:
         exclude: structural hashes of scheduled modules already stored; updated in place.
+        min_init: fewest distinct schedules in the initial population; MetaSchedule's tuner gives
+            up below its `init_min_unmeasured` (50) with "Cannot sample enough initial
+            population", so such tasks (reshapes, copies) are never tuned and are not collected.
 
     Raises:
-        RuntimeError (TVM's error): the space cannot be sampled, e.g. "Cannot sample enough
-            initial population" on tiny spaces such as a reshape.
+        ValueError: the initial population has fewer than `min_init` distinct schedules.
+        tvm.error.TVMError: the design space cannot be generated or sampled at all.
     """
     sample_init = tvm_ffi.get_global_func("s_tir.meta_schedule.SearchStrategyEvolutionarySearchSampleInitPopulation")
     evolve = tvm_ffi.get_global_func("s_tir.meta_schedule.SearchStrategyEvolutionarySearchEvolveWithCostModel")
@@ -309,8 +315,14 @@ def sample_schedules(
         database=ms.database.MemoryDatabase(),
         cost_model=ms.cost_model.RandomModel(seed=seed % (2**31 - 1)),
     )
-    picked: list[tvm.s_tir.Schedule] = []
     states, idle = sample_init(strategy, population), 0
+    distinct = len({_schedule_hash(sch.mod) for sch in states})
+    if distinct < min_init:
+        raise ValueError(
+            f"Cannot sample enough initial population ({distinct} distinct schedules < {min_init}); "
+            "MetaSchedule's evolutionary search would not tune this task"
+        )
+    picked: list[tvm.s_tir.Schedule] = []
     while len(picked) < n and idle < max_idle_rounds:
         fresh = 0
         for sch in evolve(strategy, states, population):
@@ -441,13 +453,15 @@ def collect(cfg: CollectConfig) -> list[TaskResult]:
     device_path.mkdir(parents=True, exist_ok=True)
     index = _load_index(device_path, target)
     plans = plan_tasks(cfg, target, index["tasks"])
-    measurer = Measurer(cfg, target)
+    measurer: Measurer | None = None  # started on the first batch: a finished dataset needs none
     results = [TaskResult(p.task_dir, count_records(device_path / p.task_dir)[0]) for p in plans]
     skipped: dict[str, str] = {}
     queue: list[tuple[_TaskRun, tvm.s_tir.Schedule]] = []
 
     def flush(min_size: int) -> None:
+        nonlocal measurer
         while queue and len(queue) >= min_size:
+            measurer = measurer or Measurer(cfg, target)
             batch = queue[: cfg.batch_size]
             bar.set_postfix_str(f"measuring {len(batch)}")
             _measure_batch(batch, measurer, target, cfg)
@@ -457,6 +471,9 @@ def collect(cfg: CollectConfig) -> list[TaskResult]:
             _write_index(device_path, index)
 
     needed = sum(max(0, cfg.per_task - r.before) for r in results)
+    per_net = {net: sum(net in p.networks for p in plans) for net in cfg.networks}
+    print(f"{len(plans)} tasks ({', '.join(f'{n}: {c}' for n, c in per_net.items())}, ops: {len(cfg.ops)}); "
+          f"{needed} records to measure into {device_path}", flush=True)
     with tqdm(total=needed, unit="rec", desc="collect", dynamic_ncols=True) as bar:
         try:
             for plan, res in zip(plans, results):

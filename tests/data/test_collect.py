@@ -1,0 +1,173 @@
+"""data.collect: a real (tiny) collection on llvm, resume and top-up, compression, bad input."""
+
+import json
+import lzma
+import shutil
+
+import numpy as np
+import pytest
+from tvm import te
+
+from bridge.tvm_env import ms, parse_target, tvm, tvm_ffi
+from data.collect import (
+    CollectConfig,
+    TaskPlan,
+    TaskResult,
+    _start_task,
+    count_records,
+    main,
+    sample_schedules,
+)
+from data.labels import mean_latency
+from data.zoo import TaskSpec, operator_task
+
+TARGET = '{"kind": "llvm", "mcpu": "sapphirerapids", "num-cores": 2}'
+DEVICE = "llvm-sapphirerapids-2c"
+SPEC = "matmul:32,32,32"
+FAST = ["--batch-size", "8", "--builder-workers", "2", "--repeat", "3", "--min-repeat-ms", "1", "--population", "64"]
+
+
+def _run(out, per_task, *extra):
+    return main(["--target", TARGET, "--ops", SPEC, "--per-task", str(per_task), "--out", str(out), *FAST, *extra])
+
+
+def _task_dir(out):
+    return out / DEVICE / operator_task(SPEC).task_dir
+
+
+def _records(task_dir):
+    db = ms.database.JSONDatabase(str(task_dir / "database_workload.json"), str(task_dir / "database_tuning_record.json"))
+    return db.get_all_tuning_records()
+
+
+def _schedule_hashes(records):
+    return [int(tvm_ffi.structural_hash(r.as_measure_candidate().sch.mod)) for r in records]
+
+
+@pytest.fixture(scope="module")
+def first_run(tmp_path_factory):
+    """One real collection of 5 schedules of a 32^3 matmul, shared (copied) by the tests."""
+    out = tmp_path_factory.mktemp("collect")
+    results = _run(out, 5)
+    return out, results
+
+
+@pytest.fixture
+def dataset(first_run, tmp_path):
+    out = tmp_path / "ds"
+    shutil.copytree(first_run[0], out)
+    return out
+
+
+def test_collection_writes_a_readable_database(first_run):
+    out, results = first_run
+    assert [(r.new, r.status) for r in results] == [(5, "complete")]
+    records = _records(_task_dir(out))
+    assert len(records) == 5
+    latencies = [mean_latency([float(s) for s in r.run_secs]) for r in records]
+    assert all(np.isfinite(latencies)), latencies
+    assert all(len(r.run_secs) == 3 for r in records), "one entry per --repeat"
+    assert len(set(_schedule_hashes(records))) == 5, "schedules must be structurally distinct"
+    spec = operator_task(SPEC)
+    assert tvm_ffi.structural_equal(records[0].workload.mod, spec.mod)
+    workload_line = json.loads((_task_dir(out) / "database_workload.json").read_text().splitlines()[0])
+    assert workload_line[0] == spec.workload_hash
+
+
+def test_index_json(first_run):
+    out, _ = first_run
+    index = json.loads((out / DEVICE / "index.json").read_text())
+    spec = operator_task(SPEC)
+    assert index["target"]["kind"] == "llvm" and index["target"]["num-cores"] == 2
+    assert index["tasks"] == {
+        spec.task_dir: {"name": spec.name, "flops": 2 * 32**3, "workload_hash": spec.workload_hash, "networks": []}
+    }
+    assert index["networks"] == {} and index["skipped"] == {}
+
+
+def _plain_copy(task_dir, dest):
+    """The task's database files decompressed into `dest` (JSONDatabase reads plain JSON only)."""
+    dest.mkdir()
+    for name in ("database_workload.json", "database_tuning_record.json"):
+        (dest / name).write_bytes(lzma.decompress((task_dir / (name + ".xz")).read_bytes()))
+    return dest
+
+
+def test_top_up_compressed_then_rerun_measures_nothing(dataset, tmp_path):
+    task_dir = _task_dir(dataset)
+    before = (task_dir / "database_tuning_record.json").read_text().splitlines()
+    (result,) = _run(dataset, 8, "--compress")
+    assert (result.before, result.new, result.status) == (5, 3, "complete")
+    assert sorted(p.name for p in task_dir.iterdir()) == ["database_tuning_record.json.xz", "database_workload.json.xz"]
+    assert count_records(task_dir) == (8, 8)
+    plain = _plain_copy(task_dir, tmp_path / "plain")
+    lines = (plain / "database_tuning_record.json").read_text().splitlines()
+    assert lines[:5] == before, "top-up must keep the stored records untouched"
+    hashes = _schedule_hashes(_records(plain))
+    assert len(hashes) == 8 and len(set(hashes)) == 8, "top-up must not re-measure a stored schedule"
+
+    stamp = (task_dir / "database_tuning_record.json.xz").stat().st_mtime_ns
+    (again,) = _run(dataset, 8, "--compress")
+    assert (again.before, again.new, again.status) == (8, 0, "complete")
+    assert (task_dir / "database_tuning_record.json.xz").stat().st_mtime_ns == stamp
+
+
+def test_other_target_in_index_is_refused(dataset):
+    index_path = dataset / DEVICE / "index.json"
+    index = json.loads(index_path.read_text())
+    index["target"]["mcpu"] = "skylake"
+    index_path.write_text(json.dumps(index))
+    with pytest.raises(ValueError, match="index.json: collected for target"):
+        _run(dataset, 6)
+
+
+def test_malformed_record_names_file_and_line(dataset):
+    path = _task_dir(dataset) / "database_tuning_record.json"
+    path.write_text(path.read_text() + "{not json\n")
+    with pytest.raises(ValueError, match=r"database_tuning_record.json\[.xz\]:6: malformed tuning record"):
+        count_records(path.parent)
+
+
+def test_unsampleable_task_is_skipped(tmp_path):
+    """A copy kernel has too few schedules for an initial population: skipped, nothing written."""
+    a = te.placeholder((4,), name="A")
+    mod = tvm.IRModule({"main": te.create_prim_func([a, te.compute((4,), lambda i: a[i], name="B")])})
+    spec = TaskSpec.from_mod("copy", mod)
+    cfg = CollectConfig(target=TARGET, out=str(tmp_path), ops=[SPEC], per_task=4)
+    result = TaskResult(spec.task_dir, 0)
+    picked = _start_task(TaskPlan(spec, spec.task_dir, {}), cfg, parse_target(TARGET), tmp_path / spec.task_dir, result)
+    assert picked == []
+    assert result.status.startswith("skipped: Cannot sample enough initial population (1 distinct")
+    assert not (tmp_path / spec.task_dir).exists()
+
+
+def test_sampler_excludes_known_schedules():
+    spec = operator_task("matmul:16,16,16")
+    target = parse_target(TARGET)
+    first = sample_schedules(spec, target, 6, seed=1, exclude=set())
+    known = {int(tvm_ffi.structural_hash(s.mod)) for s in first}
+    exclude = set(known)
+    second = sample_schedules(spec, target, 6, seed=1, exclude=exclude)
+    hashes = {int(tvm_ffi.structural_hash(s.mod)) for s in second}
+    assert len(first) == 6 and len(second) == 6
+    assert not hashes & known and exclude == known | hashes
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({}, "nothing to collect"),
+        ({"networks": ["vgg"]}, r"networks=\['vgg'\] not in the zoo"),
+        ({"ops": [SPEC], "per_task": 0}, "per_task=0 must be positive"),
+        ({"ops": [SPEC], "runner": "ssh"}, "runner='ssh'"),
+        ({"ops": [SPEC], "runner": "rpc", "tracker": "localhost"}, "needs --tracker host:port and --key"),
+    ],
+)
+def test_config_errors(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        CollectConfig(target=TARGET, out="unused", **kwargs)
+
+
+def test_cli_reports_config_errors(capsys):
+    with pytest.raises(SystemExit, match="per_task=0 must be positive"):
+        _run("unused", 0)
