@@ -57,6 +57,29 @@ def lexsort(*keys: Tensor) -> Tensor:
     return perm
 
 
+def task_order(key: Tensor, group: Tensor, descending: bool = False) -> Tensor:
+    """Stable permutation sorting records by (group, key); equal keys keep record order.
+
+    A float32 (or narrower) key takes ONE int64 sort: its bits mapped to an order-preserving
+    integer in [0, 2^32) (negative floats bit-flipped, -0.0 folded into 0.0) under the group in the
+    high 32 bits. Other keys (float64, integers) take two stable sorts (`lexsort`).
+
+    Args:
+        key: (N,) sort key. group: (N,) int64 dense group index (< 2^31).
+        descending: sort `key` from high to low (ties still in record order).
+
+    Returns:
+        (N,) int64 permutation.
+    """
+    if descending:
+        key = -key
+    if key.dtype in (torch.float32, torch.float16, torch.bfloat16):
+        bits = (key.float() + 0.0).view(torch.int32).long()
+        ordered = torch.where(bits < 0, -1 - bits, bits + 2**31)
+        return torch.argsort(group * 2**32 + ordered, stable=True)
+    return lexsort(key, group)
+
+
 def task_groups(task: Tensor) -> tuple[Tensor, Tensor]:
     """Dense group index of each record and the size of each group.
 
@@ -84,10 +107,11 @@ def rank_within_task(key: Tensor, group: Tensor, sizes: Tensor, descending: bool
     Returns:
         (N,) int64 position in 0..size-1 of the record's group.
     """
-    order = lexsort(-key if descending else key, group)
+    order = task_order(key, group, descending)
     starts = sizes.cumsum(0) - sizes
     rank = torch.empty_like(group)
-    rank[order] = torch.arange(group.numel(), device=group.device) - starts[group[order]]
+    starts_sorted = starts.index_select(0, group.index_select(0, order))
+    rank[order] = torch.arange(group.numel(), device=group.device) - starts_sorted
     return rank
 
 
@@ -102,11 +126,12 @@ def same_task_pairs(group: Tensor, sizes: Tensor) -> tuple[Tensor, Tensor]:
     """
     order = torch.argsort(group, stable=True)
     starts = sizes.cumsum(0) - sizes
-    partners = sizes[group[order]]
-    left = order.repeat_interleave(partners)
-    run_start = (partners.cumsum(0) - partners).repeat_interleave(partners)
-    within = torch.arange(left.numel(), device=group.device) - run_start
-    right = order[starts[group[left]] + within]
+    partners = sizes.index_select(0, group.index_select(0, order))
+    n_pairs = int((sizes * sizes).sum())
+    left = order.repeat_interleave(partners, output_size=n_pairs)
+    run_start = (partners.cumsum(0) - partners).repeat_interleave(partners, output_size=n_pairs)
+    within = torch.arange(n_pairs, device=group.device) - run_start
+    right = order.index_select(0, starts.index_select(0, group.index_select(0, left)) + within)
     return left, right
 
 
@@ -131,11 +156,20 @@ def _reduce(per_task: Tensor, has_loss: Tensor, reduction: str) -> Tensor:
     raise ValueError(f"reduction must be 'mean' or 'sum', got {reduction!r}")
 
 
-def _ordered_pairs(labels: Tensor, group: Tensor, sizes: Tensor) -> tuple[Tensor, Tensor]:
-    """Same-task pairs (i, j) with labels[i] > labels[j] strictly (label ties give no pair)."""
+def _ordered_pairs(labels: Tensor, group: Tensor, sizes: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    """Same-task pairs (i, j) with labels[i] > labels[j] strictly (label ties give no pair).
+
+    Returns:
+        left, right, pair_group: (P,) int64 records i and j and their task group.
+    """
     left, right = same_task_pairs(group, sizes)
-    keep = labels[left] > labels[right]
-    return left[keep], right[keep]
+    keep = labels.index_select(0, left) > labels.index_select(0, right)
+    left, right = left.masked_select(keep), right.masked_select(keep)
+    return left, right, group.index_select(0, left)
+
+
+def _pair_gather(values: Tensor, left: Tensor, right: Tensor) -> tuple[Tensor, Tensor]:
+    return values.index_select(0, left), values.index_select(0, right)
 
 
 def lambda_rank_loss(preds: Tensor, labels: Tensor, task: Tensor, reduction: Reduction = "mean") -> Tensor:
@@ -172,14 +206,16 @@ def lambda_rank_loss(preds: Tensor, labels: Tensor, task: Tensor, reduction: Red
         gain = torch.pow(2.0, labels) - 1
         max_dcg = torch.zeros(sizes.numel(), dtype=gain.dtype, device=gain.device)
         max_dcg = max_dcg.index_add(0, group, gain / torch.log2(1.0 + ideal_rank.to(gain.dtype)))
-        g = gain / max_dcg.clamp_min(_MAX_DCG_EPS)[group]
+        g = gain / max_dcg.clamp_min(_MAX_DCG_EPS).index_select(0, group)
         discount = 1.0 / torch.log2(1.0 + rank.to(gain.dtype))
-    left, right = _ordered_pairs(labels, group, sizes)
-    weight = (discount[left] - discount[right]).abs() * (g[left] - g[right]).abs()
-    pair_loss = -weight.to(preds.dtype) * F.logsigmoid(preds[left] - preds[right]) / math.log(2.0)
-    per_task = torch.zeros(sizes.numel(), dtype=preds.dtype, device=preds.device).index_add(0, group[left], pair_loss)
-    has_pair = torch.zeros(sizes.numel(), dtype=torch.bool, device=preds.device)
-    has_pair[group[left]] = True
+    left, right, pair_group = _ordered_pairs(labels, group, sizes)
+    d_left, d_right = _pair_gather(discount, left, right)
+    g_left, g_right = _pair_gather(g, left, right)
+    s_left, s_right = _pair_gather(preds, left, right)
+    weight = ((d_left - d_right).abs() * (g_left - g_right).abs()).to(preds.dtype)
+    pair_loss = -weight * F.logsigmoid(s_left - s_right) / math.log(2.0)
+    per_task = torch.zeros(sizes.numel(), dtype=preds.dtype, device=preds.device).index_add(0, pair_group, pair_loss)
+    has_pair = torch.bincount(pair_group, minlength=sizes.numel()) > 0
     return _reduce(per_task, has_pair, reduction)
 
 
@@ -199,13 +235,12 @@ def ranknet_loss(preds: Tensor, labels: Tensor, task: Tensor, reduction: Reducti
     """
     _check_inputs(preds, labels, task)
     group, sizes = task_groups(task)
-    left, right = _ordered_pairs(labels, group, sizes)
+    left, right, pair_group = _ordered_pairs(labels, group, sizes)
     n_tasks = sizes.numel()
-    pair_loss = -F.logsigmoid(preds[left] - preds[right])
-    per_task_sum = torch.zeros(n_tasks, dtype=preds.dtype, device=preds.device).index_add(0, group[left], pair_loss)
-    n_pairs = torch.zeros(n_tasks, dtype=torch.long, device=preds.device).index_add(
-        0, group[left], torch.ones_like(left)
-    )
+    s_left, s_right = _pair_gather(preds, left, right)
+    pair_loss = -F.logsigmoid(s_left - s_right)
+    per_task_sum = torch.zeros(n_tasks, dtype=preds.dtype, device=preds.device).index_add(0, pair_group, pair_loss)
+    n_pairs = torch.bincount(pair_group, minlength=n_tasks)
     return _reduce(per_task_sum / n_pairs.clamp_min(1), n_pairs > 0, reduction)
 
 

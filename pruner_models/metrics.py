@@ -10,10 +10,10 @@ globally consistent across processes (the batch's `task` field is).
 rank 0's records, then rank 1's, ...). It only matters where the definitions break ties by it.
 
 `compute()` is vectorized with no Python loop over tasks or records: stable sorts by (task, key)
-(`lexsort`), padded (tasks x k) matrices for the top-k metrics, and a wavelet-tree inversion count
-(O(N log n_max), see `_inversions`) for the pairwise metrics, so there is no n x n pair matrix and
-a task of 10^5 records is fine. Sorting happens on float32 values (as stored), sums in float64.
-An empty metric computes NaN (torchmetrics also warns).
+(`task_order`: one int64 sort per key), padded (tasks x k) matrices for the top-k metrics, and a
+wavelet-tree inversion count (O(N log n_max), see `_inversions`) for the pairwise metrics, so
+there is no n x n pair matrix and a task of 10^5 records is fine. Records are stored and sorted as
+float32 (the metric's dtype), sums are float64. An empty metric computes NaN (torchmetrics warns).
 
 Policies (documented per class): a single-record task scores 0.5 pairwise accuracy, 1.0 peak score,
 1.0 top-k recall and 0.0 Kendall tau; it still counts with weight 1.
@@ -26,7 +26,7 @@ from torch import Tensor
 from torchmetrics import Metric, MetricCollection
 from torchmetrics.utilities import dim_zero_cat
 
-from pruner_models.losses import lexsort, rank_within_task, task_groups
+from pruner_models.losses import rank_within_task, task_groups, task_order
 
 
 def _run_ids(*sorted_keys: Tensor) -> Tensor:
@@ -85,9 +85,11 @@ def _inversions(values: Tensor, sizes: Tensor) -> Tensor:
         ones = (values >> bit) & 1
         is_one = ones.bool()
         before = ones.cumsum(0) - ones
-        ones_before = before - before[start]
+        at_start = before.index_select(0, start)
+        ones_before = before - at_start
         per_bucket.index_add_(0, start, ones_before.masked_fill(is_one, 0))
-        split = end - (before[end - 1] + ones[end - 1] - before[start])
+        last = end - 1
+        split = end - (before.index_select(0, last) + ones.index_select(0, last) - at_start)
         target = torch.where(is_one, split + ones_before, index - ones_before)
         start = torch.where(is_one, split, start)
         end = torch.where(is_one, end, split)
@@ -154,7 +156,7 @@ class _TaskGroupedMetric(Metric):
         return (scores * sizes).sum() / sizes.sum()
 
     def _task_scores(self, preds: Tensor, labels: Tensor, group: Tensor, sizes: Tensor) -> Tensor:
-        """Per-task values (T,) float from all records (N,) float32, dense groups (N,), sizes (T,)."""
+        """Per-task values (T,) from all records (N,) (metric dtype), dense groups (N,), sizes (T,)."""
         raise NotImplementedError
 
 
@@ -175,9 +177,9 @@ class PairwiseAccuracy(_TaskGroupedMetric):
     """
 
     def _task_scores(self, preds: Tensor, labels: Tensor, group: Tensor, sizes: Tensor) -> Tensor:
-        order = lexsort(preds, group)
+        order = task_order(preds, group)
         label_rank = rank_within_task(labels, group, sizes, descending=False)
-        wrong = _inversions(label_rank[order], sizes)
+        wrong = _inversions(label_rank.index_select(0, order), sizes)
         pairs = sizes * (sizes - 1) // 2
         accuracy = 1.0 - wrong.double() / pairs.clamp_min(1).double()
         return torch.where(sizes <= 1, torch.full_like(accuracy, 0.5), accuracy)
@@ -267,18 +269,22 @@ class KendallTau(_TaskGroupedMetric):
 
     def _task_scores(self, preds: Tensor, labels: Tensor, group: Tensor, sizes: Tensor) -> Tensor:
         n_tasks = sizes.numel()
-        by_label = lexsort(labels, group)
-        label_runs = _run_ids(group[by_label], labels[by_label])
+        by_label = task_order(labels, group)
+        group_by_label = group.index_select(0, by_label)
+        label_runs = _run_ids(group_by_label, labels.index_select(0, by_label))
         first_run = label_runs[sizes.cumsum(0) - sizes]
         dense_label = torch.empty_like(group)
-        dense_label[by_label] = label_runs - first_run[group[by_label]]
-        order = lexsort(labels, preds, group)
-        group_sorted, preds_sorted = group[order], preds[order]
-        discordant = _inversions(dense_label[order], sizes)
+        dense_label[by_label] = label_runs - first_run.index_select(0, group_by_label)
+        by_label_first = torch.argsort(labels, stable=True)
+        order = by_label_first[task_order(preds[by_label_first], group[by_label_first])]
+        group_sorted, preds_sorted, labels_sorted, dense_sorted = (
+            x.index_select(0, order) for x in (group, preds, labels, dense_label)
+        )
+        discordant = _inversions(dense_sorted, sizes)
         pairs = sizes * (sizes - 1) // 2
         tied_pred = _tied_pairs(group_sorted, _run_ids(group_sorted, preds_sorted), n_tasks)
-        tied_both = _tied_pairs(group_sorted, _run_ids(group_sorted, preds_sorted, labels[order]), n_tasks)
-        tied_label = _tied_pairs(group[by_label], label_runs, n_tasks)
+        tied_both = _tied_pairs(group_sorted, _run_ids(group_sorted, preds_sorted, labels_sorted), n_tasks)
+        tied_label = _tied_pairs(group_by_label, label_runs, n_tasks)
         concordant = pairs - tied_pred - tied_label + tied_both - discordant
         denominator = ((pairs - tied_pred).double() * (pairs - tied_label).double()).sqrt()
         tau = (concordant - discordant).double() / denominator.clamp_min(1.0)

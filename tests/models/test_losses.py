@@ -19,6 +19,7 @@ from pruner_models.losses import (
     ranknet_loss,
     same_task_pairs,
     task_groups,
+    task_order,
 )
 from pruner_models.metrics import PairwiseAccuracy
 
@@ -227,3 +228,16 @@ def test_grouping_helpers_match_brute_force():
     left, right = same_task_pairs(group, sizes)
     want = sorted((i, j) for i in range(60) for j in range(60) if task[i] == task[j])
     assert sorted(zip(left.tolist(), right.tolist())) == want
+
+
+def test_fused_float32_task_order_matches_two_sorts():
+    """One int64 sort on (group, float32 bits) equals the two stable sorts, for negative values,
+    -0.0 vs 0.0 (equal, so record order decides), infinities and subnormals."""
+    gen = torch.Generator().manual_seed(2)
+    special = torch.tensor([0.0, -0.0, float("inf"), float("-inf"), 1e-45, -1e-45, -2.0, -1.0, 3.5])
+    key = torch.cat([special, (torch.randn(300, generator=gen) * 100).round() / 7, -special])
+    group = torch.randint(0, 7, (len(key),), generator=gen)
+    for narrow in (key, key.half()):
+        for descending in (False, True):
+            want = lexsort((-narrow if descending else narrow).double(), group)
+            assert torch.equal(task_order(narrow, group, descending), want)

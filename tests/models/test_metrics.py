@@ -317,5 +317,7 @@ def test_ddp_gloo_sync_equals_single_process(tmp_path):
     single = update_in_batches(ranking_metrics("val_"), preds[order], labels[order], task[order]).compute()
     for name, value in single.items():
         assert results[0][name] == pytest.approx(value.item(), abs=1e-12), name
+    shard0 = update_in_batches(ranking_metrics("val_"), preds[0::2], labels[0::2], task[0::2]).compute()
+    assert any(results[0][name] != pytest.approx(value.item()) for name, value in shard0.items()), "sync changed nothing"
     alone = update_in_batches(PairwiseAccuracy(), preds, labels, task).compute().item()
     assert results[0]["lonely_pairwise"] == pytest.approx(alone, abs=1e-12)
