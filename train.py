@@ -19,17 +19,26 @@ from pruner_models.module import CostModelModule
 
 
 class CLI(LightningCLI):
-    """LightningCLI with checkpoint selection and early stopping on one validation ranking metric."""
+    """LightningCLI with two checkpoints and early stopping on one validation ranking metric.
+
+    `checkpoint` keeps the best epoch by `checkpoint.monitor` (best-epoch=E.ckpt; early stopping
+    follows the same metric and mode through links); `last_checkpoint` rewrites last.ckpt after
+    every epoch, to resume an interrupted run with `--ckpt_path .../last.ckpt` (Lightning 2.6's
+    `save_last` only writes when the best checkpoint changes).
+    """
 
     def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
         parser.add_lightning_class_args(ModelCheckpoint, "checkpoint")
+        parser.add_lightning_class_args(ModelCheckpoint, "last_checkpoint")
         parser.add_lightning_class_args(EarlyStopping, "early_stopping")
         parser.set_defaults(
             {
                 "checkpoint.monitor": "val_pairwise_acc",
                 "checkpoint.mode": "max",
-                "checkpoint.save_last": True,
                 "checkpoint.filename": "best-{epoch}",
+                "last_checkpoint.monitor": None,
+                "last_checkpoint.filename": "last",
+                "last_checkpoint.enable_version_counter": False,
                 "early_stopping.patience": 10,
             }
         )

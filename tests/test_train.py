@@ -1,0 +1,147 @@
+"""train.py (LightningCLI) end to end on real HDF5 shards: configs, fit/test, finetune, W&B, 2-process DDP."""
+
+import csv
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import lightning as L
+import pytest
+import torch
+
+from data.datamodule import ShardDataModule
+from data.shards import read_shards, write_shard
+from data.synthetic import write_synthetic_shards
+from pruner_models.module import MoAModule, PAMModule, load_net
+from train import main
+
+torch.set_num_threads(1)
+
+REPO = Path(__file__).resolve().parents[1]
+CONFIGS = sorted((REPO / "configs").glob("*.yaml"))
+MODEL_CONFIGS = [c for c in CONFIGS if c.name != "devices.yaml"]  # devices.yaml is the bridge's device table
+TINY = ["--model.init_args.net.stmt_hidden", "32", "--model.init_args.net.fuse_hidden", "32"]
+TINY_PAM = TINY + ["--model.init_args.net.gemm_embed", "16", "--model.init_args.net.heads", "2"]
+QUIET = ["--trainer.enable_progress_bar", "false", "--trainer.enable_model_summary", "false"]
+
+
+@pytest.fixture(scope="module")
+def shards(tmp_path_factory):
+    path = tmp_path_factory.mktemp("shards")
+    write_synthetic_shards(path, num_shards=2, num_tasks=6, records_per_task=40)
+    return path
+
+
+def _fit_args(config, shards, root, *extra):
+    return [
+        "fit", "--config", str(REPO / "configs" / config), "--data.shards", str(shards),
+        "--data.batch_size", "48", "--trainer.max_epochs", "2", "--trainer.accelerator", "cpu",
+        "--trainer.logger.init_args.save_dir", str(root), *QUIET, *extra,
+    ]  # fmt: skip
+
+
+def _last_val_row(metrics_csv):
+    rows = [r for r in csv.DictReader(open(metrics_csv)) if r.get("val_pairwise_acc")]
+    return rows[-1]
+
+
+@pytest.mark.parametrize("config", MODEL_CONFIGS, ids=[c.stem for c in MODEL_CONFIGS])
+def test_every_config_loads(config, shards, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    cli = main(["--config", str(config), "--data.shards", str(shards)], run=False)
+    assert isinstance(cli.datamodule, ShardDataModule)
+    assert cli.model.hparams.lr == pytest.approx(7e-4)
+    monitors = sorted((type(c).__name__, str(c.monitor), c.mode) for c in cli.trainer.callbacks if hasattr(c, "monitor"))
+    assert monitors == [
+        ("EarlyStopping", "val_pairwise_acc", "max"),
+        ("ModelCheckpoint", "None", "min"),  # last.ckpt after every epoch, for resuming
+        ("ModelCheckpoint", "val_pairwise_acc", "max"),
+    ]
+    if config.stem == "finetune":
+        assert cli.model.hparams.optimizer == "sgd" and cli.trainer.gradient_clip_val is None
+    if config.stem == "moa":
+        assert isinstance(cli.model, MoAModule) and cli.model.hparams.momentum == 0.99
+
+
+@pytest.fixture(scope="module")
+def pam_run(shards, tmp_path_factory):
+    """`train.py fit` with configs/pam.yaml (tiny net), in process; returns the run folder."""
+    root = tmp_path_factory.mktemp("runs")
+    L.seed_everything(0)
+    main(_fit_args("pam.yaml", shards, root, *TINY_PAM))
+    return root / "pam" / "version_0"
+
+
+def test_fit_then_test_prints_the_metric_table(pam_run, shards, capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert (pam_run / "checkpoints" / "last.ckpt").exists() and (pam_run / "config.yaml").exists()
+    assert len(list((pam_run / "checkpoints").glob("best-epoch=*.ckpt"))) == 1
+    row = _last_val_row(pam_run / "metrics.csv")
+    assert 0.0 <= float(row["val_pairwise_acc"]) <= 1.0 and float(row["val_peak@1"]) > 0
+    capsys.readouterr()
+    main([
+        "test", "--config", str(pam_run / "config.yaml"), "--ckpt_path", str(pam_run / "checkpoints" / "last.ckpt"),
+        "--trainer.logger", "false",
+    ])  # fmt: skip
+    out = capsys.readouterr().out
+    assert "test_pairwise_acc" in out and "test_peak@1" in out and "┃" in out  # the rich table
+
+
+def test_finetune_flag_keeps_the_pretrained_normalization(pam_run, shards, tmp_path):
+    data = read_shards(shards)
+    data.stmt *= 3.0
+    data.gemm *= 3.0
+    write_shard(tmp_path / "other_device.h5", data, {"source": "test"})
+    pretrained = pam_run / "checkpoints" / "last.ckpt"
+    main(_fit_args(
+        "finetune.yaml", tmp_path / "other_device.h5", tmp_path, *TINY_PAM,
+        "--model.init_args.init_from", str(pretrained), "--trainer.max_epochs", "1",
+    ))  # fmt: skip
+    tuned = load_net(str(tmp_path / "finetune" / "version_0" / "checkpoints" / "last.ckpt"))
+    before = load_net(str(pretrained))
+    torch.testing.assert_close(tuned.stmt_scale, before.stmt_scale)
+    torch.testing.assert_close(tuned.access_scale, before.access_scale)
+    assert not all(torch.equal(a, b) for a, b in zip(tuned.parameters(), before.parameters()))  # it trained
+
+
+def test_wandb_offline_run_leaves_its_files(shards, tmp_path, monkeypatch):
+    wandb = pytest.importorskip("wandb")
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    main(_fit_args(
+        "mlp.yaml", shards, tmp_path, "--model.init_args.net.hidden", "16", "--trainer.max_epochs", "1",
+        "--trainer.logger", "lightning.pytorch.loggers.WandbLogger",
+        "--trainer.logger.init_args.save_dir", str(tmp_path), "--trainer.logger.init_args.offline", "true",
+        "--trainer.logger.init_args.project", "pruner-test",
+    ))  # fmt: skip
+    wandb.finish()
+    runs = list((tmp_path / "wandb").glob("offline-run-*"))
+    assert len(runs) == 1, list(tmp_path.rglob("*"))
+    data_files = list(runs[0].glob("run-*.wandb"))
+    assert len(data_files) == 1
+    recorded = data_files[0].read_bytes()  # the run's protobuf log: metrics and hyper-parameters
+    assert b"val_pairwise_acc" in recorded and b"weight_decay" in recorded
+
+
+def test_ddp_two_processes_on_cpu_sync_metrics_exactly(shards, tmp_path):
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(REPO))
+    args = _fit_args(
+        "pam.yaml", shards, tmp_path, *TINY_PAM, "--data.batch_size", "32",
+        "--trainer.devices", "2", "--trainer.strategy", "ddp",
+    )  # fmt: skip
+    proc = subprocess.run(
+        [sys.executable, str(REPO / "train.py"), *args], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600
+    )
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    assert "MEMBER: 2/2" in proc.stderr + proc.stdout  # two processes joined the gloo group
+    run = tmp_path / "pam" / "version_0"
+    logged = _last_val_row(run / "metrics.csv")
+    # the same checkpoint, validated by one process on the same validation split
+    dm = ShardDataModule(str(shards), batch_size=32)
+    module = PAMModule.load_from_checkpoint(run / "checkpoints" / "last.ckpt")
+    trainer = L.Trainer(accelerator="cpu", devices=1, logger=False, enable_progress_bar=False, enable_model_summary=False)
+    single = trainer.validate(module, dm, verbose=False)[0]
+    assert len(dm.val_dataloader()) >= 2  # the 2 ranks each scored part of the validation records
+    for name in ("val_pairwise_acc", "val_peak@1", "val_peak@5", "val_kendall_tau", "val_rmse", "val_loss"):
+        assert float(logged[name]) == pytest.approx(single[name], rel=1e-5, abs=1e-6), name
