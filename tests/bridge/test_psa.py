@@ -1,8 +1,6 @@
 """PSA: the scoring function against psa.md section 2 computed by hand, the device table, the cost model."""
 
 import math
-import shutil
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -10,7 +8,6 @@ import pytest
 from bridge.psa import FORMULAS, Device, PSACostModel, get_device, load_devices, naive_scores, psa_latency, psa_scores
 from bridge.tvm_env import ms, parse_target, setup, tvm
 
-FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "tiny_records" / "llvm-sapphirerapids-2c"
 A100 = Device("a100", peak_gflops=19490, bandwidth_gbs=1935, sm_count=108)
 
 
@@ -132,16 +129,9 @@ def test_unknown_device_missing_file_and_auto_without_gpu(tmp_path):
 
 
 @pytest.fixture(scope="module")
-def measured(tmp_path_factory):
-    """The really measured 64^3 matmul records of the tiny fixture, as (context, candidates)."""
-    work = tmp_path_factory.mktemp("psa") / "mm"
-    shutil.copytree(next(FIXTURE.glob("matmul_*")), work)
-    db = ms.database.JSONDatabase(work_dir=str(work))
-    records = db.get_all_tuning_records()
-    target = parse_target(records[0].target.export())
-    setup(target)
-    context = ms.TuneContext(mod=records[0].workload.mod, target=target, num_threads=1)
-    return context, [r.as_measure_candidate() for r in records]
+def measured(measured_matmul):
+    context, candidates, _ = measured_matmul
+    return context, candidates
 
 
 def test_cost_model_scores_real_candidates(measured):

@@ -1,0 +1,65 @@
+"""Shared fixtures of the bridge tests: real train.py checkpoints and really measured llvm records."""
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+MODULES = ("PAMModule", "MLPModule", "MoAModule")
+
+
+@pytest.fixture(autouse=True, scope="session")
+def one_torch_thread():
+    """Torch's intra-op threads fight TVM's and the other test processes for 2 cores (10x slower steps)."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="session")
+def shards(tmp_path_factory):
+    """A small synthetic shard folder (learnable labels; the shapes of real features)."""
+    from data.synthetic import write_synthetic_shards
+
+    root = tmp_path_factory.mktemp("shards")
+    write_synthetic_shards(root, num_shards=1, num_tasks=4, records_per_task=32)
+    return root
+
+
+@pytest.fixture(scope="session")
+def checkpoints(shards, tmp_path_factory):
+    """module name -> the best-epoch checkpoint of one epoch of train.py fit (PAM, TenSet MLP, MoA)."""
+    import train
+
+    out = {}
+    for name in MODULES:
+        directory = tmp_path_factory.mktemp(name)
+        # fmt: off
+        train.main([
+            "fit", "--model", f"pruner_models.module.{name}", "--data.shards", str(shards), "--data.batch_size", "64",
+            "--trainer.max_epochs", "1", "--trainer.logger", "false", "--trainer.enable_progress_bar", "false",
+            "--trainer.enable_model_summary", "false", "--checkpoint.dirpath", str(directory), "--seed_everything", "0",
+        ])
+        # fmt: on
+        out[name] = next(directory.glob("best-*.ckpt"))
+    return out
+
+
+@pytest.fixture(scope="session")
+def measured_matmul(tmp_path_factory):
+    """(context, candidates, results) of the really measured 64^3 matmul records of the tiny fixture."""
+    from bridge.tvm_env import ms, parse_target, setup
+
+    work = tmp_path_factory.mktemp("records") / "matmul"
+    shutil.copytree(next((FIXTURES / "tiny_records" / "llvm-sapphirerapids-2c").glob("matmul_*")), work)
+    records = ms.database.JSONDatabase(work_dir=str(work)).get_all_tuning_records()
+    target = parse_target(records[0].target.export())
+    setup(target)
+    context = ms.TuneContext(mod=records[0].workload.mod, target=target, num_threads=1, task_name="matmul")
+    candidates = [r.as_measure_candidate() for r in records]
+    results = [ms.runner.RunnerResult(r.run_secs, None) for r in records]
+    return context, candidates, results

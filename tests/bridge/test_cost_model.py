@@ -1,0 +1,110 @@
+"""PrunerCostModel on really measured llvm records: every mode, online training, MoA adaptation, save/load."""
+
+import numpy as np
+import pytest
+import torch
+
+from bridge.cost_model import MODES, PrunerCostModel
+from bridge.export import export_checkpoint, load_artifact
+from data.features import featurize_candidates, workload_tags
+from data.labels import mean_latency
+from pruner_models.batch import make_batch
+
+
+@pytest.fixture(scope="module")
+def artifacts(checkpoints, tmp_path_factory):
+    root = tmp_path_factory.mktemp("artifacts")
+    return {name: str(export_checkpoint(path, root / f"{name}.pt").path) for name, path in checkpoints.items()}
+
+
+def pairwise_accuracy(scores: np.ndarray, latency: np.ndarray) -> float:
+    ok = np.isfinite(latency)
+    s, lat = scores[ok], latency[ok]
+    i, j = np.triu_indices(len(s), 1)
+    return float(np.mean((s[i] > s[j]) == (lat[i] < lat[j])))
+
+
+def latencies(results) -> np.ndarray:
+    return np.array([mean_latency([float(x) for x in r.run_secs]) for r in results])
+
+
+def test_mode_arguments_are_checked(artifacts):
+    with pytest.raises(ValueError, match="mode='ansor'"):
+        PrunerCostModel(mode="ansor")
+    with pytest.raises(ValueError, match="trains from scratch"):
+        PrunerCostModel(mode="pam", artifact=artifacts["PAMModule"])
+    with pytest.raises(ValueError, match="needs a pretrained artifact"):
+        PrunerCostModel(mode="pam-no-update")
+    with pytest.raises(ValueError, match="needs a MLPNet artifact"):
+        PrunerCostModel(mode="mlp-no-update", artifact=artifacts["PAMModule"])
+    with pytest.raises(ValueError, match="PAMNet or MoANet"):
+        PrunerCostModel(mode="pam-siamese-update", artifact=artifacts["MLPModule"])
+
+
+@pytest.mark.parametrize("mode", ["pam", "mlp"])
+def test_online_modes_start_equal_then_learn_the_measurements(measured_matmul, mode, tmp_path):
+    context, candidates, results = measured_matmul
+    model = PrunerCostModel(mode=mode, epochs=30, patience=None, device="cpu")
+    before = model.predict(context, candidates)
+    assert before.dtype == np.float64 and before.shape == (len(candidates),)
+    assert np.all(before == before[0]) and before[0] > 0
+    for start in range(0, len(candidates), 8):  # three measured rounds
+        model.update(context, candidates[start : start + 8], results[start : start + 8])
+    after = model.predict(context, candidates)
+    assert np.all(after > 0) and np.ptp(after) > 0
+    # It fit the records it trained on (LambdaRank weighs the top most): the best-scored schedule is
+    # among the 3 fastest, and pairs are ordered clearly better than at random.
+    lat = latencies(results)
+    assert np.argmax(after) in np.argsort(lat)[:3]
+    assert pairwise_accuracy(after, lat) > 0.6
+    model.save(str(tmp_path / "state.bin"))
+    again = PrunerCostModel(mode=mode, device="cpu")
+    again.load(str(tmp_path / "state.bin"))
+    np.testing.assert_array_equal(again.predict(context, candidates), after)
+    assert again.rounds == 3 and sum(len(d["latency"]) for d in again.data.values()) == len(candidates)
+
+
+def test_no_update_modes_score_like_the_artifact_and_never_train(measured_matmul, artifacts):
+    context, candidates, results = measured_matmul
+    for mode, name in (("pam-no-update", "PAMModule"), ("mlp-no-update", "MLPModule")):
+        model = PrunerCostModel(mode=mode, artifact=artifacts[name], device="cpu")
+        scores = model.predict(context, candidates)
+        feats = featurize_candidates(context, candidates, walk=mode.startswith("pam"))
+        gemm = np.stack([f.gemm if f.gemm is not None else np.zeros((8, 23), np.float32) for f in feats])
+        net = load_artifact(artifacts[name]).net
+        with torch.no_grad():
+            raw = net(make_batch([f.stmt for f in feats], workload_tags(context.mod), gemm)).double().numpy()
+        np.testing.assert_allclose(scores, np.logaddexp(0, raw), rtol=1e-6)
+        model.update(context, candidates, results)
+        np.testing.assert_array_equal(model.predict(context, candidates), scores)
+        assert model.data == {} and model.rounds == 0
+
+
+def test_siamese_mode_adapts_every_fourth_round_with_momentum(measured_matmul, artifacts, tmp_path):
+    context, candidates, results = measured_matmul
+    model = PrunerCostModel(mode="pam-siamese-update", artifact=artifacts["PAMModule"], epochs=3, device="cpu")
+    pretrained = {k: v.clone() for k, v in model.net.target.state_dict().items()}
+    first = model.predict(context, candidates)
+    for r in range(3):
+        model.update(context, candidates[6 * r : 6 * r + 6], results[6 * r : 6 * r + 6])
+        np.testing.assert_array_equal(model.predict(context, candidates), first)  # no adaptation yet
+    model.update(context, candidates[18:], results[18:])  # the 4th round adapts
+    assert not np.array_equal(model.predict(context, candidates), first)
+    online, target = model.net.online.state_dict(), model.net.target.state_dict()
+    name = "stmt_encoder.mlp.0.weight"
+    torch.testing.assert_close(target[name], 0.99 * pretrained[name] + 0.01 * online[name])
+    torch.testing.assert_close(target["stmt_scale"], pretrained["stmt_scale"])  # normalization kept
+    model.save(str(tmp_path / "moa.bin"))
+    again = PrunerCostModel(mode="pam-siamese-update", artifact=artifacts["PAMModule"], device="cpu")
+    again.load(str(tmp_path / "moa.bin"))
+    np.testing.assert_array_equal(again.predict(context, candidates), model.predict(context, candidates))
+
+
+def test_loading_a_state_of_another_mode_fails(tmp_path, measured_matmul):
+    PrunerCostModel(mode="mlp").save(str(tmp_path / "mlp.bin"))
+    with pytest.raises(ValueError, match="saved in mode 'mlp'"):
+        PrunerCostModel(mode="pam").load(str(tmp_path / "mlp.bin"))
+    (tmp_path / "junk.bin").write_bytes(b"not torch")
+    with pytest.raises(ValueError, match="junk.bin: cannot read"):
+        PrunerCostModel(mode="pam").load(str(tmp_path / "junk.bin"))
+    assert set(MODES) == {"pam", "pam-siamese-update", "pam-no-update", "mlp", "mlp-no-update"}

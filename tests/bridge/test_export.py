@@ -1,0 +1,116 @@
+"""Artifacts: exported from real train.py checkpoints, loaded back with identical scores, clear errors."""
+
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+
+from bridge.export import ArtifactError, export_checkpoint, load_artifact, load_model, main
+from data.schema import SCHEMA_VERSION
+from data.shards import read_shards
+from pruner_models.batch import make_batch
+from pruner_models.module import load_net
+
+NET = {"PAMModule": "PAMNet", "MLPModule": "MLPNet", "MoAModule": "MoANet"}
+
+
+@pytest.fixture(scope="module")
+def batch(shards):
+    """A batch of 40 real shard records (statement rows + tags + GEMM matrices)."""
+    data = read_shards(str(shards))
+    idx = range(40)
+    stmt = [data.stmt[data.stmt_ptr[i] : data.stmt_ptr[i + 1]] for i in idx]
+    tags = data.task_tags[data.record_task[list(idx)]]
+    return make_batch(stmt, tags, data.gemm[list(idx)])
+
+
+@pytest.mark.parametrize("module", list(NET))
+def test_artifact_scores_like_the_checkpoint(checkpoints, batch, tmp_path, module):
+    artifact = export_checkpoint(checkpoints[module], tmp_path / "model.pt", device="cuda-sm_90a")
+    loaded = load_artifact(tmp_path / "model.pt")
+    assert loaded.net_class == artifact.net_class == NET[module]
+    assert loaded.source_device == "cuda-sm_90a" and loaded.schema_version == SCHEMA_VERSION
+    reference = load_net(str(checkpoints[module]))
+    with torch.no_grad():
+        expected = reference(batch)
+        assert torch.equal(loaded.net(batch), expected)
+        assert torch.equal(load_model(checkpoints[module]).net(batch), expected)  # a .ckpt works directly too
+    assert torch.equal(loaded.net.state_dict()["stmt_scale" if module != "MoAModule" else "online.stmt_scale"], reference.state_dict()["stmt_scale" if module != "MoAModule" else "online.stmt_scale"])
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="pruner_models/__init__.py imports pruner_models.module (Lightning) eagerly, so importing "
+    "pruner_models.pam pulls Lightning in; a lazy PEP 562 __getattr__ for the LightningModules fixes it",
+)
+def test_artifact_loads_without_lightning(checkpoints, tmp_path):
+    """A tuning machine needs torch and our nn.Modules only: block Lightning and load."""
+    export_checkpoint(checkpoints["PAMModule"], tmp_path / "pam.pt")
+    code = textwrap.dedent(
+        f"""
+        import importlib.abc, sys
+        class Block(importlib.abc.MetaPathFinder):
+            def find_spec(self, name, path, target=None):
+                if name.split(".")[0] in ("lightning", "pytorch_lightning"):
+                    raise ImportError("blocked " + name)
+        sys.meta_path.insert(0, Block())
+        from bridge.export import load_artifact
+        print(type(load_artifact({str(tmp_path / "pam.pt")!r}).net).__name__)
+        """
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "PAMNet"
+
+
+def test_missing_and_corrupt_files_name_the_file(checkpoints, tmp_path):
+    with pytest.raises(ArtifactError, match="nowhere.pt.*does not exist"):
+        load_artifact(tmp_path / "nowhere.pt")
+    with pytest.raises(ArtifactError, match="nowhere.ckpt.*does not exist"):
+        export_checkpoint(tmp_path / "nowhere.ckpt", tmp_path / "out.pt")
+    corrupt = tmp_path / "corrupt.pt"
+    export_checkpoint(checkpoints["MLPModule"], corrupt)
+    corrupt.write_bytes(corrupt.read_bytes()[: corrupt.stat().st_size // 2])
+    with pytest.raises(ArtifactError, match=f"{corrupt}: cannot read artifact"):
+        load_artifact(corrupt)
+    with pytest.raises(ArtifactError, match="export it with python -m bridge.export"):
+        load_artifact(checkpoints["PAMModule"])
+    torch.save({"something": 1}, tmp_path / "other.ckpt")
+    with pytest.raises(ArtifactError, match="other.ckpt: not a train.py checkpoint"):
+        export_checkpoint(tmp_path / "other.ckpt", tmp_path / "out.pt")
+    assert not (tmp_path / "out.pt").exists()
+
+
+def test_schema_mismatch_is_refused(checkpoints, tmp_path):
+    path = tmp_path / "pam.pt"
+    export_checkpoint(checkpoints["PAMModule"], path)
+    data = torch.load(path, weights_only=True)
+    data["schema_version"] = SCHEMA_VERSION + 1
+    torch.save(data, path)
+    with pytest.raises(ArtifactError, match=f"{path}: feature schema version {SCHEMA_VERSION + 1}"):
+        load_artifact(path)
+    ckpt = torch.load(checkpoints["PAMModule"], weights_only=True)
+    ckpt["schema_version"] = SCHEMA_VERSION + 1
+    torch.save(ckpt, tmp_path / "old.ckpt")
+    with pytest.raises(ArtifactError, match=f"old.ckpt: trained on feature schema {SCHEMA_VERSION + 1}"):
+        export_checkpoint(tmp_path / "old.ckpt", tmp_path / "x.pt")
+
+
+def test_weights_that_do_not_fit_are_refused(checkpoints, tmp_path):
+    path = tmp_path / "pam.pt"
+    export_checkpoint(checkpoints["PAMModule"], path)
+    data = torch.load(path, weights_only=True)
+    data["config"]["stmt_hidden"] = 32
+    torch.save(data, path)
+    with pytest.raises(ArtifactError, match="do not fit PAMNet"):
+        load_artifact(path)
+
+
+def test_cli(checkpoints, tmp_path, capsys):
+    assert main([str(checkpoints["MLPModule"]), "--out", str(tmp_path / "mlp.pt"), "--device", "llvm-x"]) == 0
+    assert "MLPNet" in capsys.readouterr().out
+    assert load_artifact(tmp_path / "mlp.pt").source_device == "llvm-x"
+    assert main([str(tmp_path / "missing.ckpt"), "--out", str(tmp_path / "y.pt")]) == 2
+    assert "missing.ckpt" in capsys.readouterr().err
