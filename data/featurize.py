@@ -1,0 +1,331 @@
+"""Featurize measured MetaSchedule records into HDF5 shards.
+
+    python -m data.featurize RECORDS... --out SHARDS_DIR --workers N
+        [--shard-index i --num-shards n] [--tasks-per-shard K] [--failed drop|zero]
+
+RECORDS are database folders or TenSet-style trees (data.records). For every record the trace is
+replayed on its workload and everything is computed from that schedule (data.features): the
+PerStoreFeature rows (C++, batched per task) and, from one lowering, the access records, GEMM matrix
+and PSA rows; per task the 10 workload tags and the labels (data.labels).
+
+Tasks, sorted by key, are cut into groups of `--tasks-per-shard`; group g is written to
+`shard-<g>.h5` by one worker process (TVM objects do not pickle, so workers get plain-Python records
+and rebuild modules themselves). The output does not depend on `--workers`: shard files are
+byte-identical. A shard whose file is valid and was made from the same inputs and options (an input
+digest stored in the file) is skipped, so an interrupted run resumes; with `--shard-index i
+--num-shards n` a process only does the groups g with g % n == i, so independent processes can fill
+one folder; each rebuilds manifest.json from the files present (`python -m data.shards DIR` does
+it again at the end). Skipped records are counted by reason with file:line examples.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import hashlib
+import json
+import logging
+import multiprocessing
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+from tqdm import tqdm
+
+from data.records import FAILED_POLICIES, Record, ReadSummary, Task, read_records
+from data.schema import ACCESS_DIM, GEMM_ROWS, PSA_DIM, STMT_DIM, TAG_DIM
+from data.shards import ShardData, ShardError, read_shard_attrs, shard_is_valid, write_manifest, write_shard
+
+__all__ = ["FeaturizeConfig", "featurize", "featurize_task", "plan_groups", "main"]
+
+log = logging.getLogger(__name__)
+TRACE_FAILED = "trace no longer applies"
+LOWERING_FAILED = "lowering failed"
+
+
+@dataclasses.dataclass(frozen=True)
+class FeaturizeConfig:
+    """Options of one featurizer run (see the module docstring).
+
+    Args:
+        records: database folders or record trees.
+        out: shard folder (created).
+        workers: worker processes (1 = in this process).
+        shard_index: this process's share of the groups (with num_shards).
+        num_shards: number of independent processes sharing the groups.
+        tasks_per_shard: tasks per group / shard file.
+        failed: "drop" failed measurements or keep them with label 0 ("zero").
+    """
+
+    records: tuple[str, ...]
+    out: str
+    workers: int = 1
+    shard_index: int = 0
+    num_shards: int = 1
+    tasks_per_shard: int = 16
+    failed: str = "zero"
+
+    def __post_init__(self) -> None:
+        if not self.records:
+            raise ValueError("records: give at least one database folder or record tree")
+        if self.workers < 1:
+            raise ValueError(f"--workers {self.workers}: must be >= 1")
+        if self.num_shards < 1 or not 0 <= self.shard_index < self.num_shards:
+            raise ValueError(f"--shard-index {self.shard_index} --num-shards {self.num_shards}: need 0 <= index < n")
+        if self.tasks_per_shard < 1:
+            raise ValueError(f"--tasks-per-shard {self.tasks_per_shard}: must be >= 1")
+        if self.failed not in FAILED_POLICIES:
+            raise ValueError(f"--failed {self.failed!r}: expected one of {FAILED_POLICIES}")
+
+
+@dataclasses.dataclass
+class _TaskArrays:
+    """Features of the kept records of one task (rows per record as lists of arrays)."""
+
+    task: Task
+    tags: np.ndarray
+    flops: float
+    records: list[Record]
+    stmt: list[np.ndarray]
+    access: list[np.ndarray]
+    psa: list[np.ndarray]
+    gemm: list[np.ndarray]
+    gemm_found: list[bool]
+
+
+def featurize_task(
+    task: Task, summary: ReadSummary, *, stmt: bool = True, walk: bool = True
+) -> _TaskArrays:
+    """Replay every record of `task` on its workload and featurize it.
+
+    Records whose trace no longer applies, or whose schedule does not lower, are left out and
+    counted in `summary` with their file:line. `stmt` / `walk` select the parts (the benchmark
+    times PerStoreFeature alone with walk=False).
+    """
+    from bridge import tvm_env
+    from bridge.tvm_env import ms, tvm
+    from data import features
+
+    target = tvm_env.parse_target(task.target or task.records[0].target)
+    tvm_env.setup(target)
+    workload = ms.database.Workload.from_json(task.records[0].workload.as_json())
+    mod = workload.mod
+    flops = task.flops
+    if not flops:
+        try:
+            flops = float(tvm.s_tir.analysis.estimate_tir_flops(mod))
+        except Exception:  # noqa: BLE001 - FLOPs are informative only
+            flops = 0.0
+    context = ms.TuneContext(mod=mod, target=target, num_threads=1)
+    modules: dict[str, tvm.IRModule] = {task.records[0].workload.shash: mod}
+    kept: list[Record] = []
+    candidates = []
+    for record in task.records:
+        wl_mod = modules.get(record.workload.shash)
+        if wl_mod is None:
+            wl_mod = modules[record.workload.shash] = ms.database.Workload.from_json(record.workload.as_json()).mod
+        sch = tvm.s_tir.Schedule(wl_mod)
+        try:
+            tvm.s_tir.schedule.Trace.apply_json_to_schedule(record.trace, sch)
+        except Exception as err:  # noqa: BLE001 - any replay error means the trace does not apply
+            summary.add(TRACE_FAILED, record.source, _first_line(err))
+            continue
+        kept.append(record)
+        candidates.append(ms.MeasureCandidate(sch, ms.arg_info.ArgInfo.from_entry_func(sch.mod, remove_preproc=True)))
+    rows = features.per_store_rows(context, candidates) if stmt else [None] * len(candidates)
+    is_gpu = tvm_env.is_gpu(target)
+    out = _TaskArrays(task, features.workload_tags(mod), flops, [], [], [], [], [], [])
+    for record, cand, r in zip(kept, candidates, rows):
+        try:
+            if stmt and r is None:
+                raise RuntimeError("PerStoreFeature failed")
+            f = features.walk_features(cand.sch.mod, is_gpu=is_gpu) if walk else None
+        except Exception as err:  # noqa: BLE001
+            summary.add(LOWERING_FAILED, record.source, _first_line(err))
+            continue
+        out.records.append(record)
+        out.stmt.append(r if r is not None else np.zeros((0, STMT_DIM), np.float32))
+        if f is None:
+            f = features.ProgramFeatures(None, np.zeros((0, ACCESS_DIM), np.float32), "",
+                                         np.zeros((GEMM_ROWS, ACCESS_DIM), np.float32), False,
+                                         np.zeros((0, PSA_DIM), np.float32))  # fmt: skip
+        out.access.append(f.access)
+        out.psa.append(f.psa)
+        out.gemm.append(f.gemm)
+        out.gemm_found.append(f.gemm_found)
+    return out
+
+
+def _first_line(err: BaseException) -> str:
+    text = str(err).strip().splitlines()
+    return f"{type(err).__name__}: {text[0] if text else ''}"[:200]
+
+
+def _csr(parts: list[np.ndarray], width: int) -> tuple[np.ndarray, np.ndarray]:
+    ptr = np.zeros(len(parts) + 1, np.int64)
+    ptr[1:] = np.cumsum([len(p) for p in parts])
+    rows = np.concatenate(parts).astype(np.float32) if parts else np.zeros((0, width), np.float32)
+    return ptr, rows.reshape(-1, width)
+
+
+def _shard_data(tasks: list[_TaskArrays]) -> ShardData:
+    """Assemble the shard arrays; labels are computed per task over its kept records."""
+    from data.labels import normalized_throughput
+
+    tasks = [t for t in tasks if t.records]
+    records = [r for t in tasks for r in t.records]
+    latency = np.array([r.latency for r in records], np.float64)
+    record_task = np.repeat(np.arange(len(tasks)), [len(t.records) for t in tasks]).astype(np.int64)
+    label = np.zeros(len(records), np.float32)
+    for i in range(len(tasks)):
+        sel = record_task == i
+        label[sel] = normalized_throughput(latency[sel])
+    stmt_ptr, stmt = _csr([s for t in tasks for s in t.stmt], STMT_DIM)
+    access_ptr, access = _csr([a for t in tasks for a in t.access], ACCESS_DIM)
+    psa_ptr, psa = _csr([p for t in tasks for p in t.psa], PSA_DIM)
+    gemm = [g for t in tasks for g in t.gemm]
+    return ShardData(
+        task_key=np.array([t.task.key for t in tasks], dtype=np.str_),
+        task_name=np.array([t.task.name for t in tasks], dtype=np.str_),
+        task_networks=np.array([",".join(t.task.networks) for t in tasks], dtype=np.str_),
+        task_target=np.array([json.dumps(t.task.target or t.records[0].target, sort_keys=True) for t in tasks], dtype=np.str_),
+        task_weight=np.array([t.task.weight for t in tasks], np.float64),
+        task_network_weights=np.array([json.dumps(t.task.network_weights, sort_keys=True) for t in tasks], dtype=np.str_),
+        task_flops=np.array([t.flops for t in tasks], np.float64),
+        task_tags=np.array([t.tags for t in tasks], np.float32).reshape(-1, TAG_DIM),
+        record_task=record_task,
+        record_source=np.array([r.source for r in records], dtype=np.str_),
+        latency=latency,
+        label=label,
+        stmt_ptr=stmt_ptr, stmt=stmt, access_ptr=access_ptr, access=access, psa_ptr=psa_ptr, psa=psa,
+        gemm=np.array(gemm, np.float32).reshape(-1, GEMM_ROWS, ACCESS_DIM),
+        gemm_found=np.array([f for t in tasks for f in t.gemm_found], bool),
+    )  # fmt: skip
+
+
+def _digest(tasks: Sequence[Task], failed: str) -> str:
+    """Fingerprint of a group's inputs and options: a shard is reused only if it matches."""
+    h = hashlib.sha256(f"failed={failed}".encode())
+    for task in tasks:
+        h.update(json.dumps([task.key, task.name, task.network_weights, task.flops, task.target], sort_keys=True).encode())
+        for r in task.records:
+            h.update(json.dumps([r.source, r.workload.shash, r.trace, r.run_secs], sort_keys=True).encode())
+    return h.hexdigest()
+
+
+@dataclasses.dataclass(frozen=True)
+class _Group:
+    index: int
+    path: str
+    digest: str
+    tasks: tuple[Task, ...]
+
+    @property
+    def num_records(self) -> int:
+        return sum(len(t.records) for t in self.tasks)
+
+
+def plan_groups(tasks: dict[str, Task], cfg: FeaturizeConfig) -> list[_Group]:
+    """Tasks sorted by key, cut into groups of `tasks_per_shard`; this process's share of them."""
+    keys = sorted(tasks)
+    groups = []
+    for g, start in enumerate(range(0, len(keys), cfg.tasks_per_shard)):
+        if g % cfg.num_shards != cfg.shard_index:
+            continue
+        members = tuple(tasks[k] for k in keys[start : start + cfg.tasks_per_shard])
+        groups.append(_Group(g, str(Path(cfg.out) / f"shard-{g:05d}.h5"), _digest(members, cfg.failed), members))
+    return groups
+
+
+def _is_done(group: _Group) -> bool:
+    if not Path(group.path).exists() or not shard_is_valid(group.path):
+        return False
+    try:
+        return read_shard_attrs(group.path).get("input_digest") == group.digest
+    except ShardError:
+        return False
+
+
+def _run_group(group: _Group, failed: str) -> ReadSummary:
+    """Featurize and write one group (runs in a worker process)."""
+    import tvm
+
+    summary = ReadSummary()
+    arrays = [featurize_task(task, summary) for task in group.tasks]
+    attrs = {
+        "created_by": "pruner-lightning data.featurize",
+        "tvm_version": tvm.__version__,
+        "featurizer": {"failed": failed, "per_store_feature": {"buffers_per_store": 5, "arith_intensity_curve_num_samples": 10,
+                       "cache_line_bytes": 64}, "lowering": "PerStoreFeature pass list (data.features)"},
+        "input_digest": group.digest,
+        "group": group.index,
+        "tasks": [t.key for t in group.tasks],
+    }  # fmt: skip
+    write_shard(group.path, _shard_data(arrays), attrs)
+    return summary
+
+
+def featurize(cfg: FeaturizeConfig) -> ReadSummary:
+    """Run the featurizer; returns the merged record summary (also printed by `main`)."""
+    out = Path(cfg.out)
+    out.mkdir(parents=True, exist_ok=True)
+    record_set = read_records(cfg.records, failed=cfg.failed)
+    summary = record_set.summary
+    groups = plan_groups(record_set.tasks, cfg)
+    todo = [g for g in groups if not _is_done(g)]
+    done_records = sum(g.num_records for g in groups if g not in todo)
+    print(
+        f"{len(record_set.tasks)} tasks, {summary.kept} records -> {len(groups)} shards for this process "
+        f"({len(groups) - len(todo)} already done)",
+        file=sys.stderr,
+    )
+    bar = tqdm(total=sum(g.num_records for g in groups), initial=done_records, unit="rec", desc="featurize")
+    try:
+        if cfg.workers == 1 or len(todo) <= 1:
+            for group in todo:
+                summary.merge(_run_group(group, cfg.failed))
+                bar.update(group.num_records)
+        else:
+            ctx = multiprocessing.get_context("spawn")  # TVM's thread pools do not survive fork
+            with ctx.Pool(min(cfg.workers, len(todo)), initializer=_quiet_worker) as pool:
+                for part, n in pool.imap_unordered(_run_group_counted, [(g, cfg.failed) for g in todo]):
+                    summary.merge(part)
+                    bar.update(n)
+    finally:
+        bar.close()
+        write_manifest(out)
+    return summary
+
+
+def _run_group_counted(args: tuple[_Group, str]) -> tuple[ReadSummary, int]:
+    return _run_group(*args), args[0].num_records
+
+
+def _quiet_worker() -> None:
+    logging.getLogger("tvm.s_tir.meta_schedule").setLevel(logging.WARNING)
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m data.featurize", description=__doc__.split("\n\n")[0])
+    p.add_argument("records", nargs="+", help="database folders or TenSet-style trees (ROOT or ROOT/<device>)")
+    p.add_argument("--out", required=True, help="shard folder")
+    p.add_argument("--workers", type=int, default=1, help="worker processes")
+    p.add_argument("--shard-index", type=int, default=0, help="this process's share (with --num-shards)")
+    p.add_argument("--num-shards", type=int, default=1, help="independent processes sharing the work")
+    p.add_argument("--tasks-per-shard", type=int, default=16, help="tasks per shard file")
+    p.add_argument("--failed", choices=FAILED_POLICIES, default="zero", help="failed measurements: drop, or keep with label 0")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> ReadSummary:
+    args = _parser().parse_args(argv)
+    cfg = FeaturizeConfig(tuple(args.records), args.out, args.workers, args.shard_index, args.num_shards,
+                          args.tasks_per_shard, args.failed)  # fmt: skip
+    summary = featurize(cfg)
+    print(summary.format())
+    return summary
+
+
+if __name__ == "__main__":
+    main()
