@@ -158,8 +158,10 @@ def featurize_task(
 
 
 def _first_line(err: BaseException) -> str:
-    text = str(err).strip().splitlines()
-    return f"{type(err).__name__}: {text[0] if text else ''}"[:200]
+    """A one-line reason: TVM's "Error message:" line when there is one, else the first line."""
+    lines = [line.strip() for line in str(err).strip().splitlines() if line.strip()]
+    detail = next((line for line in lines if line.startswith("Error message:")), lines[0] if lines else "")
+    return f"{type(err).__name__}: {detail}"[:300]
 
 
 def _csr(parts: list[np.ndarray], width: int) -> tuple[np.ndarray, np.ndarray]:
