@@ -10,6 +10,7 @@ matrix, so a model that learns beats a random ranking by a clear margin.
 from __future__ import annotations
 
 import os
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -109,8 +110,15 @@ def synthetic_shard_data(
     return data
 
 
+def _write_one(directory: Path, index: int, num_tasks: int, seed: int, kwargs: dict) -> Path:
+    data = synthetic_shard_data(num_tasks=num_tasks, seed=seed + index, task_offset=index * num_tasks, **kwargs)
+    path = directory / f"shard_{index:03d}.h5"
+    write_shard(path, data, {"source": "data.synthetic", "seed": seed + index})
+    return path
+
+
 def write_synthetic_shards(
-    directory: str | os.PathLike, num_shards: int = 2, num_tasks: int = 8, seed: int = 0, **kwargs
+    directory: str | os.PathLike, num_shards: int = 2, num_tasks: int = 8, seed: int = 0, workers: int = 1, **kwargs
 ) -> list[Path]:
     """Write `num_shards` shards of `num_tasks` disjoint tasks each into `directory`.
 
@@ -119,6 +127,7 @@ def write_synthetic_shards(
         num_shards: files to write (shard_000.h5, ...).
         num_tasks: tasks per shard.
         seed: shard i uses seed + i.
+        workers: processes writing shards in parallel (HDF5 gzip is single-threaded per file).
         kwargs: forwarded to `synthetic_shard_data`.
 
     Returns:
@@ -126,10 +135,8 @@ def write_synthetic_shards(
     """
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
-    paths = []
-    for i in range(num_shards):
-        data = synthetic_shard_data(num_tasks=num_tasks, seed=seed + i, task_offset=i * num_tasks, **kwargs)
-        path = directory / f"shard_{i:03d}.h5"
-        write_shard(path, data, {"source": "data.synthetic", "seed": seed + i})
-        paths.append(path)
-    return paths
+    jobs = [(directory, i, num_tasks, seed, kwargs) for i in range(num_shards)]
+    if workers <= 1:
+        return [_write_one(*job) for job in jobs]
+    with ProcessPoolExecutor(max_workers=workers) as pool:
+        return list(pool.map(_write_one, *zip(*jobs)))

@@ -111,7 +111,7 @@ class ProgramStore(Dataset):
         for name, shape in expected.items():
             if tuple(getattr(self, name).shape) != shape:
                 raise ValueError(f"ProgramStore.{name} has shape {tuple(getattr(self, name).shape)}, expected {shape}")
-        # Index arithmetic stays on the CPU (no device sync to size the gather); data may move.
+        # Batch sizes are computed from a CPU copy, so a GPU store never syncs to size a gather.
         self._ptr_cpu = self.stmt_ptr.cpu()
 
     def __len__(self) -> int:
@@ -125,38 +125,37 @@ class ProgramStore(Dataset):
         """A copy with all data tensors on `device` (e.g. the GPU, to slice batches there)."""
         return ProgramStore(**{f.name: getattr(self, f.name).to(device) for f in fields(self)})
 
-    def record_rows(self, records: Tensor) -> tuple[Tensor, Tensor]:
+    def record_rows(self, records: Tensor, total: int) -> tuple[Tensor, Tensor]:
         """Row indices into `stmt` of the given records, and their program index within `records`.
 
         Args:
-            records: (B,) int64 record indices (CPU).
+            records: (B,) int64 record indices, on the store's device.
+            total: R, the number of rows of these records (known on the CPU, so sizing the
+                output needs no device sync).
 
         Returns:
-            row_index (R,) and segment (R,) int64 on the CPU.
+            row_index (R,) and segment (R,) int64 on the store's device.
         """
-        start = self._ptr_cpu[records]
-        lengths = self._ptr_cpu[records + 1] - start
-        total = int(lengths.sum())
-        segment = torch.repeat_interleave(torch.arange(len(records)), lengths, output_size=total)
+        start = self.stmt_ptr[records]
+        lengths = self.stmt_ptr[records + 1] - start
+        segment = torch.repeat_interleave(torch.arange(len(records), device=records.device), lengths, output_size=total)
         first = torch.cumsum(lengths, 0) - lengths
-        row_index = start[segment] + torch.arange(total) - first[segment]
+        row_index = start[segment] + torch.arange(total, device=records.device) - first[segment]
         return row_index, segment
 
     def __getitem__(self, records: Tensor | np.ndarray | Sequence[int]) -> Batch:
-        """The batch of the given records (B,), in that order, on the store's device."""
+        """The batch of the given records (B,), in that order, on the store's device.
+
+        On a GPU store the only host-to-device copy is the (B,) index vector, from pinned memory,
+        so the CPU can queue the next steps while the GPU works.
+        """
         records = torch.as_tensor(records, dtype=torch.int64).reshape(-1).cpu()
-        row_index, segment = self.record_rows(records)
-        device = self.device
-        records_d = records.to(device, non_blocking=True)
-        task = self.record_task[records_d]
-        return _assemble(
-            self.stmt[row_index.to(device, non_blocking=True)],
-            segment.to(device, non_blocking=True),
-            self.task_tags[task],
-            self.gemm[records_d],
-            self.label[records_d],
-            task,
-        )
+        total = int((self._ptr_cpu[records + 1] - self._ptr_cpu[records]).sum())
+        if self.device.type == "cuda":
+            records = records.pin_memory().to(self.device, non_blocking=True)
+        row_index, segment = self.record_rows(records, total)
+        task = self.record_task[records]
+        return _assemble(self.stmt[row_index], segment, self.task_tags[task], self.gemm[records], self.label[records], task)
 
 
 def compute_scales(batches: Mapping[str, Tensor] | Iterable[Mapping[str, Tensor]]) -> tuple[Tensor, Tensor]:

@@ -126,3 +126,8 @@ def test_moa_fit_starts_both_copies_from_pam_and_moves_the_target_by_ema(pretrai
     for target, p, o in zip(module.net.target.parameters(), pre, online):  # one EMA step per epoch
         torch.testing.assert_close(target, 0.9 * p + 0.1 * o.detach())
     torch.testing.assert_close(module.net.target.stmt_scale, pre_module.net.stmt_scale)
+    # a PAM finetune from this MoA checkpoint starts from its momentum (target) copy
+    pam = PAMModule(net=TINY_PAM)
+    pam.load_pretrained(str(tmp_path / "ckpt" / "last.ckpt"))
+    for a, b in zip(pam.net.parameters(), module.net.target.parameters()):
+        torch.testing.assert_close(a, b)
