@@ -1,0 +1,192 @@
+"""Search strategies on real llvm tuning: PSA scores many, PAM few; cold start; resume; the round log."""
+
+import math
+
+import numpy as np
+import pytest
+from tvm import te
+from tvm.ir.utils import derived_object
+from tvm.s_tir.meta_schedule.testing import te_workload
+
+from bridge.cost_model import PrunerCostModel
+from bridge.psa import PSACostModel
+from bridge.search import DraftVerifySearch, ResumableEvolutionarySearch, SearchLog, read_rounds
+from bridge.tvm_env import PooledLocalBuilder, ms, parse_target, setup, tvm, tvm_ffi
+
+TARGET = {"kind": "llvm", "mcpu": "sapphirerapids", "num-cores": 2}
+POPULATION, POTENTIAL = 48, 12
+
+
+@derived_object
+class Tally(ms.cost_model.PyCostModel):
+    """Counts every candidate handed to the wrapped model, independently of the strategy's counters."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model, self.calls, self.scored = model, 0, 0
+
+    def load(self, path):
+        self.model.load(path)
+
+    def save(self, path):
+        self.model.save(path)
+
+    def update(self, context, candidates, results):
+        self.model.update(context, candidates, results)
+
+    def predict(self, context, candidates):
+        self.calls += 1
+        self.scored += len(candidates)
+        return self.model.predict(context, candidates)
+
+
+def context_for(mod, strategy, seed=0, clone=False):
+    """A task context; with clone=False the context initializes `strategy` itself (inspectable here),
+    with clone=True it runs a clone, as tune.py's contexts do."""
+    target = parse_target(TARGET)
+    setup(target)
+    context = ms.TuneContext(
+        mod=mod, target=target, space_generator="post-order-apply", search_strategy=strategy, task_name="task", num_threads=2, rand_state=seed
+    )
+    return context.clone() if clone else context
+
+
+def matmul(n=64):
+    return tvm.IRModule({"main": te.create_prim_func(te_workload.matmul(n, n, n))})
+
+
+def key(sch):
+    return int(tvm_ffi.structural_hash(sch.mod))
+
+
+def unpicked(potential, picks):
+    """The potential-space schedules that were not picked, as candidates."""
+    chosen = {key(c.sch) for c in picks}
+    return [ms.MeasureCandidate(s, ms.arg_info.ArgInfo.from_entry_func(s.mod, remove_preproc=True)) for s in potential if key(s) not in chosen]
+
+
+@pytest.fixture(scope="module")
+def tuned(tmp_path_factory):
+    """A real 3-round draft-then-verify tuning run (PSA drafts, online PAM verifies) on a 64^3 matmul."""
+    work = tmp_path_factory.mktemp("dv")
+    draft, log = Tally(PSACostModel(device="a100")), SearchLog()
+    verify = Tally(PrunerCostModel(mode="pam", epochs=5, device="cpu"))
+    strategy = DraftVerifySearch(draft=draft, population_size=POPULATION, potential_size=POTENTIAL, log=log)
+    database = ms.tune_tasks(
+        tasks=[context_for(matmul(), strategy, clone=True)],
+        task_weights=[1.0],
+        work_dir=str(work),
+        max_trials_global=12,
+        num_trials_per_iter=4,
+        builder=log.builder(PooledLocalBuilder(max_workers=2)),
+        runner=log.runner(ms.runner.LocalRunner(evaluator_config=ms.runner.EvaluatorConfig(number=2, min_repeat_ms=5))),
+        cost_model=verify,
+        measure_callbacks=[*ms.measure_callback.MeasureCallback.create("default"), log.callback()],
+    )
+    return database, log, draft, verify
+
+
+def test_psa_scores_many_and_pam_few(tuned):
+    _, log, draft, verify = tuned
+    rows = log.rows
+    assert len(rows) == 3 and [r["trials"] for r in rows] == [4, 4, 4]
+    assert [r["drafted"] for r in rows] == [1, 0, 1]  # a new potential space every 2nd round
+    assert sum(r["draft_scored"] for r in rows) == draft.scored  # the log counts what PSA really scored
+    assert sum(r["verify_scored"] for r in rows) == verify.scored
+    for r in rows:
+        if r["drafted"]:
+            assert r["draft_scored"] >= POPULATION  # the whole sampled population, then its children
+            assert r["draft_scored"] > 3 * r["verify_scored"]
+        else:
+            assert r["draft_scored"] == 0
+        # PAM sees the potential space (+ one generation of it), never a draft population per generation.
+        assert 0 < r["verify_scored"] <= 2 * (POTENTIAL + POTENTIAL)
+        assert all(math.isfinite(r[k]) and r[k] >= 0 for k in ("draft_s", "verify_s", "build_s", "run_s"))
+    assert [r["cold_start"] for r in rows] == [1, 0, 0]  # PAM had no data in round 1 only
+
+
+def test_tuning_wrote_distinct_records_and_the_curve(tuned, tmp_path):
+    database, log, _, _ = tuned
+    records = database.get_all_tuning_records()
+    assert len(records) == 12
+    assert len({key(r.as_measure_candidate().sch) for r in records}) == 12
+    best = min(np.mean([float(s) for s in r.run_secs]) for r in records)
+    assert log.rows[-1]["best_us"] == pytest.approx(best * 1e6, rel=1e-5)
+    assert log.rows[-1]["estimated_ms"] == pytest.approx(best * 1e3, rel=1e-5)
+    assert [r["total_trials"] for r in log.rows] == [4, 8, 12]
+    log.write_csv(tmp_path / "curve.csv", previous=[{**log.rows[0], "task": "earlier"}])
+    rows = read_rounds(tmp_path / "curve.csv")
+    assert [r["task"] for r in rows] == ["earlier", "task", "task", "task"]
+    assert rows[-1]["total_trials"] == 12.0
+
+
+def test_cold_start_follows_psa_then_the_verifier_decides(tmp_path, checkpoints):
+    from bridge.export import export_checkpoint
+
+    psa = PSACostModel(device="a100")
+    untrained = PrunerCostModel(mode="pam", device="cpu")
+    strategy = DraftVerifySearch(draft=psa, population_size=POPULATION, potential_size=POTENTIAL, verify_generations=0)
+    context = context_for(matmul(), strategy)
+    strategy.pre_tuning(8, 4, context.generate_design_space(), ms.database.MemoryDatabase(), untrained)
+    picks = strategy.generate_measure_candidates()
+    assert len(picks) == 4
+    rest = unpicked(strategy.potential, picks)
+    assert len(rest) == POTENTIAL - 4  # the picks come from the potential space
+    assert psa.predict(context, picks).min() >= psa.predict(context, rest).max()  # PSA's top of the potential space
+    strategy.post_tuning()
+
+    artifact = export_checkpoint(checkpoints["PAMModule"], tmp_path / "pam.pt").path
+    pretrained = PrunerCostModel(mode="pam-no-update", artifact=artifact, device="cpu")
+    strategy = DraftVerifySearch(draft=psa, population_size=POPULATION, potential_size=POTENTIAL, verify_generations=0)
+    context = context_for(matmul(), strategy, seed=1)
+    strategy.pre_tuning(8, 4, context.generate_design_space(), ms.database.MemoryDatabase(), pretrained)
+    picks = strategy.generate_measure_candidates()
+    rest = unpicked(strategy.potential, picks)
+    assert len(rest) == POTENTIAL - 4
+    assert pretrained.predict(context, picks).min() >= pretrained.predict(context, rest).max()  # PAM's top now
+
+
+@pytest.mark.parametrize("kind", ["draft-verify", "evolutionary"])
+def test_resume_counts_and_skips_measured_schedules(measured_matmul, kind):
+    context0, candidates, results = measured_matmul
+    database = ms.database.MemoryDatabase()
+    workload = database.commit_workload(context0.mod)
+    target = context0.target
+    for cand, res in zip(candidates, results):
+        database.commit_tuning_record(ms.database.TuningRecord(cand.sch.trace, workload, res.run_secs, target, cand.args_info))
+    measured = {key(c.sch) for c in candidates}
+    if kind == "draft-verify":
+        strategy = DraftVerifySearch(draft=PSACostModel(device="a100"), population_size=POPULATION, potential_size=POTENTIAL)
+    else:
+        strategy = ResumableEvolutionarySearch(population_size=POPULATION)
+    context = context_for(context0.mod, strategy)
+    strategy.pre_tuning(len(candidates) + 6, 4, context.generate_design_space(), database, ms.cost_model.RandomModel(seed=0))
+    assert strategy.budget == 6
+    proposed = []
+    while (batch := strategy.generate_measure_candidates()) is not None:
+        proposed += batch
+        strategy.notify_runner_results(batch, [ms.runner.RunnerResult([1e-3], None)] * len(batch))
+    assert len(proposed) == 6
+    assert not {key(c.sch) for c in proposed} & measured
+    strategy.post_tuning()
+
+
+def test_bad_options_are_refused():
+    psa = PSACostModel(device="a100")
+    with pytest.raises(ValueError, match="potential_size=600 must be <= population_size=512"):
+        DraftVerifySearch(draft=psa, population_size=512, potential_size=600)
+    with pytest.raises(ValueError, match="eps_greedy=1.5"):
+        DraftVerifySearch(draft=psa, eps_greedy=1.5)
+    with pytest.raises(ValueError, match="redraft_every=0"):
+        DraftVerifySearch(draft=psa, redraft_every=0)
+
+
+def test_malformed_curve_file_names_the_line(tmp_path):
+    path = tmp_path / "curve.csv"
+    path.write_text(",".join(SearchLog.FIELDS) + "\n" + ",".join(["t"] + ["1"] * (len(SearchLog.FIELDS) - 1)) + "\n" + "t,x\n")
+    with pytest.raises(ValueError, match=f"{path}:3: malformed"):
+        read_rounds(path)
+    (tmp_path / "other.csv").write_text("a,b\n1,2\n")
+    with pytest.raises(ValueError, match="not a tuning-curve CSV"):
+        read_rounds(tmp_path / "other.csv")
+    assert read_rounds(tmp_path / "missing.csv") == []
