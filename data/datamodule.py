@@ -30,7 +30,7 @@ from typing import Literal
 import lightning as L
 import numpy as np
 import torch
-from lightning.pytorch.utilities import rank_zero_info
+from lightning.pytorch.utilities import rank_zero_info, rank_zero_warn
 from torch import Tensor
 from torch.utils.data import DataLoader, DistributedSampler
 
@@ -250,6 +250,11 @@ class ShardDataModule(L.LightningDataModule):
             val_tasks[rng.choice(train_tasks, size=n_val, replace=False)] = True
             val = val_tasks[data.record_task[train_val]]
         self.splits = {"train": train_val[~val], "val": train_val[val], "test": usable[test]}
+        if hp.val_fraction > 0 and not len(self.splits["val"]):
+            rank_zero_warn(
+                f"val_fraction={hp.val_fraction!r} left no validation records (too few tasks?); checkpoint "
+                "selection and early stopping on a val_* metric will fail: raise val_fraction"
+            )
         self.tasks = {name: getattr(data, name) for name in ("task_key", "task_name", "task_networks", "task_weight")}
         self.record_task = data.record_task
         self.store = ProgramStore(
