@@ -45,6 +45,8 @@ class CLI(LightningCLI):
         # One flag picks the metric for both: --checkpoint.monitor val_peak@1
         parser.link_arguments("checkpoint.monitor", "early_stopping.monitor")
         parser.link_arguments("checkpoint.mode", "early_stopping.mode")
+        # --checkpoint.dirpath places last.ckpt next to the best checkpoint
+        parser.link_arguments("checkpoint.dirpath", "last_checkpoint.dirpath")
 
 
 def main(args: list[str] | None = None, run: bool = True) -> CLI:
@@ -53,7 +55,8 @@ def main(args: list[str] | None = None, run: bool = True) -> CLI:
         CostModelModule,
         ShardDataModule,
         subclass_mode_model=True,
-        trainer_defaults={"logger": lazy_instance(CSVLogger, save_dir="runs")},
+        # runs/ also catches checkpoints and config.yaml of runs with --trainer.logger false
+        trainer_defaults={"logger": lazy_instance(CSVLogger, save_dir="runs"), "default_root_dir": "runs"},
         save_config_kwargs={"overwrite": True},
         args=args,
         run=run,
