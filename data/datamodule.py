@@ -179,6 +179,14 @@ class ShardDataModule(L.LightningDataModule):
         num_workers: DataLoader workers (0 is usually fastest: a batch is a few index ops).
         data_on_device: keep the whole dataset on the accelerator and slice batches there (fastest
             on a GPU when the data fits; needs num_workers=0).
+
+    Attributes (after `setup`):
+        store: the ProgramStore of all records (failed ones included; the splits leave them out).
+        splits: {"train", "val", "test"} -> (n,) int64 record indices into `store`.
+        record_task: (N,) task index of every record; tasks: task_key, task_name, task_networks,
+            task_weight arrays (T,) of the shards.
+        num_failed: failed measurements in the data (dropped or kept, see drop_failed).
+        scales: (stmt_scale (174,), access_scale (23,)) over the training records, computed on use.
     """
 
     def __init__(

@@ -1,7 +1,6 @@
 """LightningModules with real Trainers on CPU and real HDF5 shards: checkpoints, learning, finetune, MoA."""
 
 import lightning as L
-import numpy as np
 import pytest
 import torch
 from lightning.pytorch.callbacks import ModelCheckpoint
