@@ -186,6 +186,8 @@ class ShardDataModule(L.LightningDataModule):
         record_task: (N,) task index of every record; tasks: task_key, task_name, task_networks,
             task_weight arrays (T,) of the shards.
         num_failed: failed measurements in the data (dropped or kept, see drop_failed).
+        source_device: the device name(s) of the training tasks' keys ("<device>/<task_dir>"),
+            comma-separated; stored in checkpoints as `source_device`.
         scales: (stmt_scale (174,), access_scale (23,)) over the training records, computed on use.
     """
 
@@ -221,6 +223,7 @@ class ShardDataModule(L.LightningDataModule):
         self.store: ProgramStore | None = None
         self.tasks: dict[str, np.ndarray] = {}
         self.record_task: np.ndarray | None = None
+        self.source_device = ""
         self.splits: dict[str, np.ndarray] = {}
         self.num_failed = 0
         self._scales: tuple[Tensor, Tensor] | None = None
@@ -265,6 +268,8 @@ class ShardDataModule(L.LightningDataModule):
             )
         self.tasks = {name: getattr(data, name) for name in ("task_key", "task_name", "task_networks", "task_weight")}
         self.record_task = data.record_task
+        train_tasks = np.unique(data.record_task[self.splits["train"]])
+        self.source_device = ",".join(sorted({key.split("/", 1)[0] for key in data.task_key[train_tasks].tolist()}))
         self.store = ProgramStore(
             stmt=torch.from_numpy(data.stmt),
             stmt_ptr=torch.from_numpy(data.stmt_ptr),

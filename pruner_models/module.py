@@ -23,6 +23,7 @@ import torch
 from torch import Tensor, nn
 from torchmetrics import MeanMetric, MetricCollection
 
+from data.schema import SCHEMA_VERSION
 from pruner_models.losses import LOSSES, LossName
 from pruner_models.metrics import ranking_metrics
 from pruner_models.mlp import MLPConfig, MLPNet
@@ -162,7 +163,13 @@ class CostModelModule(L.LightningModule):
         metrics.reset()
 
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
-        checkpoint["cost_model"] = type(self).__name__  # lets load_net rebuild the net without a Trainer
+        # What readers without a Trainer need (load_net, bridge.export): the module class, the
+        # feature schema the model was trained on, and the device(s) of its training data.
+        checkpoint["cost_model"] = type(self).__name__
+        checkpoint["schema_version"] = SCHEMA_VERSION
+        source = getattr(self.trainer.datamodule, "source_device", None) if self._trainer is not None else None
+        if source:
+            checkpoint["source_device"] = source
 
     def configure_optimizers(self) -> torch.optim.Optimizer:
         params = [p for p in self.net.parameters() if p.requires_grad]  # MoA: the online copy only
