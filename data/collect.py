@@ -29,6 +29,7 @@ import json
 import logging
 import lzma
 import os
+import signal
 import sys
 import time
 from collections.abc import Iterator, Sequence
@@ -36,7 +37,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from bridge.tvm_env import fast_build, is_gpu, ms, parse_target, setup, target_device_name, tvm, tvm_ffi
+from bridge.tvm_env import PooledLocalBuilder, is_gpu, ms, parse_target, setup, target_device_name, tvm, tvm_ffi
 from tvm.s_tir.meta_schedule.utils import _json_de_tvm
 
 from data.labels import FAILED_SECONDS, mean_latency
@@ -75,6 +76,8 @@ class CollectConfig:
         max_flops: drop network tasks above this many FLOPs.
         size: input size of the networks (image side / sequence length); None for the standard.
         population: population size of the sampler's evolutionary search.
+        min_schedules: skip tasks whose design space holds fewer distinct schedules (they carry
+            no ranking signal); skipped tasks are noted in index.json and not retried.
         compress: xz-compress the database files of every finished task (`.json.xz`).
     """
 
@@ -97,6 +100,7 @@ class CollectConfig:
     max_flops: float | None = None
     size: int | None = None
     population: int = 64
+    min_schedules: int = 8
     compress: bool = False
 
     def __post_init__(self) -> None:
@@ -275,7 +279,7 @@ def sample_schedules(
     population: int = 64,
     genetic_iters: int = 2,
     min_init: int = 50,
-    max_idle_rounds: int = 5,
+    max_idle_rounds: int = 3,
 ) -> list[tvm.s_tir.Schedule]:
     """Up to `n` schedules of `spec` from its design space, distinct from each other and `exclude`.
 
@@ -286,12 +290,12 @@ def sample_schedules(
 
     Args:
         exclude: structural hashes of scheduled modules already stored; updated in place.
-        min_init: fewest distinct schedules in the initial population; MetaSchedule's tuner gives
-            up below its `init_min_unmeasured` (50) with "Cannot sample enough initial
-            population", so such tasks (reshapes, copies) are never tuned and are not collected.
+        min_init: fewest valid schedules in the initial population (duplicates count, as in
+            MetaSchedule, whose tuner gives up below its `init_min_unmeasured` = 50 with "Cannot
+            sample enough initial population").
 
     Raises:
-        ValueError: the initial population has fewer than `min_init` distinct schedules.
+        ValueError: the initial population has fewer than `min_init` valid schedules.
         tvm.error.TVMError: the design space cannot be generated or sampled at all.
     """
     sample_init = tvm_ffi.get_global_func("s_tir.meta_schedule.SearchStrategyEvolutionarySearchSampleInitPopulation")
@@ -316,10 +320,9 @@ def sample_schedules(
         cost_model=ms.cost_model.RandomModel(seed=seed % (2**31 - 1)),
     )
     states, idle = sample_init(strategy, population), 0
-    distinct = len({_schedule_hash(sch.mod) for sch in states})
-    if distinct < min_init:
+    if len(states) < min_init:
         raise ValueError(
-            f"Cannot sample enough initial population ({distinct} distinct schedules < {min_init}); "
+            f"Cannot sample enough initial population ({len(states)} valid schedules < {min_init}); "
             "MetaSchedule's evolutionary search would not tune this task"
         )
     picked: list[tvm.s_tir.Schedule] = []
@@ -337,7 +340,8 @@ def sample_schedules(
 
 
 class Measurer:
-    """Builds and runs candidates with MetaSchedule's builder and runner; failures -> [1e10]."""
+    """Builds (`fast_build`, worker pool kept across batches) and runs candidates with MetaSchedule's
+    builder and runner; a failed build or run gives [1e10]."""
 
     def __init__(self, cfg: CollectConfig, target: tvm.target.Target):
         self.target = target
@@ -346,9 +350,7 @@ class Measurer:
         evaluator = ms.runner.EvaluatorConfig(
             number=1, repeat=cfg.repeat, min_repeat_ms=cfg.min_repeat_ms, enable_cpu_cache_flush=not gpu
         )
-        self.builder = ms.builder.LocalBuilder(
-            f_build=fast_build, max_workers=cfg.builder_workers or os.cpu_count(), timeout_sec=cfg.timeout
-        )
+        self.builder = PooledLocalBuilder(max_workers=cfg.builder_workers or os.cpu_count(), timeout_sec=cfg.timeout)
         if cfg.runner == "rpc":
             host, port = cfg.tracker.rsplit(":", 1)
             rpc = ms.runner.RPCConfig(host, int(port), cfg.key, session_timeout_sec=int(cfg.timeout))
@@ -396,7 +398,8 @@ def _start_task(
 ) -> list[tuple[_TaskRun, tvm.s_tir.Schedule]]:
     """Sample the schedules that top `task_path` up to `cfg.per_task` records (none if it is full).
 
-    Sets `result.status` to "skipped: <reason>" when the design space cannot be sampled and to
+    Sets `result.status` to "skipped: <reason>" when the design space cannot be sampled or holds
+    fewer than `cfg.min_schedules` distinct schedules (reshapes, copies: nothing to rank), and to
     "exhausted" when it holds fewer new distinct schedules than wanted.
     """
     want = cfg.per_task - result.before
@@ -411,7 +414,12 @@ def _start_task(
         seed = cfg.seed * 1_000_003 + result.before
         schedules = sample_schedules(plan.spec, target, want, seed, stored, population=cfg.population)
     except Exception as err:  # noqa: BLE001 (TVM raises plain errors; the task is skipped, not the run)
+        if _interrupted:
+            raise KeyboardInterrupt from err
         result.status = f"skipped: {str(err).strip().splitlines()[-1][:200]}"
+        return []
+    if len(schedules) < want and result.before + len(schedules) < cfg.min_schedules:
+        result.status = f"skipped: only {result.before + len(schedules)} distinct schedules (< --min-schedules)"
         return []
     if len(schedules) < want:
         result.status = "exhausted"
@@ -489,7 +497,9 @@ def collect(cfg: CollectConfig) -> list[TaskResult]:
                 queue += picked
                 flush(cfg.batch_size)
             flush(1)
-        except KeyboardInterrupt:
+        except (KeyboardInterrupt, RuntimeError) as err:
+            if not (isinstance(err, KeyboardInterrupt) or _interrupted):
+                raise
             for run, _ in queue:
                 run.result.status = "interrupted"
             bar.write("interrupted: every measured batch is stored; rerun the same command to resume")
@@ -537,9 +547,21 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--max-flops", type=float, default=None, help="drop network tasks above this many FLOPs")
     p.add_argument("--size", type=int, default=None, help="network input size (image side / sequence length)")
     p.add_argument("--population", type=int, default=defaults["population"], help="sampler population size")
+    p.add_argument("--min-schedules", type=int, default=defaults["min_schedules"], help="skip smaller spaces")
     p.add_argument("--compress", action="store_true", help="store finished tasks as database_*.json.xz")
     p.add_argument("-v", "--verbose", action="store_true", help="log build and run errors")
     return p
+
+
+_interrupted = False
+"""Set by `_on_signal`: TVM's FFI turns a KeyboardInterrupt raised inside a Python callback (the
+builder, the sampler's cost model) into a plain RuntimeError, so the flag tells them apart."""
+
+
+def _on_signal(signum: int, frame: object) -> None:
+    global _interrupted
+    _interrupted = True
+    raise KeyboardInterrupt
 
 
 def main(argv: Sequence[str] | None = None) -> list[TaskResult]:
@@ -549,6 +571,10 @@ def main(argv: Sequence[str] | None = None) -> list[TaskResult]:
         cfg = CollectConfig(**args)
     except ValueError as err:
         sys.exit(f"error: {err}")
+    # Stop like Ctrl-C on `kill`/`timeout` too, and on SIGINT even when started in the background
+    # (a non-interactive shell starts background jobs with SIGINT ignored).
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, _on_signal)
     start = time.time()
     results = collect(cfg)
     device_path = Path(cfg.out) / target_device_name(parse_target(cfg.target))
