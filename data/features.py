@@ -22,6 +22,7 @@ match PerStoreFeature.
 
 from __future__ import annotations
 
+import concurrent.futures
 import dataclasses
 import json
 import logging
@@ -832,8 +833,14 @@ class _Walked:
     per_store: list  # (store, accesses) for tests and cross-checks against PerStoreFeature
 
 
-def _walk_lowered(lowered: tvm.IRModule, is_gpu: bool) -> _Walked:
-    g = _Graph(tvm.ir.save_json(lowered))
+def _lowered_json(mod: tvm.IRModule) -> str:
+    """Lower and serialize (C++ only: the FFI releases the GIL, so threads run this in parallel)."""
+    return tvm.ir.save_json(lower_for_features(mod))
+
+
+def _walk_lowered(lowered: tvm.IRModule | str, is_gpu: bool) -> _Walked:
+    """Walk a lowered module (or its `save_json` text)."""
+    g = _Graph(lowered if isinstance(lowered, str) else tvm.ir.save_json(lowered))
     stores, allocated = _collect(g)
     walker = _Walker(g)
     records: list[list[float]] = []
@@ -872,7 +879,7 @@ def walk_features(mod: tvm.IRModule, *, is_gpu: bool, stmt: np.ndarray | None = 
     Raises:
         tvm errors when the module does not lower.
     """
-    w = _walk_lowered(lower_for_features(mod), is_gpu)
+    w = _walk_lowered(_lowered_json(mod), is_gpu)
     return ProgramFeatures(stmt, w.access, w.scopes, w.gemm, w.gemm_found, w.psa)
 
 
@@ -905,7 +912,8 @@ def featurize_candidates(
     """Features of MetaSchedule candidates, as the cost model and the PSA draft need them.
 
     Args:
-        context: the task's TuneContext (its target decides is_gpu; num_threads parallelizes stmt).
+        context: the task's TuneContext (its target decides is_gpu; `num_threads` threads run
+            PerStoreFeature and our lowering, the Python walk runs in this thread).
         candidates: scheduled candidates (`c.sch.mod` is what the builder would compile).
         stmt: compute the PerStoreFeature rows (False for PSA-only drafting of many candidates).
         walk: compute access records, GEMM matrix and PSA rows.
@@ -916,20 +924,37 @@ def featurize_candidates(
     """
     is_gpu = tvm_env.is_gpu(context.target)
     rows = per_store_rows(context, candidates) if stmt else [None] * len(candidates)
-    out: list[ProgramFeatures | None] = []
-    for i, (cand, r) in enumerate(zip(candidates, rows)):
-        if stmt and r is None:
-            out.append(None)
-            continue
-        if not walk:
-            out.append(ProgramFeatures(r, None, None, None, False, None))
+    if not walk:
+        return [None if stmt and r is None else ProgramFeatures(r, None, None, None, False, None) for r in rows]
+    wanted = [i for i, r in enumerate(rows) if not (stmt and r is None)]
+    texts = _map_threads(_lowered_json_or_error, [candidates[i].sch.mod for i in wanted], context.num_threads)
+    out: list[ProgramFeatures | None] = [None] * len(candidates)
+    for i, text in zip(wanted, texts):
+        if isinstance(text, Exception):
+            log.debug("lowering candidate %d failed: %s", i, text)
             continue
         try:
-            out.append(walk_features(cand.sch.mod, is_gpu=is_gpu, stmt=r))
-        except Exception:  # noqa: BLE001 - a candidate that does not lower scores as a failure
+            w = _walk_lowered(text, is_gpu)
+        except Exception:  # noqa: BLE001 - an unexpected IR shape scores as a failure, never crashes tuning
             log.debug("walking candidate %d failed", i, exc_info=True)
-            out.append(None)
+            continue
+        out[i] = ProgramFeatures(rows[i], w.access, w.scopes, w.gemm, w.gemm_found, w.psa)
     return out
+
+
+def _lowered_json_or_error(mod: tvm.IRModule) -> str | Exception:
+    try:
+        return _lowered_json(mod)
+    except Exception as err:  # noqa: BLE001 - TVM raises several error types
+        return err
+
+
+def _map_threads(fn, items: list, num_threads: int) -> list:
+    """`fn` over `items` on up to `num_threads` threads (order kept)."""
+    if num_threads <= 1 or len(items) <= 1:
+        return [fn(x) for x in items]
+    with concurrent.futures.ThreadPoolExecutor(min(num_threads, len(items))) as pool:
+        return list(pool.map(fn, items))
 
 
 # ---------------------------------------------------------------------------------------------------
