@@ -18,6 +18,18 @@ loops without annotations are dropped and their variable reads as 0, load-free s
 Stores of a constant (accumulator init), which PerStoreFeature skips, get access records too (the
 needle starts with one) but do not feed the reuse state of later stores, so the other stores still
 match PerStoreFeature.
+
+Two PerStoreFeature behaviours are reproduced on purpose: (1) its analyzer first pins every loop
+variable to the loop's min and later widens only the integer bounds, so the modular-set facts stay
+pinned and `x % c` of loop variables is bounded to one value (a fused `i_j // 4`, `i_j % 4` pair
+touches 1/4 of the rows it seems to); (2) its buffer slots are sorted by (lines, bytes, name).
+One difference remains: PerStoreFeature removes unit loops *before* LowerCrossThreadReduction, so a
+cross-thread reduction whose serial part is a unit loop has no in-thread buffer there, while our
+lowering (like the real build) keeps that buffer: such programs have one stored buffer more in
+`access` / `psa` than in `stmt`.
+
+Column 0 of an access record counts what PerStoreFeature counts as float ops (add, sub, mul, div,
+mod, min, max and float-valued calls) times the product of all enclosing loop extents.
 """
 
 from __future__ import annotations
