@@ -42,6 +42,8 @@ __all__ = ["FeaturizeConfig", "featurize", "featurize_task", "plan_groups", "mai
 log = logging.getLogger(__name__)
 TRACE_FAILED = "trace no longer applies"
 LOWERING_FAILED = "lowering failed"
+UNKNOWN_WORKLOAD = "unknown workload"
+UNUSABLE_TARGET = "unusable target"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -107,24 +109,31 @@ def featurize_task(
     from bridge.tvm_env import ms, tvm
     from data import features
 
-    target = tvm_env.parse_target(task.target or task.records[0].target)
+    out = _TaskArrays(task, np.zeros(TAG_DIM, np.float32), task.flops, [], [], [], [], [], [])
+    target_json = task.target or task.records[0].target
+    try:
+        target = tvm_env.parse_target(target_json) if target_json else "no target in index.json or in the record"
+    except Exception as err:  # noqa: BLE001 - an unparsable target makes the whole task unusable
+        target = f"target {target_json!r} does not parse: {_first_line(err)}"
+    if isinstance(target, str):
+        for record in task.records:
+            summary.add(UNUSABLE_TARGET, record.source, f"task {task.key}: {target}")
+        return out
     tvm_env.setup(target)
-    workload = ms.database.Workload.from_json(task.records[0].workload.as_json())
-    mod = workload.mod
-    flops = task.flops
-    if not flops:
-        try:
-            flops = float(tvm.s_tir.analysis.estimate_tir_flops(mod))
-        except Exception:  # noqa: BLE001 - FLOPs are informative only
-            flops = 0.0
-    context = ms.TuneContext(mod=mod, target=target, num_threads=1)
-    modules: dict[str, tvm.IRModule] = {task.records[0].workload.shash: mod}
+    modules: dict[str, tvm.IRModule | Exception] = {}
     kept: list[Record] = []
     candidates = []
     for record in task.records:
-        wl_mod = modules.get(record.workload.shash)
-        if wl_mod is None:
-            wl_mod = modules[record.workload.shash] = ms.database.Workload.from_json(record.workload.as_json()).mod
+        shash = record.workload.shash
+        if shash not in modules:
+            try:
+                modules[shash] = ms.database.Workload.from_json(record.workload.as_json()).mod
+            except Exception as err:  # noqa: BLE001 - a workload line that does not decode
+                modules[shash] = err
+        wl_mod = modules[shash]
+        if isinstance(wl_mod, Exception):
+            summary.add(UNKNOWN_WORKLOAD, record.source, f"workload {record.workload.source} does not decode: {_first_line(wl_mod)}")
+            continue
         sch = tvm.s_tir.Schedule(wl_mod)
         try:
             tvm.s_tir.schedule.Trace.apply_json_to_schedule(record.trace, sch)
@@ -133,9 +142,18 @@ def featurize_task(
             continue
         kept.append(record)
         candidates.append(ms.MeasureCandidate(sch, ms.arg_info.ArgInfo.from_entry_func(sch.mod, remove_preproc=True)))
+    mod = next((m for m in modules.values() if not isinstance(m, Exception)), None)
+    if mod is None:
+        return out
+    out.tags = features.workload_tags(mod)
+    if not out.flops:
+        try:
+            out.flops = float(tvm.s_tir.analysis.estimate_tir_flops(mod))
+        except Exception:  # noqa: BLE001 - FLOPs are informative only
+            out.flops = 0.0
+    context = ms.TuneContext(mod=mod, target=target, num_threads=1)
     rows = features.per_store_rows(context, candidates) if stmt else [None] * len(candidates)
     is_gpu = tvm_env.is_gpu(target)
-    out = _TaskArrays(task, features.workload_tags(mod), flops, [], [], [], [], [], [])
     for record, cand, r in zip(kept, candidates, rows):
         try:
             if stmt and r is None:

@@ -112,8 +112,8 @@ class ReadSummary:
     """Counts of what was read, kept and skipped, with up to 3 "file:line: detail" examples per reason.
 
     Reasons: "malformed line", "unknown workload", "failed measurement" (dropped), "failed
-    measurement (kept, label 0)", "unreadable file", and the featurizer's "trace no longer applies"
-    and "lowering failed".
+    measurement (kept, label 0)", "unreadable file", and the featurizer's "trace no longer applies",
+    "lowering failed", "unknown workload" (a workload that does not decode) and "unusable target".
     """
 
     files: int = 0

@@ -1,6 +1,7 @@
 """The featurizer CLI end to end on real measured records: shards, labels, bad records, resume,
 partitioning across processes and determinism."""
 
+import base64
 import json
 import lzma
 import os
@@ -75,10 +76,16 @@ def test_bad_records_are_counted_and_printed(tree, tmp_path, capsys):
         json.dumps([wl_index, [trace, [1e10], *rest]]),
         "garbage",
     ]
+    # a second workload line that is valid base64 but no module, and a record using it
+    wl_path = path.parent / "database_workload.json"
+    wl_path.write_text(wl_path.read_text() + json.dumps(["1", base64.b64encode(b'{"nodes": []}').decode()]) + "\n")
+    lines.append(json.dumps([1, [trace, run_secs, *rest]]))
     path.write_text("\n".join(lines) + "\n")
     out = tmp_path / "shards"
     summary = run(tree, "--out", out, "--failed", "zero")
     printed = capsys.readouterr().out
+    assert summary.counts["unknown workload"] == 1
+    assert summary.examples["unknown workload"][0].startswith(f"{path}:{PER_TASK + 4}: workload {wl_path}:2 does not decode")
     assert summary.counts["trace no longer applies"] == 1
     assert summary.examples["trace no longer applies"][0].startswith(f"{path}:{PER_TASK + 1}: ScheduleError")
     assert "no_such_block" in summary.examples["trace no longer applies"][0]
@@ -137,3 +144,14 @@ def test_option_errors(tree, tmp_path):
     with pytest.raises(ValueError, match="--workers 0"):
         run(tree, "--out", tmp_path / "x", "--workers", 0)
     assert not (tmp_path / "x").exists() or not os.listdir(tmp_path / "x")
+
+
+def test_unusable_target_skips_the_task_and_writes_valid_empty_shards(tree, tmp_path):
+    index_path = tree / DEVICE / "index.json"
+    index = json.loads(index_path.read_text())
+    index["target"] = {"kind": "no_such_target"}
+    index_path.write_text(json.dumps(index))
+    summary = run(tree, "--out", tmp_path / "out")
+    assert summary.counts["unusable target"] == 2 * PER_TASK
+    assert "no_such_target" in summary.examples["unusable target"][0]
+    assert read_shards(tmp_path / "out").num_records == 0 and read_manifest(tmp_path / "out")["invalid"] == []
