@@ -51,11 +51,8 @@ class Workload:
     source: str
 
     def as_json(self) -> list[str]:
+        """The database line, as `ms.database.Workload.from_json` takes it."""
         return [self.shash, self.json_b64]
-
-    def graph_json(self) -> str:
-        """The IRModule's JSON graph text (what `tvm.ir.load_json` reads)."""
-        return base64.b64decode(self.json_b64).decode()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -152,10 +149,6 @@ class ReadSummary:
 class RecordSet:
     tasks: dict[str, Task]
     summary: ReadSummary
-
-    def records(self) -> Iterator[Record]:
-        for task in self.tasks.values():
-            yield from task.records
 
 
 def _open_text(path: Path) -> Path | None:
