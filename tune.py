@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from bridge.tvm_env import PooledLocalBuilder, ms, parse_target, setup, tvm
+from bridge.tvm_env import PooledLocalBuilder, ms, parse_target, setup, task_loggers, tvm
 
 __all__ = ["COST_MODELS", "TuneResult", "build_parser", "main", "make_cost_model", "make_strategy", "tune_tasks"]
 
@@ -101,7 +101,7 @@ def make_strategy(
     psa: str | None,
     psa_devices: str | None = None,
     psa_formula: str = "published",
-    population: int = 1536,
+    population: int | None = None,
     potential: int = 512,
     draft_generations: int = 2,
     verify_generations: int = 1,
@@ -109,16 +109,20 @@ def make_strategy(
     eps_greedy: float = 0.1,
     search_log: Any = None,
 ) -> Any:
-    """DraftVerifySearch with PSA on device row `psa`, or MetaSchedule's evolutionary search (psa None)."""
+    """DraftVerifySearch with PSA on device row `psa`, or MetaSchedule's evolutionary search (psa None).
+
+    `population` defaults to the published 1536 for draft-then-verify and to MetaSchedule's 512 for
+    the evolutionary search; the other options concern draft-then-verify only.
+    """
     from bridge.search import DraftVerifySearch, ResumableEvolutionarySearch
 
     if psa is None:
-        return ResumableEvolutionarySearch(log=search_log)
+        return ResumableEvolutionarySearch(log=search_log, population_size=population or 512)
     from bridge.psa import PSACostModel
 
     return DraftVerifySearch(
         draft=PSACostModel(device=psa, formula=psa_formula, devices_file=psa_devices),
-        population_size=population,
+        population_size=population or 1536,
         potential_size=potential,
         draft_generations=draft_generations,
         verify_generations=verify_generations,
@@ -174,6 +178,7 @@ def tune_tasks(
     key: str | None = None,
     evaluator: Any = None,
     builder_workers: int | None = None,
+    builder: Any = None,
     timeout: float = 30.0,
     progress: bool = True,
     deadline_s: float | None = None,
@@ -186,7 +191,8 @@ def tune_tasks(
         work_dir: database, curve, cost-model state and logs (created if missing).
         cost_model, checkpoint: see `make_cost_model`.
         psa: device row for draft-then-verify; None for MetaSchedule's evolutionary search.
-        strategy_options: further `make_strategy` keywords (population, potential, eps_greedy, ...).
+        strategy_options: further `make_strategy` keywords (population, potential, eps_greedy, ...;
+            only population applies without `psa`).
         trials: total trial budget of the work dir, earlier runs included.
         trials_per_round: measurements per batch (published: 10).
         max_trials_per_task: per-task cap (default: no cap beyond `trials`).
@@ -195,6 +201,8 @@ def tune_tasks(
         runner, tracker, key: "local", or "rpc" through a tracker HOST:PORT with a device key.
         evaluator: ms.runner.EvaluatorConfig (default: number=3, repeat=1, min_repeat_ms=100).
         builder_workers: parallel builds (default: the machine's cores).
+        builder: a MetaSchedule Builder to use instead (e.g. one PooledLocalBuilder shared by several
+            runs of one process, so its workers start once).
         timeout: build and run timeout in seconds.
         progress: show a progress bar of the trials.
         deadline_s: stop starting new batches after this many seconds of this run (None: no limit).
@@ -229,7 +237,7 @@ def tune_tasks(
         model.load(str(state_file))
         log.info("resumed the %s cost model from %s", cost_model, state_file)
     strategy = make_strategy(psa=psa, search_log=search_log, **(strategy_options or {}))
-    loggers = ms.logging.get_loggers_from_work_dir(str(work_dir), [t.name for t in tasks])
+    loggers = task_loggers(str(work_dir), [t.name for t in tasks])
     contexts = [
         ms.TuneContext(
             mod=task.mod,
@@ -261,7 +269,7 @@ def tune_tasks(
                 max_trials_global=remaining,
                 max_trials_per_task=max_trials_per_task or trials,
                 num_trials_per_iter=trials_per_round,
-                builder=search_log.builder(PooledLocalBuilder(max_workers=builder_workers or cores, timeout_sec=timeout)),
+                builder=search_log.builder(builder if builder is not None else PooledLocalBuilder(max_workers=builder_workers or cores, timeout_sec=timeout)),
                 runner=search_log.runner(_runner(runner, tracker, key, evaluator, timeout)),
                 database=database,
                 cost_model=model,
@@ -363,7 +371,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--psa", default=None, metavar="DEVICE", help="draft-then-verify with this PSA device row (configs/devices.yaml; 'auto': the running GPU)")
     p.add_argument("--psa-devices", default=None, metavar="FILE", help="YAML file with more PSA device rows")
     p.add_argument("--psa-formula", default="published", help="PSA scoring formula (bridge.psa.FORMULAS)")
-    p.add_argument("--population", type=int, default=1536, help="draft population size")
+    p.add_argument("--population", type=int, default=None, help="population size (default: 1536 for the draft, 512 for MetaSchedule's evolution)")
     p.add_argument("--potential", type=int, default=512, help="potential-space size kept by the draft")
     p.add_argument("--draft-generations", type=int, default=2)
     p.add_argument("--verify-generations", type=int, default=1)
@@ -420,7 +428,7 @@ def main(argv: Sequence[str] | None = None) -> TuneResult:
         cost_model=args.cost_model,
         checkpoint=args.checkpoint,
         psa=args.psa,
-        strategy_options=options if args.psa else None,
+        strategy_options=options if args.psa else {"population": args.population},
         trials=args.trials,
         trials_per_round=args.trials_per_round,
         max_trials_per_task=args.max_trials_per_task,

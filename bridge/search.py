@@ -218,6 +218,8 @@ class ResumableEvolutionarySearch(_ResumableSearch):
     schedules measured in an earlier run, and logs each round.
     """
 
+    _REFILLS = 3
+
     def __init__(self, *, log: SearchLog | None = None, **evolutionary_search: Any):
         """
         Args:
@@ -236,11 +238,20 @@ class ResumableEvolutionarySearch(_ResumableSearch):
         self.inner.pre_tuning(_UNLIMITED, self.per_round, self.design_spaces, self.database, self.counted)
 
     def _propose(self, n: int) -> list | None:
+        """The inner search's next batch; on a resumed run, refilled (up to `_REFILLS` more rounds)
+        while the inner search, which knows nothing of earlier runs, proposes measured schedules."""
         before, start = self.counted.scored, time.perf_counter()
-        candidates = self.inner.generate_measure_candidates()
+        fresh: list | None = None
+        for _ in range(1 + self._REFILLS):
+            candidates = self.inner.generate_measure_candidates()
+            if candidates is None:
+                break
+            fresh = (fresh or []) + [c.sch for c in candidates if _key(c.sch) not in self.measured]
+            if len(fresh) >= n:
+                break
         if self.log is not None:
             self.log.note_search(self.task_name, verify_scored=self.counted.scored - before, verify_s=time.perf_counter() - start)
-        return None if candidates is None else [c.sch for c in candidates]
+        return fresh
 
     def _notify(self, measure_candidates, results) -> None:
         self.inner.notify_runner_results(measure_candidates, results)

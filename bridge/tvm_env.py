@@ -38,6 +38,7 @@ __all__ = [
     "parse_target",
     "fast_build",
     "PooledLocalBuilder",
+    "task_loggers",
     "is_gpu",
     "target_device_name",
 ]
@@ -123,6 +124,23 @@ def fast_build(mod: Any, target: Any, _params: Any) -> Any:
 
     mod = RemoveWeightLayoutRewriteBlock(skip_tensor_rewrite=True)(mod)
     return tvm.tirx.build(mod, target)
+
+
+def task_loggers(work_dir: str, task_names: list[str]) -> list[logging.Logger]:
+    """MetaSchedule's per-task loggers writing to `work_dir`/logs (`get_loggers_from_work_dir`).
+
+    That function re-lists the handlers of the "tvm.s_tir.meta_schedule" logger by name and fails on
+    a handler without one (pytest's log capture adds such handlers); those are set aside meanwhile.
+    """
+    root = logging.getLogger("tvm.s_tir.meta_schedule")
+    unnamed = [h for h in root.handlers if h.get_name() is None]
+    for handler in unnamed:
+        root.removeHandler(handler)
+    try:
+        return ms.logging.get_loggers_from_work_dir(work_dir, task_names)
+    finally:
+        for handler in unnamed:
+            root.addHandler(handler)
 
 
 @derived_object

@@ -1,0 +1,137 @@
+"""tune.py on llvm: every cost-model mode runs a short real tune; resume; a network end to end; CLI errors."""
+
+import json
+import math
+
+import pytest
+
+import tune
+from bridge.tvm_env import PooledLocalBuilder, ms, tvm_ffi
+from data import zoo
+
+TARGET = '{"kind": "llvm", "mcpu": "sapphirerapids", "num-cores": 2}'
+WORKLOAD = "matmul:64,64,64"
+QUICK = ["--number", "2", "--min-repeat-ms", "5", "--population", "32"]
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_torch_thread():
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="module")
+def builder():
+    """One builder for every run of this module, so its worker processes start once."""
+    return PooledLocalBuilder(max_workers=2)
+
+
+@pytest.fixture(scope="module")
+def artifacts(tmp_path_factory):
+    """PAM and MLP artifacts: train.py fit (one epoch on synthetic shards), then `python -m bridge.export`."""
+    import train
+    from bridge import export
+    from data.synthetic import write_synthetic_shards
+
+    root = tmp_path_factory.mktemp("models")
+    write_synthetic_shards(root / "shards", num_shards=1, num_tasks=4, records_per_task=32)
+    out = {}
+    for name in ("PAMModule", "MLPModule"):
+        # fmt: off
+        train.main([
+            "fit", "--model", f"pruner_models.module.{name}", "--data.shards", str(root / "shards"), "--data.batch_size", "64",
+            "--trainer.max_epochs", "1", "--trainer.logger", "false", "--trainer.enable_progress_bar", "false",
+            "--trainer.enable_model_summary", "false", "--checkpoint.dirpath", str(root / name), "--seed_everything", "0",
+        ])
+        # fmt: on
+        out[name] = str(root / f"{name}.pt")
+        assert export.main([str(next((root / name).glob("best-*.ckpt"))), "--out", out[name], "--device", "synthetic"]) == 0
+    return out
+
+
+MODES = {
+    # mode: (artifact, draft-then-verify with PSA)
+    "pam": (None, True),
+    "pam-siamese-update": ("PAMModule", True),
+    "pam-no-update": ("PAMModule", True),
+    "mlp": (None, False),
+    "mlp-no-update": ("MLPModule", False),
+    "xgb": (None, False),
+    "random": (None, False),
+}
+
+
+@pytest.mark.parametrize("mode", list(MODES))
+def test_each_cost_model_mode_runs_a_short_tune(mode, artifacts, builder, tmp_path):
+    artifact, draft_verify = MODES[mode]
+    result = tune.tune_tasks(
+        [zoo.operator_task(WORKLOAD)],
+        json.loads(TARGET),
+        tmp_path,
+        cost_model=mode,
+        checkpoint=artifacts[artifact] if artifact else None,
+        psa="a100" if draft_verify else None,
+        strategy_options={"population": 32, "potential": 8} if draft_verify else {"population": 32},
+        trials=6,
+        trials_per_round=3,
+        epochs=3,
+        builder=builder,
+        evaluator=ms.runner.EvaluatorConfig(number=2, min_repeat_ms=5),
+        progress=False,
+    )
+    (task,) = result.tasks
+    assert task.trials == 6 and math.isfinite(task.best_s) and task.gflops > 0
+    assert result.estimated_s == task.best_s
+    assert [r["total_trials"] for r in result.rows] == [3, 6]
+    assert all(r["verify_scored"] > 0 for r in result.rows)
+    assert all((r["draft_scored"] > 0) == (draft_verify and bool(r["drafted"])) for r in result.rows)
+    assert (tmp_path / tune.CURVE_CSV).exists() and (tmp_path / tune.CURVE_PNG).stat().st_size > 1000
+    assert (tmp_path / "database_tuning_record.json").exists()
+    assert (tmp_path / f"cost_model.{mode}.bin").exists() == (mode != "random")
+
+
+def test_cli_resumes_from_the_work_dir(tmp_path, capsys):
+    args = ["--workload", WORKLOAD, "--target", TARGET, "--cost-model", "xgb", "--trials-per-round", "3", "--work-dir", str(tmp_path), *QUICK]
+    first = tune.main([*args, "--trials", "6"])
+    assert first.tasks[0].trials == 6
+    out = capsys.readouterr().out
+    assert "estimated total latency" in out and "search time" in out and "matmul_64_64_64" in out
+    second = tune.main([*args, "--trials", "9"])
+    assert second.tasks[0].trials == 9
+    assert [r["total_trials"] for r in second.rows] == [3, 6, 9]  # the curve continues
+    assert second.rows[-1]["elapsed_s"] > first.rows[-1]["elapsed_s"]
+    assert second.tasks[0].best_s <= first.tasks[0].best_s
+    database = ms.database.JSONDatabase(work_dir=str(tmp_path))
+    schedules = [tvm_ffi.structural_hash(r.as_measure_candidate().sch.mod) for r in database.get_all_tuning_records()]
+    assert len(schedules) == 9 and len(set(schedules)) == 9  # nothing measured twice
+    third = tune.main([*args, "--trials", "9"])  # budget spent: nothing new
+    assert third.tasks[0].trials == 9 and len(third.rows) == 3
+
+
+def test_network_is_tuned_compiled_and_timed(tmp_path, capsys):
+    result = tune.main(
+        ["--network", "bert_tiny", "--input-size", "8", "--max-tasks", "1", "--target", TARGET, "--cost-model", "random",
+         "--trials", "3", "--trials-per-round", "3", "--work-dir", str(tmp_path), *QUICK]
+    )  # fmt: skip
+    assert len(result.tasks) == 1 and result.tasks[0].trials == 3
+    out = capsys.readouterr().out
+    line = next(x for x in out.splitlines() if "end-to-end mean inference time" in x)
+    assert float(line.split(":")[1].split("ms")[0]) > 0
+
+
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        (["--cost-model", "pam", "--checkpoint", "model.pt"], "trains from scratch"),
+        (["--cost-model", "pam-no-update", "--checkpoint", "nowhere.pt"], "nowhere.pt' does not exist"),
+        (["--cost-model", "xgb", "--runner", "rpc"], "--runner rpc needs --tracker"),
+        (["--cost-model", "xgb", "--psa", "v100"], "'v100' is not in the device table"),
+    ],
+)
+def test_cli_errors_are_clear(tmp_path, extra, message):
+    with pytest.raises(ValueError, match=message):
+        tune.main(["--workload", WORKLOAD, "--target", TARGET, "--trials", "3", "--work-dir", str(tmp_path), *extra])
