@@ -36,6 +36,7 @@ import torch
 from tvm.ir.utils import derived_object
 
 from bridge.export import Artifact, load_model
+from bridge.psa import WalkPool
 from bridge.tvm_env import ms, tvm_ffi
 from data.features import featurize_candidates, workload_tags
 from data.labels import mean_latency, normalized_throughput
@@ -78,6 +79,7 @@ class PrunerCostModel(ms.cost_model.PyCostModel):
         momentum: float = 0.99,
         batch_size: int = 512,
         seed: int = 0,
+        workers: int | None = None,
     ):
         """
         Args:
@@ -92,6 +94,8 @@ class PrunerCostModel(ms.cost_model.PyCostModel):
             momentum: MoA target momentum (pam.md: 0.99) when the artifact is a plain PAM.
             batch_size: records per training batch (whole tasks are kept together when they fit).
             seed: seeds network initialization and batch order.
+            workers: processes walking the TIR of large batches for PAM's GEMM input
+                (`bridge.psa.WalkPool`); None: one per core.
         """
         super().__init__()
         if mode not in MODES:
@@ -110,6 +114,7 @@ class PrunerCostModel(ms.cost_model.PyCostModel):
         self.train_options = dict(lr=lr, weight_decay=weight_decay, loss=loss, patience=patience)
         self.epochs, self.adapt_every, self.batch_size, self.seed = epochs, adapt_every, batch_size, seed
         self.uses_gemm = mode.startswith("pam")
+        self.walker = WalkPool((os.cpu_count() or 1) if workers is None else workers)
         self.net: torch.nn.Module | None = None
         self.trained = False
         if artifact is not None:
@@ -141,7 +146,11 @@ class PrunerCostModel(ms.cost_model.PyCostModel):
         keys = [int(tvm_ffi.structural_hash(c.sch.mod)) for c in candidates]
         todo = [i for i, k in enumerate(keys) if k not in self._features]
         if todo:
-            feats = featurize_candidates(context, [candidates[i] for i in todo], stmt=True, walk=self.uses_gemm)
+            chosen = [candidates[i] for i in todo]
+            if self.uses_gemm:
+                feats = self.walker.featurize(context, chosen, stmt=True)
+            else:
+                feats = featurize_candidates(context, chosen, stmt=True, walk=False)
             for i, f in zip(todo, feats):
                 if f is None:
                     continue

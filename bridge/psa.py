@@ -5,8 +5,9 @@ PSA turns the 11-wide rows of a program (one per stored buffer, computed by
 analytic latency estimate; the score is its inverse. It never trains, which is what makes it cheap
 enough to score every member of a 1536-schedule population per generation.
 
-The scoring function (`psa_scores`) is plain numpy, so benchmarks score shard records without TVM;
-`PSACostModel` is the MetaSchedule adapter used by `bridge.search.DraftVerifySearch`.
+The scoring function (`psa_scores`) is plain numpy on the rows, so benchmarks score shard records
+directly; `PSACostModel` is the MetaSchedule adapter used by `bridge.search.DraftVerifySearch`, and
+`WalkPool` spreads the (Python) feature walk of large batches over processes.
 
 Device table: `configs/devices.yaml` holds every row of psa.md section 3; a user adds a device with
 a YAML file of the same shape (`load_devices(path)`), and `get_device("auto")` picks the row of the
@@ -25,7 +26,7 @@ import numpy as np
 import yaml
 from tvm.ir.utils import derived_object
 
-from bridge.tvm_env import ms
+from bridge.tvm_env import ms, tvm
 from data.schema import PSA_DIM
 
 __all__ = [
@@ -33,6 +34,7 @@ __all__ = [
     "FORMULAS",
     "Device",
     "PSACostModel",
+    "WalkPool",
     "get_device",
     "load_devices",
     "naive_scores",
@@ -235,6 +237,72 @@ def naive_scores(programs: Sequence[np.ndarray | None]) -> np.ndarray:
     return threads
 
 
+def _walk_texts(texts: list[str], is_gpu: bool) -> list:
+    """Worker side of `WalkPool`: `walk_features` of serialized scheduled modules (None on failure)."""
+    from data.features import walk_features
+
+    out = []
+    for text in texts:
+        try:
+            out.append(walk_features(tvm.ir.load_json(text), is_gpu=is_gpu))
+        except Exception:  # noqa: BLE001 - a candidate that does not lower scores as a failure
+            out.append(None)
+    return out
+
+
+class WalkPool:
+    """`data.features.featurize_candidates`, with the Python TIR walk spread over worker processes.
+
+    The walk (access records, GEMM matrix, PSA rows) is pure Python, 10-70 ms a candidate, and
+    would make a 1536-schedule draft generation take a minute on one core; here the scheduled
+    modules are serialized (`tvm.ir.save_json`, on threads: the FFI releases the GIL) and walked by
+    `workers` long-lived processes (TVM's PopenPoolExecutor; each imports TVM once). PerStoreFeature
+    rows, when asked for, are computed here (C++, parallel). Batches smaller than `min_batch`, or
+    `workers <= 1`, go through `featurize_candidates` in this process; a chunk whose worker fails
+    falls back to it too, so results never depend on the pool.
+    """
+
+    def __init__(self, workers: int, *, chunk: int = 16, min_batch: int = 64):
+        if workers < 0 or chunk < 1:
+            raise ValueError(f"workers={workers!r} must be >= 0 and chunk={chunk!r} >= 1")
+        self.workers, self.chunk, self.min_batch = workers, chunk, min_batch
+        self._pool = None
+
+    def __getstate__(self):  # the pool stays with its process
+        return {**self.__dict__, "_pool": None}
+
+    def featurize(self, context, candidates, *, stmt: bool) -> list:
+        """Like `featurize_candidates(context, candidates, stmt=stmt, walk=True)`."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        from data.features import featurize_candidates, per_store_rows
+
+        candidates = list(candidates)
+        if self.workers <= 1 or len(candidates) < self.min_batch:
+            return featurize_candidates(context, candidates, stmt=stmt)
+        from tvm.support.popen_pool import PopenPoolExecutor, StatusKind
+
+        from bridge.tvm_env import is_gpu
+
+        if self._pool is None:
+            self._pool = PopenPoolExecutor(max_workers=self.workers)
+        rows = per_store_rows(context, candidates) if stmt else [None] * len(candidates)
+        wanted = [i for i, r in enumerate(rows) if not (stmt and r is None)]
+        with ThreadPoolExecutor(max(1, int(context.num_threads))) as threads:
+            texts = list(threads.map(lambda i: tvm.ir.save_json(candidates[i].sch.mod), wanted))
+        chunks = [(texts[s : s + self.chunk], is_gpu(context.target)) for s in range(0, len(texts), self.chunk)]
+        out: list = [None] * len(candidates)
+        for c, result in enumerate(self._pool.map_with_error_catching(lambda args: _walk_texts(*args), chunks)):
+            index = wanted[c * self.chunk : (c + 1) * self.chunk]
+            if result.status == StatusKind.COMPLETE:
+                walked = result.value
+            else:
+                walked = featurize_candidates(context, [candidates[i] for i in index], stmt=False)
+            for i, features in zip(index, walked):
+                out[i] = None if features is None else dataclasses.replace(features, stmt=rows[i])
+        return out
+
+
 @derived_object
 class PSACostModel(ms.cost_model.PyCostModel):
     """PSA as a MetaSchedule cost model: featurizes candidates without PerStoreFeature and scores them.
@@ -243,18 +311,27 @@ class PSACostModel(ms.cost_model.PyCostModel):
     which the evolutionary search treats as "never pick as a parent".
     """
 
-    def __init__(self, *, device: Device | str = "h100", formula: str = "published", devices_file: str | None = None):
+    def __init__(
+        self,
+        *,
+        device: Device | str = "h100",
+        formula: str = "published",
+        devices_file: str | None = None,
+        workers: int | None = None,
+    ):
         """
         Args:
             device: a `Device` or the name of a row of the device table ("auto": the running GPU).
             formula: one of `FORMULAS`.
             devices_file: a user YAML file with more device rows.
+            workers: processes walking the TIR of large batches (`WalkPool`); None: one per core.
         """
         super().__init__()
         if formula not in FORMULAS:
             raise ValueError(f"formula={formula!r} must be one of {FORMULAS}")
         self.device = device if isinstance(device, Device) else get_device(device, devices_file)
         self.formula = formula
+        self.walker = WalkPool((os.cpu_count() or 1) if workers is None else workers)
 
     def load(self, path: str) -> None:
         """Restore the device row and formula written by `save`."""
@@ -274,9 +351,7 @@ class PSACostModel(ms.cost_model.PyCostModel):
 
     def predict(self, context, candidates) -> np.ndarray:
         """(n,) float64 PSA scores, >= 0, higher = faster."""
-        from data.features import featurize_candidates
-
-        features = featurize_candidates(context, candidates, stmt=False)
+        features = self.walker.featurize(context, candidates, stmt=False)
         scores = psa_scores([None if f is None else f.psa for f in features], self.device, self.formula)
         scores[~np.isfinite(scores) & (scores < 0)] = 0.0
         scores[np.isposinf(scores)] = np.finfo(np.float64).max

@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from bridge.psa import FORMULAS, Device, PSACostModel, get_device, load_devices, naive_scores, psa_latency, psa_scores
+from bridge.psa import FORMULAS, Device, PSACostModel, WalkPool, get_device, load_devices, naive_scores, psa_latency, psa_scores
 from bridge.tvm_env import ms, parse_target, setup, tvm
 
 A100 = Device("a100", peak_gflops=19490, bandwidth_gbs=1935, sm_count=108)
@@ -155,8 +155,9 @@ def test_cost_model_rejects_bad_formula_and_round_trips(tmp_path, measured):
     np.testing.assert_array_equal(other.predict(context, candidates[:4]), model.predict(context, candidates[:4]))
 
 
-def test_cuda_candidates_get_distinct_gpu_scores():
-    """Candidates of a CUDA design space (sampled and lowered without a GPU) are scored as GPU programs.
+@pytest.fixture(scope="module")
+def cuda_candidates():
+    """(context, candidates) of a CUDA matmul design space, sampled and lowered without a GPU.
 
     A V100 target (sm_70) has no tensor-core rules, so the slow CUDA tensor-intrinsic import is not
     needed (setup() without a target registers only the stub).
@@ -175,6 +176,27 @@ def test_cuda_candidates_get_distinct_gpu_scores():
     search.pre_tuning(16, 16, context.generate_design_space(), ms.database.MemoryDatabase(), ms.cost_model.RandomModel())
     sample = tvm_ffi.get_global_func("s_tir.meta_schedule.SearchStrategyEvolutionarySearchSampleInitPopulation")
     schedules = list(sample(search, 16))
-    candidates = [ms.MeasureCandidate(s, ms.arg_info.ArgInfo.from_entry_func(s.mod, remove_preproc=True)) for s in schedules]
-    scores = PSACostModel(device="h100").predict(context, candidates)
+    return context, [ms.MeasureCandidate(s, ms.arg_info.ArgInfo.from_entry_func(s.mod, remove_preproc=True)) for s in schedules]
+
+
+def test_cuda_candidates_get_distinct_gpu_scores(cuda_candidates):
+    context, candidates = cuda_candidates
+    scores = PSACostModel(device="h100", workers=0).predict(context, candidates)
     assert np.all(scores > 0) and len(np.unique(scores)) > len(scores) // 2
+
+
+def test_walk_pool_gives_the_in_process_features(cuda_candidates):
+    """The process pool walks serialized modules: same features as featurize_candidates, stmt or not."""
+    from data.features import featurize_candidates
+
+    context, candidates = cuda_candidates
+    pool = WalkPool(2, chunk=8, min_batch=8)
+    for stmt in (False, True):
+        expected = featurize_candidates(context, candidates, stmt=stmt)
+        got = pool.featurize(context, candidates, stmt=stmt)
+        assert len(got) == len(expected)
+        for a, b in zip(got, expected):
+            assert a.scopes == b.scopes and a.gemm_found == b.gemm_found
+            for field in ("psa", "access", "gemm") + (("stmt",) if stmt else ()):
+                np.testing.assert_array_equal(getattr(a, field), getattr(b, field))
+            assert stmt or a.stmt is None
