@@ -348,8 +348,14 @@ class DraftVerifySearch(_ResumableSearch):
         self.draft_model = CountingCostModel(model=self.draft)
         self.verify_model = CountingCostModel(model=self.cost_model)
         self.drafter = self._evolutionary_search(self.population_size, self.draft_generations, self.draft_model)
-        self.potential: list = []
-        self.random_samples: list = []
+        # (structural hash, schedule) pairs, so a schedule is hashed once however many rounds it waits
+        self._potential: list[tuple[int, Any]] = []
+        self._samples: list[tuple[int, Any]] = []
+
+    @property
+    def potential(self) -> list:
+        """The task's current potential space, best draft score first."""
+        return [s for _, s in self._potential]
 
     def _finish(self) -> None:
         self.drafter.post_tuning()
@@ -368,36 +374,33 @@ class DraftVerifySearch(_ResumableSearch):
         return out
 
     def _draft(self) -> None:
-        n_measured = int(self.population_size * self.init_measured_ratio)
-        parents = self._best_measured(n_measured)
+        parents = self._best_measured(int(self.population_size * self.init_measured_ratio))
         samples = list(_SAMPLE_INIT(self.drafter, self.population_size - len(parents)))
-        self.random_samples = samples
-        if not samples and not parents:
-            self.potential = []
-            return
+        self._samples = [(_key(s), s) for s in samples]
         population = (parents + samples)[: self.population_size]
-        self.potential = list(_EVOLVE(self.drafter, population, self.potential_size))
+        evolved = list(_EVOLVE(self.drafter, population, self.potential_size)) if population else []
+        self._potential = [(_key(s), s) for s in evolved]
 
-    def _unmeasured(self, schedules: Sequence) -> list:
-        return [s for s in schedules if _key(s) not in self.measured]
+    def _unmeasured(self, pairs: Sequence[tuple[int, Any]]) -> list[tuple[int, Any]]:
+        return [(k, s) for k, s in pairs if k not in self.measured]
 
     def _propose(self, n: int) -> list | None:
         start = time.perf_counter()
         draft_before, verify_before = self.draft_model.scored, self.verify_model.scored
-        self.potential = self._unmeasured(self.potential)
-        drafted = self.round % self.redraft_every == 0 or not self.potential
+        self._potential = self._unmeasured(self._potential)
+        drafted = self.round % self.redraft_every == 0 or not self._potential
         if drafted:
             self._draft()
-            self.potential = self._unmeasured(self.potential)
-        self.random_samples = self._unmeasured(self.random_samples)
-        if not self.potential and not self.random_samples:
+            self._potential = self._unmeasured(self._potential)
+        self._samples = self._unmeasured(self._samples)
+        if not self._potential and not self._samples:
             return None
         verify_start = time.perf_counter()
-        ranked, cold = self._verify(n)
-        n_random = min(int(n * self.eps_greedy), len(self.random_samples))
+        ranked, cold = self._verify()
+        n_random = min(int(n * self.eps_greedy), len(self._samples))
         picks = ranked[: n - n_random]
-        chosen = {_key(s) for s in picks}
-        extra = [s for s in self.random_samples if _key(s) not in chosen]
+        chosen = {k for k, _ in picks}
+        extra = [pair for pair in self._samples if pair[0] not in chosen]
         for i in self.rng.permutation(len(extra))[: n - len(picks)]:
             picks.append(extra[i])
         if self.log is not None:
@@ -410,18 +413,18 @@ class DraftVerifySearch(_ResumableSearch):
                 drafted=int(drafted),
                 cold_start=int(cold),
             )
-        return picks
+        return [s for _, s in picks]
 
-    def _verify(self, n: int) -> tuple[list, bool]:
+    def _verify(self) -> tuple[list[tuple[int, Any]], bool]:
         """The potential space ranked by the verify model; (ranking, whether it was a cold start)."""
         self.verify_model.forget()  # the verifier may have been updated since the last round
-        if not self.potential:
+        if not self._potential:
             return [], False
-        scores = self.verify_model.predict(self.context, [_candidate(s) for s in self.potential])
+        scores = self.verify_model.predict(self.context, [_candidate(s) for _, s in self._potential])
         if np.ptp(scores) == 0.0:
-            return list(self.potential), True
+            return list(self._potential), True
         if self.verify_generations == 0:
-            return [self.potential[i] for i in np.argsort(-scores, kind="stable")], False
+            return [self._potential[i] for i in np.argsort(-scores, kind="stable")], False
         limit = min(int(len(self.measured) * self.pool_measured_ratio), int(self.population_size * self.pool_measured_ratio))
         pool = self.potential + self._best_measured(limit)
         verifier = self._evolutionary_search(len(pool), self.verify_generations, self.verify_model)
@@ -430,7 +433,7 @@ class DraftVerifySearch(_ResumableSearch):
             best = list(_EVOLVE(verifier, pool, len(pool)))
         finally:
             verifier.post_tuning()
-        return self._unmeasured(best), False
+        return self._unmeasured([(_key(s), s) for s in best]), False
 
 
 # ----------------------------------------------------------------------------------------------

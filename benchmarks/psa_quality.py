@@ -1,0 +1,128 @@
+"""How well does PSA rank measured schedules? (shared/spec/psa.md section 4)
+
+On measured records in feature shards (the PSA rows are stored there), ranks every task's records by
+PSA score (each formula of `bridge.psa.FORMULAS`) and reports pairwise accuracy, peak@1 and peak@5
+(the project's torchmetrics, `pruner_models.metrics`) next to a random ranking (mean of several
+seeds) and the naive heuristic "more threads first" (grid x block). Optionally times PSA per
+candidate on freshly sampled MetaSchedule candidates (featurize + score), in this process and with
+the `WalkPool` of one worker per core.
+
+    python benchmarks/psa_quality.py SHARDS --device h100 [--out psa_quality.csv]
+    python benchmarks/psa_quality.py SHARDS --device h100 --time-candidates 512 --time-target nvidia/nvidia-h100
+
+PSA is a GPU model: on CPU (llvm) records every program is one "thread", so its ranking there only
+reflects the memory-work and flop columns.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bridge.psa import FORMULAS, get_device, naive_scores, psa_scores  # noqa: E402
+from data.shards import read_shards  # noqa: E402
+from pruner_models.metrics import PairwiseAccuracy, PeakScore  # noqa: E402
+
+
+def evaluate(scores: np.ndarray, labels: np.ndarray, task: np.ndarray) -> dict[str, float]:
+    """Pairwise accuracy, peak@1, peak@5 of one ranking (record-weighted over tasks, metrics.md)."""
+    preds = torch.as_tensor(np.nan_to_num(scores, nan=-np.inf), dtype=torch.float64)
+    labels_t, task_t = torch.as_tensor(labels, dtype=torch.float64), torch.as_tensor(task, dtype=torch.int64)
+    out = {}
+    for name, metric in (("pairwise", PairwiseAccuracy()), ("peak@1", PeakScore(1)), ("peak@5", PeakScore(5))):
+        metric.set_dtype(torch.float64)
+        metric.update(preds, labels_t, task_t)
+        out[name] = float(metric.compute())
+    return out
+
+
+def rankings(data, device, random_seeds: int, keep: np.ndarray) -> dict[str, list[dict[str, float]]]:
+    """Ranking name -> metric dicts (one per random seed for 'random') over the records `keep`."""
+    programs = [data.psa[data.psa_ptr[i] : data.psa_ptr[i + 1]] for i in range(data.num_records)]
+    labels, task = data.label[keep], data.record_task[keep]
+    n = int(keep.sum())
+    out = {"random": [evaluate(np.random.default_rng(s).random(n), labels, task) for s in range(random_seeds)]}
+    out["naive: grid x block"] = [evaluate(naive_scores(programs)[keep], labels, task)]
+    for formula in FORMULAS:
+        out[f"PSA {formula}"] = [evaluate(psa_scores(programs, device, formula)[keep], labels, task)]
+    return out
+
+
+def time_candidates(n: int, target: str, workload: str, device_name: str) -> dict[str, float]:
+    """ms per candidate of PSACostModel.predict (featurize + score) in this process and with a WalkPool."""
+    from bridge.psa import PSACostModel
+    from bridge.tvm_env import ms, parse_target, setup, tvm_ffi
+    from data.zoo import operator_task
+
+    target = parse_target(target)
+    setup(target)
+    task = operator_task(workload)
+    context = ms.TuneContext(mod=task.mod, target=target, space_generator="post-order-apply", num_threads=os.cpu_count() or 1, rand_state=0).clone()
+    search = ms.search_strategy.EvolutionarySearch(population_size=n)
+    search._initialize_with_tune_context(context)
+    search.pre_tuning(n, n, context.generate_design_space(), ms.database.MemoryDatabase(), ms.cost_model.RandomModel())
+    sample = tvm_ffi.get_global_func("s_tir.meta_schedule.SearchStrategyEvolutionarySearchSampleInitPopulation")
+    schedules = list(sample(search, n))[:n]
+    candidates = [ms.MeasureCandidate(s, ms.arg_info.ArgInfo.from_entry_func(s.mod, remove_preproc=True)) for s in schedules]
+    out = {"candidates": len(candidates)}
+    for name, workers in (("in-process", 0), (f"pool of {os.cpu_count()}", os.cpu_count() or 1)):
+        model = PSACostModel(device=device_name, workers=workers)
+        model.predict(context, candidates[: min(len(candidates), 64)])  # start the pool
+        start = time.perf_counter()
+        model.predict(context, candidates)
+        out[name] = (time.perf_counter() - start) / len(candidates) * 1e3
+    return out
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("shards", nargs="+", help="shard files or folders (data.shards)")
+    p.add_argument("--device", default="h100", help="PSA device row (configs/devices.yaml)")
+    p.add_argument("--devices-file", default=None, help="YAML file with more device rows")
+    p.add_argument("--keep-failed", action="store_true", help="keep failed measurements (label 0); dropped by default")
+    p.add_argument("--random-seeds", type=int, default=20)
+    p.add_argument("--out", default=None, help="CSV to write")
+    p.add_argument("--time-candidates", type=int, default=0, help="also time PSA on this many sampled candidates")
+    p.add_argument("--time-target", default="nvidia/nvidia-h100")
+    p.add_argument("--time-workload", default="conv2d:1,56,56,64,64,3,1,1")
+    args = p.parse_args(argv)
+
+    device = get_device(args.device, args.devices_file)
+    data = read_shards(args.shards)
+    keep = np.ones(data.num_records, bool) if args.keep_failed else np.isfinite(data.latency)
+    kinds = sorted({json.loads(t).get("kind", "?") for t in data.task_target})
+    print(
+        f"{int(keep.sum())} records ({data.num_records - int(keep.sum())} failed dropped) of {data.num_tasks} tasks, "
+        f"targets {', '.join(kinds)}; PSA device {device.name}"
+    )
+    results = rankings(data, device, args.random_seeds, keep)
+    rows = []
+    print(f"{'ranking':<26} {'pairwise':>9} {'peak@1':>8} {'peak@5':>8}")
+    for name, runs in results.items():
+        mean = {k: float(np.mean([r[k] for r in runs])) for k in runs[0]}
+        rows.append({"ranking": name, **mean, "records": int(keep.sum()), "tasks": data.num_tasks})
+        print(f"{name:<26} {mean['pairwise']:>9.3f} {mean['peak@1']:>8.3f} {mean['peak@5']:>8.3f}")
+    if args.out:
+        with open(args.out, "w", newline="") as f:
+            writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+            writer.writeheader()
+            writer.writerows(rows)
+    if args.time_candidates:
+        timing = time_candidates(args.time_candidates, args.time_target, args.time_workload, args.device)
+        print(f"PSA featurize + score on {timing.pop('candidates')} sampled {args.time_workload} candidates ({args.time_target}):")
+        for name, ms_per in timing.items():
+            print(f"  {name}: {ms_per:.2f} ms per candidate")
+
+
+if __name__ == "__main__":
+    main()
