@@ -22,6 +22,7 @@ network with the best schedules and reports its mean inference time (relax VM ti
 from __future__ import annotations
 
 import argparse
+import collections
 import dataclasses
 import json
 import logging
@@ -229,6 +230,7 @@ def tune_tasks(
         best={name: best for name, (_, best) in before.items() if math.isfinite(best)},
         trials_before=spent,
         seconds_before=previous_rows[-1]["elapsed_s"] if previous_rows else 0.0,
+        rounds_before=collections.Counter(r["task"] for r in previous_rows),
         deadline_s=deadline_s,
     )
     model = make_cost_model(cost_model, checkpoint=checkpoint, epochs=epochs, seed=seed, cores=cores)
@@ -350,7 +352,7 @@ def measure_network(database: Any, network: str, size: int | None, target: Any, 
     target = parse_target(target)
     mod = zoo._relax_module(network, size)  # the unfused module: compile_relax fuses like extraction did
     executable = ms.relax_integration.compile_relax(database, mod, target, params=None)
-    dev = tvm.device(target.kind.name, 0)
+    dev = tvm.cpu() if target.kind.name == "llvm" else tvm.device(target.kind.name, 0)
     vm = relax.VirtualMachine(executable, dev)
     net = zoo.NETWORKS[network]
     example = tvm.runtime.tensor(net.example(size or net.default_size).numpy(), dev)

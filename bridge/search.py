@@ -501,8 +501,8 @@ class SearchLog:
 
     Wire it with `tune_tasks(builder=log.builder(b), runner=log.runner(r),
     measure_callbacks=[*default callbacks, log.callback()])` and give it to the strategies. On a
-    resumed run, pass what the earlier run left: the best latency per task name, the trials and
-    the seconds already spent, so the curve continues. With `deadline_s`, strategies start no new
+    resumed run, pass what the earlier run left: the best latency per task name, the trials, the
+    seconds and the rounds per task already spent, so the curve continues. With `deadline_s`, strategies start no new
     batch once this run has lasted that long.
 
     Attributes:
@@ -535,6 +535,7 @@ class SearchLog:
         best: Mapping[str, float] | None = None,
         trials_before: int = 0,
         seconds_before: float = 0.0,
+        rounds_before: Mapping[str, int] | None = None,
         on_round: Callable[[dict], None] | None = None,
         deadline_s: float | None = None,
     ):
@@ -545,7 +546,7 @@ class SearchLog:
         self.rows: list[dict] = []
         self.start = time.perf_counter()
         self._search: dict[str, dict] = {}
-        self._rounds: dict[str, int] = {}
+        self._rounds: dict[str, int] = dict(rounds_before or {})
         self._builds: list[tuple[Any, float]] = []
         self._runs: list[tuple[str, list]] = []
 

@@ -103,6 +103,7 @@ def test_cli_resumes_from_the_work_dir(tmp_path, capsys):
     second = tune.main([*args, "--trials", "9"])
     assert second.tasks[0].trials == 9
     assert [r["total_trials"] for r in second.rows] == [3, 6, 9]  # the curve continues
+    assert [r["round"] for r in second.rows] == [1, 2, 3]
     assert second.rows[-1]["elapsed_s"] > first.rows[-1]["elapsed_s"]
     assert second.tasks[0].best_s <= first.tasks[0].best_s
     database = ms.database.JSONDatabase(work_dir=str(tmp_path))
