@@ -36,7 +36,7 @@ import torch
 from tvm.ir.utils import derived_object
 
 from bridge.export import Artifact, load_model
-from bridge.psa import WalkPool
+from bridge.psa import WalkPool, default_walk_workers
 from bridge.tvm_env import ms, tvm_ffi
 from data.features import featurize_candidates, workload_tags
 from data.labels import mean_latency, normalized_throughput
@@ -95,7 +95,7 @@ class PrunerCostModel(ms.cost_model.PyCostModel):
             batch_size: records per training batch (whole tasks are kept together when they fit).
             seed: seeds network initialization and batch order.
             workers: processes walking the TIR of large batches for PAM's GEMM input
-                (`bridge.psa.WalkPool`); None: one per core.
+                (`bridge.psa.WalkPool`); None: `bridge.psa.default_walk_workers()`.
         """
         super().__init__()
         if mode not in MODES:
@@ -114,7 +114,7 @@ class PrunerCostModel(ms.cost_model.PyCostModel):
         self.train_options = dict(lr=lr, weight_decay=weight_decay, loss=loss, patience=patience)
         self.epochs, self.adapt_every, self.batch_size, self.seed = epochs, adapt_every, batch_size, seed
         self.uses_gemm = mode.startswith("pam")
-        self.walker = WalkPool((os.cpu_count() or 1) if workers is None else workers)
+        self.walker = WalkPool(default_walk_workers() if workers is None else workers)
         self.net: torch.nn.Module | None = None
         self.trained = False
         if artifact is not None:
