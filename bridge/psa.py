@@ -360,9 +360,12 @@ class PSACostModel(ms.cost_model.PyCostModel):
         return None
 
     def predict(self, context, candidates) -> np.ndarray:
-        """(n,) float64 PSA scores, >= 0, higher = faster."""
+        """(n,) float64 PSA scores, finite and >= 0 (0: lowering failed), higher = faster."""
         features = self.walker.featurize(context, candidates, stmt=False)
         scores = psa_scores([None if f is None else f.psa for f in features], self.device, self.formula)
-        scores[~np.isfinite(scores) & (scores < 0)] = 0.0
-        scores[np.isposinf(scores)] = np.finfo(np.float64).max
+        scores[np.isneginf(scores)] = 0.0
+        # No estimated work at all: rank first, with a finite weight (the scores are summed into
+        # parent-sampling probabilities, where a float max would overflow).
+        finite = scores[np.isfinite(scores)]
+        scores[np.isposinf(scores)] = 2.0 * finite.max() if finite.size and finite.max() > 0 else 1.0
         return scores
