@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import collections
 import dataclasses
-import json
 import logging
 import math
 import os
@@ -262,6 +261,8 @@ def tune_tasks(
             bar.set_postfix_str(f"est {row['estimated_ms']:.4g} ms")
 
         search_log.on_round = on_round
+        if builder is None:
+            builder = PooledLocalBuilder(max_workers=builder_workers or cores, timeout_sec=timeout)
         evaluator = evaluator or ms.runner.EvaluatorConfig(number=3, repeat=1, min_repeat_ms=100, enable_cpu_cache_flush=False)
         try:
             ms.tune_tasks(
@@ -271,7 +272,7 @@ def tune_tasks(
                 max_trials_global=remaining,
                 max_trials_per_task=max_trials_per_task or trials,
                 num_trials_per_iter=trials_per_round,
-                builder=search_log.builder(builder if builder is not None else PooledLocalBuilder(max_workers=builder_workers or cores, timeout_sec=timeout)),
+                builder=search_log.builder(builder),
                 runner=search_log.runner(_runner(runner, tracker, key, evaluator, timeout)),
                 database=database,
                 cost_model=model,
@@ -339,7 +340,7 @@ def _print_report(result: TuneResult, console: Any) -> None:
         )
     console.print(table)
     est = result.estimated_s
-    console.print(f"estimated total latency: {est * 1e3:.4f} ms" if math.isfinite(est) else "estimated total latency: n/a (a task has no valid schedule)")
+    console.print(f"estimated total latency: {est * 1e3:.4f} ms" if math.isfinite(est) else "estimated total latency: n/a (a task has no valid run)")
     console.print(f"search time: {result.search_s:.1f} s over {sum(t.trials for t in result.tasks)} trials")
 
 
@@ -370,7 +371,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--cost-model", choices=COST_MODELS, default="pam")
     p.add_argument("--checkpoint", default=None, help="artifact (bridge.export) or train.py .ckpt for the pretrained modes")
     p.add_argument("--epochs", type=int, default=50, help="online-training epochs of our cost models")
-    p.add_argument("--psa", default=None, metavar="DEVICE", help="draft-then-verify with this PSA device row (configs/devices.yaml; 'auto': the running GPU)")
+    p.add_argument(
+        "--psa", default=None, metavar="DEVICE", help="draft-then-verify with this PSA device row (configs/devices.yaml; 'auto': this GPU)"
+    )
     p.add_argument("--psa-devices", default=None, metavar="FILE", help="YAML file with more PSA device rows")
     p.add_argument("--psa-formula", default="published", help="PSA scoring formula (bridge.psa.FORMULAS)")
     p.add_argument("--population", type=int, default=None, help="population size (default: 1536 for the draft, 512 for MetaSchedule's evolution)")
@@ -412,7 +415,8 @@ def main(argv: Sequence[str] | None = None) -> TuneResult:
         tasks = [zoo.operator_task(args.workload)]
     if not tasks:
         raise SystemExit(f"error: no tunable tasks in {args.network or args.workload}")
-    console.print(f"{len(tasks)} task(s), target {json.dumps(target.export().get('kind'))}, cost model {args.cost_model}" + (f", draft-then-verify with PSA({args.psa})" if args.psa else ""))
+    search = f", draft-then-verify with PSA({args.psa})" if args.psa else ""
+    console.print(f"{len(tasks)} task(s), target {target.export().get('kind')}, cost model {args.cost_model}{search}")
     options = dict(
         psa_devices=args.psa_devices,
         psa_formula=args.psa_formula,

@@ -67,7 +67,8 @@ def time_candidates(n: int, target: str, workload: str, device_name: str) -> dic
     target = parse_target(target)
     setup(target)
     task = operator_task(workload)
-    context = ms.TuneContext(mod=task.mod, target=target, space_generator="post-order-apply", num_threads=os.cpu_count() or 1, rand_state=0).clone()
+    threads = os.cpu_count() or 1
+    context = ms.TuneContext(mod=task.mod, target=target, space_generator="post-order-apply", num_threads=threads, rand_state=0).clone()
     search = ms.search_strategy.EvolutionarySearch(population_size=n)
     search._initialize_with_tune_context(context)
     search.pre_tuning(n, n, context.generate_design_space(), ms.database.MemoryDatabase(), ms.cost_model.RandomModel())

@@ -219,7 +219,8 @@ class PrunerCostModel(ms.cost_model.PyCostModel):
         net = PAMNet(PAMConfig()) if self.mode == "pam" else MLPNet(MLPConfig())
         net.set_scales(*compute_scales(batches))
         net = net.to(self.device)
-        train_online(net, [{k: v.to(self.device) for k, v in b.items()} for b in batches], epochs=self.epochs, seed=self.seed + self.rounds, **self.train_options)
+        on_device = [{k: v.to(self.device) for k, v in b.items()} for b in batches]
+        train_online(net, on_device, epochs=self.epochs, seed=self.seed + self.rounds, **self.train_options)
         self.net, self.trained = net.eval(), True
 
     def _batches(self) -> list[dict[str, torch.Tensor]]:

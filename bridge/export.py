@@ -44,7 +44,11 @@ __all__ = ["FORMAT", "FORMAT_VERSION", "Artifact", "ArtifactError", "export_chec
 FORMAT = "pruner-lightning-artifact"
 FORMAT_VERSION = 1
 
-_NETS: dict[str, tuple[type[nn.Module], type]] = {"PAMNet": (PAMNet, PAMConfig), "MLPNet": (MLPNet, MLPConfig), "MoANet": (MoANet, PAMConfig)}
+_NETS: dict[str, tuple[type[nn.Module], type]] = {
+    "PAMNet": (PAMNet, PAMConfig),
+    "MLPNet": (MLPNet, MLPConfig),
+    "MoANet": (MoANet, PAMConfig),
+}
 """net_class -> (network class, its config dataclass)."""
 _MODULE_NETS = {"PAMModule": "PAMNet", "MLPModule": "MLPNet", "MoAModule": "MoANet"}
 """LightningModule name stored in a train.py checkpoint -> the network it wraps."""
@@ -86,7 +90,9 @@ def _read(path: str | os.PathLike, what: str) -> dict:
     return data
 
 
-def _build(net_class: str, config: Mapping[str, Any], net_kwargs: Mapping[str, Any], state: Mapping[str, torch.Tensor], path: str) -> nn.Module:
+def _build(
+    net_class: str, config: Mapping[str, Any], net_kwargs: Mapping[str, Any], state: Mapping[str, torch.Tensor], path: str
+) -> nn.Module:
     if net_class not in _NETS:
         raise ArtifactError(f"{path}: unknown net_class {net_class!r}; expected one of {sorted(_NETS)}")
     cls, config_cls = _NETS[net_class]
@@ -177,7 +183,8 @@ def load_artifact(path: str | os.PathLike, map_location: str | torch.device = "c
         )
     net = _build(data["net_class"], data["config"], data.get("net_kwargs", {}), data["state_dict"], path)
     stmt_scale, access_scale = _scales(net)
-    if stmt_scale.shape != (ROW_DIM,) or not torch.equal(stmt_scale, data["stmt_scale"]) or not torch.equal(access_scale, data["access_scale"]):
+    consistent = torch.equal(stmt_scale, data["stmt_scale"]) and torch.equal(access_scale, data["access_scale"])
+    if stmt_scale.shape != (ROW_DIM,) or not consistent:
         raise ArtifactError(f"{path}: normalization vectors disagree with the weights' buffers (corrupt artifact)")
     return Artifact(net.to(map_location), data["net_class"], str(data["source_device"]), int(data["schema_version"]), path)
 

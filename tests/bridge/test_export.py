@@ -37,7 +37,8 @@ def test_artifact_scores_like_the_checkpoint(checkpoints, batch, tmp_path, modul
         expected = reference(batch)
         assert torch.equal(loaded.net(batch), expected)
         assert torch.equal(load_model(checkpoints[module]).net(batch), expected)  # a .ckpt works directly too
-    assert torch.equal(loaded.net.state_dict()["stmt_scale" if module != "MoAModule" else "online.stmt_scale"], reference.state_dict()["stmt_scale" if module != "MoAModule" else "online.stmt_scale"])
+    scale = "online.stmt_scale" if module == "MoAModule" else "stmt_scale"
+    assert torch.equal(loaded.net.state_dict()[scale], reference.state_dict()[scale])
 
 
 @pytest.mark.xfail(
