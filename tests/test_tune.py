@@ -46,6 +46,7 @@ def artifacts(tmp_path_factory):
             "fit", "--model", f"pruner_models.module.{name}", "--data.shards", str(root / "shards"), "--data.batch_size", "64",
             "--trainer.max_epochs", "1", "--trainer.logger", "false", "--trainer.enable_progress_bar", "false",
             "--trainer.enable_model_summary", "false", "--checkpoint.dirpath", str(root / name), "--seed_everything", "0",
+            "--trainer.default_root_dir", str(root / name),
         ])
         # fmt: on
         out[name] = str(root / f"{name}.pt")

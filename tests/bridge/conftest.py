@@ -43,6 +43,7 @@ def checkpoints(shards, tmp_path_factory):
             "fit", "--model", f"pruner_models.module.{name}", "--data.shards", str(shards), "--data.batch_size", "64",
             "--trainer.max_epochs", "1", "--trainer.logger", "false", "--trainer.enable_progress_bar", "false",
             "--trainer.enable_model_summary", "false", "--checkpoint.dirpath", str(directory), "--seed_everything", "0",
+            "--trainer.default_root_dir", str(directory),
         ])
         # fmt: on
         out[name] = next(directory.glob("best-*.ckpt"))
