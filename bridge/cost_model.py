@@ -206,20 +206,19 @@ class PrunerCostModel(ms.cost_model.PyCostModel):
             task["gemm"].append(feat[1])
             task["latency"].append(mean_latency(run_secs))
         self.rounds += 1
-        if self.mode == "pam-siamese-update":
-            if self.rounds % self.adapt_every == 0:
-                batches = self._batches()
-                if batches:
-                    self.net.adapt(batches, epochs=self.epochs, seed=self.seed + self.rounds, **self.train_options)
+        if self.mode == "pam-siamese-update" and self.rounds % self.adapt_every:
             return
         batches = self._batches()
         if not batches:
+            return
+        on_device = [{k: v.to(self.device) for k, v in b.items()} for b in batches]
+        if self.mode == "pam-siamese-update":
+            self.net.adapt(on_device, epochs=self.epochs, seed=self.seed + self.rounds, **self.train_options)
             return
         torch.manual_seed(self.seed + self.rounds)
         net = PAMNet(PAMConfig()) if self.mode == "pam" else MLPNet(MLPConfig())
         net.set_scales(*compute_scales(batches))
         net = net.to(self.device)
-        on_device = [{k: v.to(self.device) for k, v in b.items()} for b in batches]
         train_online(net, on_device, epochs=self.epochs, seed=self.seed + self.rounds, **self.train_options)
         self.net, self.trained = net.eval(), True
 

@@ -277,9 +277,6 @@ class WalkPool:
         self.workers, self.chunk, self.min_batch = workers, chunk, min_batch
         self._pool = None
 
-    def __getstate__(self):  # the pool stays with its process
-        return {**self.__dict__, "_pool": None}
-
     def featurize(self, context, candidates, *, stmt: bool) -> list:
         """Like `featurize_candidates(context, candidates, stmt=stmt, walk=True)`."""
         from concurrent.futures import ThreadPoolExecutor
