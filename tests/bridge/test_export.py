@@ -41,6 +41,13 @@ def test_artifact_scores_like_the_checkpoint(checkpoints, batch, tmp_path, modul
     assert torch.equal(loaded.net.state_dict()[scale], reference.state_dict()[scale])
 
 
+def test_source_device_and_schema_come_from_the_checkpoint(checkpoints, tmp_path):
+    ckpt = torch.load(checkpoints["MLPModule"], weights_only=True)
+    assert ckpt["schema_version"] == SCHEMA_VERSION and ckpt["source_device"]
+    artifact = export_checkpoint(checkpoints["MLPModule"], tmp_path / "mlp.pt")
+    assert artifact.source_device == ckpt["source_device"] and artifact.schema_version == SCHEMA_VERSION
+
+
 @pytest.mark.xfail(
     strict=True,
     reason="pruner_models/__init__.py imports pruner_models.module (Lightning) eagerly, so importing "
