@@ -48,11 +48,6 @@ def test_source_device_and_schema_come_from_the_checkpoint(checkpoints, tmp_path
     assert artifact.source_device == ckpt["source_device"] and artifact.schema_version == SCHEMA_VERSION
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="pruner_models/__init__.py imports pruner_models.module (Lightning) eagerly, so importing "
-    "pruner_models.pam pulls Lightning in; a lazy PEP 562 __getattr__ for the LightningModules fixes it",
-)
 def test_artifact_loads_without_lightning(checkpoints, tmp_path):
     """A tuning machine needs torch and our nn.Modules only: block Lightning and load."""
     export_checkpoint(checkpoints["PAMModule"], tmp_path / "pam.pt")
