@@ -47,6 +47,8 @@ __all__ = ["CollectConfig", "TaskPlan", "collect", "count_records", "main", "pla
 
 log = logging.getLogger(__name__)
 
+MS_POPULATION = 512
+"""EvolutionarySearch's default population_size (what a tuning run samples its initial population with)."""
 DB_FILES = ("database_workload.json", "database_tuning_record.json")
 INDEX = "index.json"
 
@@ -292,7 +294,9 @@ def sample_schedules(
         exclude: structural hashes of scheduled modules already stored; updated in place.
         min_init: fewest valid schedules in the initial population (duplicates count, as in
             MetaSchedule, whose tuner gives up below its `init_min_unmeasured` = 50 with "Cannot
-            sample enough initial population").
+            sample enough initial population"). A space where most samples fail the postprocessors
+            (common on CUDA: VerifyGPUCode) is judged on an initial population of the tuner's
+            default size, `MS_POPULATION`, not on the smaller `population`.
 
     Raises:
         ValueError: the initial population has fewer than `min_init` valid schedules.
@@ -320,6 +324,8 @@ def sample_schedules(
         cost_model=ms.cost_model.RandomModel(seed=seed % (2**31 - 1)),
     )
     states, idle = sample_init(strategy, population), 0
+    if len(states) < min_init and population < MS_POPULATION:  # judge sparse spaces as tuning would
+        states = sample_init(strategy, MS_POPULATION)
     if len(states) < min_init:
         raise ValueError(
             f"Cannot sample enough initial population ({len(states)} valid schedules < {min_init}); "
@@ -404,6 +410,8 @@ def _start_task(
     """
     want = cfg.per_task - result.before
     if want <= 0:
+        if cfg.compress:
+            _set_compressed(task_path, True)
         return []
     stored: set[int] = set()
     if result.before:
@@ -478,7 +486,7 @@ def collect(cfg: CollectConfig) -> list[TaskResult]:
             _update_index(index, plans, device_path, skipped)
             _write_index(device_path, index)
 
-    needed = sum(max(0, cfg.per_task - r.before) for r in results)
+    needed = sum(max(0, cfg.per_task - r.before) for r in results if r.task_dir not in index["skipped"])
     per_net = {net: sum(net in p.networks for p in plans) for net in cfg.networks}
     print(f"{len(plans)} tasks ({', '.join(f'{n}: {c}' for n, c in per_net.items())}, ops: {len(cfg.ops)}); "
           f"{needed} records to measure into {device_path}", flush=True)
