@@ -1,0 +1,109 @@
+"""benchmarks/quality.py end to end on synthetic shards: one table of random / PSA / XGBModel / PAM rows."""
+
+import csv
+import importlib.util
+import json
+import math
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from data.labels import normalized_throughput
+from data.schema import STMT_DIM
+from data.shards import ShardData, read_shards, write_shard
+from data.synthetic import synthetic_shard_data
+
+torch.set_num_threads(1)
+
+REPO = Path(__file__).resolve().parents[1]
+_spec = importlib.util.spec_from_file_location("quality_benchmark", REPO / "benchmarks" / "quality.py")
+quality = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(quality)
+
+TINY_PAM = [
+    "--model.init_args.net.stmt_hidden", "32", "--model.init_args.net.fuse_hidden", "32",
+    "--model.init_args.net.gemm_embed", "16", "--model.init_args.net.heads", "2",
+    "--data.batch_size", "48", "--trainer.accelerator", "cpu",
+    "--trainer.enable_progress_bar", "false", "--trainer.enable_model_summary", "false",
+]  # fmt: skip
+
+
+def pack_sum_learnable(data: ShardData) -> ShardData:
+    """The synthetic shard with latency = exp(-(w . sum of the program's statement rows)).
+
+    data.synthetic's latency also depends on the GEMM matrix, which XGBModel never sees; here the
+    label is what a pack-sum model on PerStoreFeature rows can learn (with a fixed number of rows
+    per program: xgboost's base_score is added to every ROW, which biases programs by row count).
+    """
+    w = np.random.default_rng(7).normal(size=STMT_DIM) * (np.arange(STMT_DIM) % 10 == 0) / 50.0
+    score = np.add.reduceat(data.stmt @ w, data.stmt_ptr[:-1])
+    data.latency = np.where(np.isfinite(data.latency), np.exp(-score) * 1e-4, np.inf)
+    data.label = np.zeros(data.num_records, dtype=np.float32)
+    for task in range(data.num_tasks):
+        mine = data.record_task == task
+        data.label[mine] = normalized_throughput(data.latency[mine])
+    return data
+
+
+@pytest.fixture(scope="module")
+def shards(tmp_path_factory):
+    path = tmp_path_factory.mktemp("shards")
+    for i in range(2):
+        data = pack_sum_learnable(synthetic_shard_data(num_tasks=6, records_per_task=80, rows_per_record=(4, 5), seed=i, task_offset=6 * i))
+        write_shard(path / f"shard_{i}.h5", data, {"source": "test"})
+    return path
+
+
+def test_one_run_scores_every_model_on_the_same_held_out_records(shards, tmp_path, capsys):
+    argv = [
+        "--shards", str(shards), "--split", "hold-out", "--test-networks", "net_a", "--epochs", "2",
+        "--models", "random", "psa", "xgb", "pam", "--random-seeds", "3", "--xgb-threads", "1",
+        "--out", str(tmp_path), "--", *TINY_PAM,
+    ]  # fmt: skip
+    out = quality.main(argv)
+    printed = capsys.readouterr().out
+    assert "XGB iter" in printed and "pairwise" in printed  # XGBModel's own progress lines, then the table
+
+    results = out["results"]
+    assert list(results) == ["random", "psa", "xgb", "pam"]
+    # net_a: tasks 0, 4, 8 and the shared tasks 3, 7, 11 ("net_d,net_a"), minus failed records
+    assert out["splits"]["test"] == {"records": len(_test_records(shards)), "tasks": 6}
+    assert results["psa"]["note"].startswith("n/a on llvm") and math.isnan(results["psa"]["train_s"])
+    assert abs(results["random"]["test_pairwise_acc"] - 0.5) < 0.05
+    # The latency is a function of the summed statement rows: pack-sum XGBoost learns it.
+    assert results["xgb"]["test_pairwise_acc"] > 0.7, results["xgb"]
+    assert results["xgb"]["test_peak@5"] > results["random"]["test_peak@5"] + 0.15, results
+    assert results["xgb"]["train_s"] > 0 and "rounds" in results["xgb"]["note"]
+    assert 0.0 <= results["pam"]["test_pairwise_acc"] <= 1.0 and "best epoch" in results["pam"]["note"]
+
+    assert json.loads((tmp_path / "results.json").read_text()) == json.loads(json.dumps(out))
+    rows = list(csv.DictReader(open(tmp_path / "results.csv")))
+    assert [r["model"] for r in rows] == list(results)
+    assert float(rows[2]["test_peak@1"]) == pytest.approx(results["xgb"]["test_peak@1"])
+
+
+def _test_records(shards):
+    data = read_shards(shards)
+    held = np.array(["net_a" in nets.split(",") for nets in data.task_networks])
+    return np.flatnonzero(held[data.record_task] & np.isfinite(data.latency))
+
+
+def test_xgb_row_is_n_a_without_xgboost(shards, tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "xgboost", None)  # what an environment without xgboost looks like
+    out = quality.main(["--shards", str(shards), "--models", "xgb", "random", "--random-seeds", "1", "--out", str(tmp_path)])
+    assert out["results"]["xgb"]["note"] == "n/a: xgboost not installed (pip install xgboost)"
+    assert "test_pairwise_acc" not in out["results"]["xgb"]
+    assert not math.isnan(out["results"]["random"]["test_pairwise_acc"])
+
+
+def test_psa_row_on_gpu_records_needs_a_device_row(tmp_path):
+    data = synthetic_shard_data(num_tasks=4, records_per_task=20)
+    data.task_target = np.array([json.dumps({"kind": "cuda", "arch": "sm_90a"})] * data.num_tasks)
+    write_shard(tmp_path / "cuda.h5", data, {"source": "test"})
+    common = ["--shards", str(tmp_path / "cuda.h5"), "--models", "psa", "--out", str(tmp_path / "out")]
+    assert quality.main(common)["results"]["psa"]["note"].startswith("n/a: pass --psa-device")
+    row = quality.main([*common, "--psa-device", "h100"])["results"]["psa"]
+    assert row["note"] == "device h100" and 0.0 <= row["test_pairwise_acc"] <= 1.0 and row["test_peak@1"] > 0
