@@ -495,7 +495,6 @@ def collect(cfg: CollectConfig) -> list[TaskResult]:
             for plan, res in zip(plans, results):
                 if plan.task_dir in index["skipped"]:
                     res.status = f"skipped: {index['skipped'][plan.task_dir]}"
-                    bar.update(max(0, cfg.per_task - res.before))
                     continue
                 bar.set_postfix_str(f"sampling {plan.task_dir[:40]}")
                 picked = _start_task(plan, cfg, target, device_path / plan.task_dir, res)
