@@ -104,6 +104,7 @@ class CollectConfig:
     population: int = 64
     min_schedules: int = 8
     compress: bool = False
+    deadline: float | None = None
 
     def __post_init__(self) -> None:
         if not self.networks and not self.ops:
@@ -118,6 +119,8 @@ class CollectConfig:
             raise ValueError(f"population={self.population!r} must be >= 50 (MetaSchedule's init_min_unmeasured)")
         if self.timeout <= 0:
             raise ValueError(f"timeout={self.timeout!r} must be positive")
+        if self.deadline is not None and self.deadline <= 0:
+            raise ValueError(f"deadline={self.deadline!r} must be positive (seconds)")
         if self.runner not in ("local", "rpc"):
             raise ValueError(f"runner={self.runner!r} must be 'local' or 'rpc'")
         if self.runner == "rpc":
@@ -474,9 +477,14 @@ def collect(cfg: CollectConfig) -> list[TaskResult]:
     skipped: dict[str, str] = {}
     queue: list[tuple[_TaskRun, tvm.s_tir.Schedule]] = []
 
+    end = time.monotonic() + cfg.deadline if cfg.deadline else float("inf")
+
+    def stopping() -> bool:
+        return _stop_requested or time.monotonic() > end
+
     def flush(min_size: int) -> None:
         nonlocal measurer
-        while queue and len(queue) >= min_size:
+        while queue and len(queue) >= min_size and not stopping():
             measurer = measurer or Measurer(cfg, target)
             batch = queue[: cfg.batch_size]
             bar.set_postfix_str(f"measuring {len(batch)}")
@@ -493,6 +501,8 @@ def collect(cfg: CollectConfig) -> list[TaskResult]:
     with tqdm(total=needed, unit="rec", desc="collect", dynamic_ncols=True) as bar:
         try:
             for plan, res in zip(plans, results):
+                if stopping():
+                    break
                 if plan.task_dir in index["skipped"]:
                     res.status = f"skipped: {index['skipped'][plan.task_dir]}"
                     continue
@@ -507,12 +517,14 @@ def collect(cfg: CollectConfig) -> list[TaskResult]:
         except (KeyboardInterrupt, RuntimeError) as err:
             if not (isinstance(err, KeyboardInterrupt) or _interrupted):
                 raise
-            for run, _ in queue:
-                run.result.status = "interrupted"
-            bar.write("interrupted: every measured batch is stored; rerun the same command to resume")
         finally:
             _update_index(index, plans, device_path, skipped)
             _write_index(device_path, index)
+        if queue or stopping():
+            for run, _ in queue:
+                run.result.status = "interrupted"
+            why = "deadline reached" if time.monotonic() > end else "interrupted"
+            bar.write(f"{why}: every measured batch is stored; rerun the same command to resume")
     return results
 
 
@@ -556,17 +568,30 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--population", type=int, default=defaults["population"], help="sampler population size")
     p.add_argument("--min-schedules", type=int, default=defaults["min_schedules"], help="skip smaller spaces")
     p.add_argument("--compress", action="store_true", help="store finished tasks as database_*.json.xz")
+    p.add_argument("--deadline", type=float, default=None, help="stop starting new batches after this many seconds")
     p.add_argument("-v", "--verbose", action="store_true", help="log build and run errors")
     return p
 
 
+_stop_requested = False
+"""Set by the first SIGINT/SIGTERM: the run stops after the batch in flight, which is stored."""
 _interrupted = False
-"""Set by `_on_signal`: TVM's FFI turns a KeyboardInterrupt raised inside a Python callback (the
-builder, the sampler's cost model) into a plain RuntimeError, so the flag tells them apart."""
+"""Set by a second signal, which aborts at once. TVM's FFI turns a KeyboardInterrupt raised inside a
+Python callback (the builder, the sampler's cost model) into a plain RuntimeError, so the flag
+tells them apart."""
 
 
 def _on_signal(signum: int, frame: object) -> None:
-    global _interrupted
+    """First signal: finish and store the batch in flight, then stop. Second: abort now.
+
+    Raising inside TVM's FFI callbacks on the first signal crashed the interpreter on CUDA (the FFI
+    formats the traceback while the signal fires again), so the first signal only sets a flag.
+    """
+    global _stop_requested, _interrupted
+    if not _stop_requested:
+        _stop_requested = True
+        print("stopping after the batch in flight (signal again to abort it)", file=sys.stderr, flush=True)
+        return
     _interrupted = True
     raise KeyboardInterrupt
 
@@ -580,6 +605,8 @@ def main(argv: Sequence[str] | None = None) -> list[TaskResult]:
         sys.exit(f"error: {err}")
     # Stop like Ctrl-C on `kill`/`timeout` too, and on SIGINT even when started in the background
     # (a non-interactive shell starts background jobs with SIGINT ignored).
+    global _stop_requested, _interrupted
+    _stop_requested = _interrupted = False
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, _on_signal)
     start = time.time()

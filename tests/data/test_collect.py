@@ -171,3 +171,38 @@ def test_config_errors(kwargs, message):
 def test_cli_reports_config_errors(capsys):
     with pytest.raises(SystemExit, match="per_task=0 must be positive"):
         _run("unused", 0)
+
+
+def test_sigterm_stops_after_the_batch_in_flight_and_rerun_resumes(tmp_path):
+    """`kill`/`timeout` (SIGTERM) ends a real collector process cleanly: the batch being measured is
+    stored, the summary prints, and a rerun tops up to --per-task without re-measuring."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    out = tmp_path / "ds"
+    cmd = [sys.executable, "-m", "data.collect", "--target", TARGET, "--ops", SPEC, "--per-task", "24",
+           "--out", str(out), *FAST]  # fmt: skip
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    records = _task_dir(out) / "database_tuning_record.json"
+    deadline = time.time() + 240
+    while not (records.exists() and records.read_text().count("\n") >= 8) and time.time() < deadline:
+        assert proc.poll() is None, proc.stdout.read()
+        time.sleep(0.2)
+    os.kill(proc.pid, signal.SIGTERM)
+    output, _ = proc.communicate(timeout=240)
+    assert proc.returncode == 0, output
+    assert "interrupted: every measured batch is stored" in output
+    stored = count_records(_task_dir(out))[0]
+    assert 8 <= stored < 24 and stored % 8 == 0, output  # whole batches only
+    results = _run(out, 24)
+    assert results[0].new == 24 - stored
+    assert len(set(_schedule_hashes(_records(_task_dir(out))))) == 24
+
+
+def test_deadline_stops_before_the_next_batch(tmp_path):
+    results = _run(tmp_path, 24, "--deadline", "0.001")
+    assert results[0].new == 0 and results[0].status == "interrupted"
+    assert count_records(_task_dir(tmp_path))[0] == 0
