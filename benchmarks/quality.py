@@ -1,7 +1,7 @@
 """Ranking quality of the cost models on one shard folder and one split, in one run, one table.
 
     python benchmarks/quality.py --shards DIR --split hold-out --test-networks mobilenet_v2 --out runs/quality
-    python benchmarks/quality.py --shards DIR --models xgb pam --epochs 50 -- --trainer.precision bf16-mixed
+    python benchmarks/quality.py --shards DIR --seed 0 1 2 --models xgb pam -- --trainer.precision bf16-mixed
 
 Rows (all scored on exactly the same test records, with `pruner_models.metrics.ranking_metrics`:
 per task, weighted by the task's test records):
@@ -22,7 +22,8 @@ per task, weighted by the task's test records):
 The splits come from the `ShardDataModule` that train.py builds from the same config and flags, and
 every network's fit is checked to have used exactly those train / val / test records. A missing
 optional dependency (xgboost or TVM for `xgb`, TVM for `psa`) gives an n/a row, not a crash.
-`--out DIR` gets results.json and results.csv.
+`--seed 0 1 2` repeats everything per seed (split, initialization, batch order, XGBoost seed) and
+prints mean ± std. `--out DIR` gets results.json (means, stds, every seed's rows) and results.csv.
 """
 
 from __future__ import annotations
@@ -203,7 +204,7 @@ def run_network(model: str, data_args: list[str], root: Path, epochs: int, extra
         RuntimeError: the fit's DataModule made other splits than the reference one (a config
             with other data options: pass them after `--` so every row uses them).
     """
-    common = ["--config", str(REPO / "configs" / f"{model}.yaml"), *data_args]
+    common = ["--config", str(REPO / "configs" / f"{model}.yaml"), *data_args, "--trainer.default_root_dir", str(root)]
     fit = train_main([
         "fit", *common, "--trainer.max_epochs", str(epochs), "--trainer.logger.init_args.save_dir", str(root), *extra,
     ])  # fmt: skip
@@ -217,7 +218,7 @@ def run_network(model: str, data_args: list[str], root: Path, epochs: int, extra
     test = train_main(["test", *common, "--ckpt_path", best.best_model_path, "--trainer.logger", "false", *extra])
     metrics = {k: float(v) for k, v in test.trainer.callback_metrics.items() if k.startswith("test_")}
     epoch = re.search(r"epoch=(\d+)", Path(best.best_model_path).name)
-    note = f"best epoch {epoch.group(1) if epoch else '?'} of {fit.trainer.current_epoch} by {best.monitor}"
+    note = f"best epoch {epoch.group(1) if epoch else '?'} of {fit.trainer.current_epoch}, {best.monitor} {float(best.best_model_score):.3f}"
     return metrics, note
 
 
@@ -225,6 +226,63 @@ def timed(fn: Callable, *args) -> tuple[object, float]:
     start = time.perf_counter()
     out = fn(*args)
     return out, time.perf_counter() - start
+
+
+def run_seed(args: argparse.Namespace, seed: int, extra: list[str]) -> tuple[dict[str, dict], dict[str, dict]]:
+    """Every row of the table for one seed (split, training and XGBoost seed).
+
+    Returns:
+        ({model: {"test_<metric>": value, ..., "train_s", "note"}}, {split name: {"records", "tasks"}}).
+    """
+    data_args = [
+        "--data.shards", args.shards, "--data.split", args.split,
+        "--data.test_networks", json.dumps(args.test_networks or None), "--data.seed", str(seed),
+        "--seed_everything", str(seed),
+    ]  # fmt: skip
+    networks = [m for m in args.models if m in NETWORKS]
+    dm = reference_datamodule(REPO / "configs" / f"{(networks or ['pam'])[0]}.yaml", data_args, extra)
+    data = read_shards(dm.hparams.shards, networks=dm.hparams.networks)
+    if not np.array_equal(data.task_key, dm.tasks["task_key"]) or data.num_records != len(dm.store):
+        raise RuntimeError(f"{args.shards}: the shards changed while reading them twice")
+    sizes = {name: {"records": len(idx), "tasks": len(np.unique(dm.record_task[idx]))} for name, idx in dm.splits.items()}
+
+    results: dict[str, dict] = {}
+    for model in args.models:
+        print(f"--- {model}, seed {seed}")
+        row: dict = {"train_s": 0.0, "note": ""}
+        try:
+            if model == "random":
+                row.update(evaluate_random(dm, seed, args.random_seeds))
+                row["note"] = f"mean of {args.random_seeds} rankings"
+            elif model == "psa":
+                row.update(test_metrics(psa_test_scores(dm, data, args.psa_device), dm))
+                row["note"] = f"device {args.psa_device}"
+            elif model == "xgb":
+                (scores, row["note"]), row["train_s"] = timed(xgb_test_scores, dm, data, seed, args.xgb_threads)
+                row.update(test_metrics(scores, dm))
+            else:
+                (metrics, row["note"]), row["train_s"] = timed(run_network, model, data_args, Path(args.out), args.epochs, extra, dm)
+                row.update(metrics)
+        except Unavailable as reason:
+            row.update(train_s=float("nan"), note=str(reason))
+        results[model] = row
+    return results, sizes
+
+
+def summarize(per_seed: dict[int, dict[str, dict]]) -> dict[str, dict]:
+    """Mean over seeds of every number of every row, plus "<key>_std" with more than one seed."""
+    summary = {}
+    for model in next(iter(per_seed.values())):
+        rows = [results[model] for results in per_seed.values()]
+        row = {}
+        for key in (k for k in rows[0] if k != "note"):
+            values = [r.get(key, float("nan")) for r in rows]
+            row[key] = float(np.mean(values))
+            if len(rows) > 1:
+                row[f"{key}_std"] = float(np.std(values))
+        row["note"] = " | ".join(dict.fromkeys(r["note"] for r in rows))
+        summary[model] = row
+    return summary
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -235,67 +293,48 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--split", default="within-task", choices=["within-task", "hold-out"])
     parser.add_argument("--test-networks", nargs="*", default=[], help="hold-out split: held-out networks")
     parser.add_argument("--epochs", type=int, default=50, help="max epochs of pam / mlp (early stopping as configured)")
-    parser.add_argument("--seed", type=int, default=0, help="split, training and XGBoost seed")
+    parser.add_argument("--seed", type=int, nargs="+", default=[0], help="split, training and XGBoost seed(s): several give mean +- std")
     parser.add_argument("--psa-device", default=None, help="PSA device row (configs/devices.yaml), e.g. h100")
     parser.add_argument("--xgb-threads", type=int, default=torch.get_num_threads(), help="XGBModel num_tuning_cores")
     parser.add_argument("--random-seeds", type=int, default=10, help="random rankings averaged in the random row")
     parser.add_argument("--out", default="runs/quality", help="folder for results.json, results.csv and the fits' logs")
     args, extra = parser.parse_known_args(argv)
     extra = [a for a in extra if a != "--"]
-    root = Path(args.out)
-    data_args = [
-        "--data.shards", args.shards, "--data.split", args.split,
-        "--data.test_networks", json.dumps(args.test_networks or None), "--data.seed", str(args.seed),
-        "--seed_everything", str(args.seed),
-    ]  # fmt: skip
-    networks = [m for m in args.models if m in NETWORKS]
-    dm = reference_datamodule(REPO / "configs" / f"{(networks or ['pam'])[0]}.yaml", data_args, extra)
-    data = read_shards(dm.hparams.shards, networks=dm.hparams.networks)
-    if not np.array_equal(data.task_key, dm.tasks["task_key"]) or data.num_records != len(dm.store):
-        raise RuntimeError(f"{args.shards}: the shards changed while reading them twice")
-    sizes = {name: (len(idx), len(np.unique(dm.record_task[idx]))) for name, idx in dm.splits.items()}
-
-    results: dict[str, dict] = {}
-    for model in args.models:
-        print(f"--- {model}")
-        row: dict = {"train_s": 0.0, "note": ""}
-        try:
-            if model == "random":
-                row.update(evaluate_random(dm, args.seed, args.random_seeds))
-                row["note"] = f"mean of {args.random_seeds} seeds"
-            elif model == "psa":
-                row.update(test_metrics(psa_test_scores(dm, data, args.psa_device), dm))
-                row["note"] = f"device {args.psa_device}"
-            elif model == "xgb":
-                (scores, row["note"]), row["train_s"] = timed(xgb_test_scores, dm, data, args.seed, args.xgb_threads)
-                row.update(test_metrics(scores, dm))
-            else:
-                (metrics, row["note"]), row["train_s"] = timed(run_network, model, data_args, root, args.epochs, extra, dm)
-                row.update(metrics)
-        except Unavailable as reason:
-            row.update(train_s=float("nan"), note=str(reason))
-        results[model] = row
+    if args.split == "hold-out" and not args.test_networks:
+        parser.error("--split hold-out needs --test-networks")
+    per_seed, sizes = {}, {}
+    for seed in args.seed:
+        per_seed[seed], sizes[seed] = run_seed(args, seed, extra)
+    results = summarize(per_seed)
 
     split = args.split + (f" (held out: {', '.join(args.test_networks)})" if args.test_networks else "")
-    counts = ", ".join(f"{name} {n} rec / {t} tasks" for name, (n, t) in sizes.items())
-    table = Table(title=f"Test ranking metrics, {split}, {args.shards}\n{counts}")
+    first = sizes[args.seed[0]]
+    counts = ", ".join(f"{name} {n['records']} rec / {n['tasks']} tasks" for name, n in first.items())
+    seeds = f"seed {args.seed[0]}" if len(args.seed) == 1 else f"mean +- std over seeds {', '.join(map(str, args.seed))}"
+    table = Table(title=f"Test ranking metrics, {split}, {args.shards}, {seeds}\n{counts} (seed {args.seed[0]})")
     for column in ("model", *COLUMNS, "train s", "note"):
         table.add_column(column, justify="left" if column in ("model", "note") else "right")
-    for model, row in results.items():
-        values = [row.get("test_" + name, float("nan")) for name in METRICS] + [row["train_s"]]
-        table.add_row(model, *("n/a" if np.isnan(v) else f"{v:.3f}" for v in values[:-1]),
-                      "n/a" if np.isnan(values[-1]) else f"{values[-1]:.1f}", row["note"])  # fmt: skip
-    Console(width=200).print(table)
 
-    out = {"split": split, "shards": args.shards, "splits": {k: {"records": n, "tasks": t} for k, (n, t) in sizes.items()}}
-    out["results"] = results
+    def cell(row: dict, key: str, digits: int) -> str:
+        value = row.get(key, float("nan"))
+        if np.isnan(value):
+            return "n/a"
+        return f"{value:.{digits}f}" + (f" ± {row[key + '_std']:.{digits}f}" if key + "_std" in row else "")
+
+    for model, row in results.items():
+        table.add_row(model, *(cell(row, "test_" + name, 3) for name in METRICS), cell(row, "train_s", 1), row["note"])
+    Console(width=220).print(table)
+
+    out = {"split": split, "shards": args.shards, "seeds": args.seed, "splits": sizes, "results": results, "per_seed": per_seed}
+    root = Path(args.out)
     root.mkdir(parents=True, exist_ok=True)
     lines = io.StringIO()
     writer = csv.writer(lines)
-    writer.writerow(["model", *(f"test_{name}" for name in METRICS), "test_rmse", "train_s", "note", "split", "shards"])
-    for model, row in results.items():
-        values = [row.get("test_" + name, float("nan")) for name in (*METRICS, "rmse")]
-        writer.writerow([model, *values, row["train_s"], row["note"], split, args.shards])
+    keys = [f"test_{name}" for name in (*METRICS, "rmse")] + ["train_s"]
+    writer.writerow(["model", "seed", *keys, "note", "split", "shards"])
+    for seed, rows in [*per_seed.items(), *([("mean", results)] if len(per_seed) > 1 else [])]:
+        for model, row in rows.items():
+            writer.writerow([model, seed, *(row.get(k, float("nan")) for k in keys), row["note"], split, args.shards])
     for name, text in (("results.json", json.dumps(out, indent=1)), ("results.csv", lines.getvalue())):
         tmp = root / f".{name}.tmp"
         tmp.write_text(text)

@@ -70,7 +70,7 @@ def test_one_run_scores_every_model_on_the_same_held_out_records(shards, tmp_pat
     results = out["results"]
     assert list(results) == ["random", "psa", "xgb", "pam"]
     # net_a: tasks 0, 4, 8 and the shared tasks 3, 7, 11 ("net_d,net_a"), minus failed records
-    assert out["splits"]["test"] == {"records": len(_test_records(shards)), "tasks": 6}
+    assert out["splits"][0]["test"] == {"records": len(_test_records(shards)), "tasks": 6}
     assert results["psa"]["note"].startswith("n/a on llvm") and math.isnan(results["psa"]["train_s"])
     assert abs(results["random"]["test_pairwise_acc"] - 0.5) < 0.05
     # The latency is a function of the summed statement rows: pack-sum XGBoost learns it.
@@ -93,10 +93,17 @@ def _test_records(shards):
 
 def test_xgb_row_is_n_a_without_xgboost(shards, tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "xgboost", None)  # what an environment without xgboost looks like
-    out = quality.main(["--shards", str(shards), "--models", "xgb", "random", "--random-seeds", "1", "--out", str(tmp_path)])
+    out = quality.main([
+        "--shards", str(shards), "--models", "xgb", "random", "--random-seeds", "1", "--seed", "0", "1", "--out", str(tmp_path),
+    ])  # fmt: skip
     assert out["results"]["xgb"]["note"] == "n/a: xgboost not installed (pip install xgboost)"
-    assert "test_pairwise_acc" not in out["results"]["xgb"]
-    assert not math.isnan(out["results"]["random"]["test_pairwise_acc"])
+    assert "test_pairwise_acc" not in out["results"]["xgb"] and math.isnan(out["results"]["xgb"]["train_s"])
+    # two seeds: two within-task splits, the table shows their mean and std
+    random = [out["per_seed"][seed]["random"]["test_peak@1"] for seed in (0, 1)]
+    assert random[0] != random[1]
+    assert out["results"]["random"]["test_peak@1"] == pytest.approx(np.mean(random))
+    assert out["results"]["random"]["test_peak@1_std"] == pytest.approx(np.std(random))
+    assert len(list(csv.DictReader(open(tmp_path / "results.csv")))) == 2 * 2 + 2  # per seed, then the means
 
 
 def test_psa_row_on_gpu_records_needs_a_device_row(tmp_path):
