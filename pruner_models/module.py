@@ -175,8 +175,9 @@ class CostModelModule(L.LightningModule):
         params = [p for p in self.net.parameters() if p.requires_grad]  # MoA: the online copy only
         if self.hparams.optimizer == "sgd":
             return torch.optim.SGD(params, lr=self.hparams.lr, weight_decay=self.hparams.weight_decay)
-        fused = self.device.type == "cuda"  # one kernel per step instead of several per tensor
-        return torch.optim.Adam(params, lr=self.hparams.lr, weight_decay=self.hparams.weight_decay, fused=fused)
+        # Not fused: Lightning refuses gradient clipping (clip 0.5) under mixed precision with an
+        # optimizer that unscales internally (seen on an H100 with bf16-mixed); foreach is the default.
+        return torch.optim.Adam(params, lr=self.hparams.lr, weight_decay=self.hparams.weight_decay)
 
 
 class PAMModule(CostModelModule):
