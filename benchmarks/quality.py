@@ -138,7 +138,7 @@ def _programs(dm: ShardDataModule) -> list[np.ndarray]:
     return np.split(stmt, ptr[1:-1])
 
 
-def xgb_test_scores(dm: ShardDataModule, data: ShardData, seed: int, threads: int) -> tuple[np.ndarray, str]:
+def xgb_test_scores(dm: ShardDataModule, data: ShardData, seed: int, threads: int) -> tuple[np.ndarray, str, float]:
     """Fit MetaSchedule's XGBModel on the training records, score the test records.
 
     Exactly what a tuning run's `XGBModel.update` would train on had it measured the training
@@ -148,7 +148,8 @@ def xgb_test_scores(dm: ShardDataModule, data: ShardData, seed: int, threads: in
     (data.labels, the label every model here uses).
 
     Returns:
-        (n_test,) scores (0 for a program without feature rows: the pack-sum of nothing) and a note.
+        (n_test,) scores (0 for a program without feature rows: the pack-sum of nothing), a note, and
+        the seconds `_train` took.
 
     Raises:
         Unavailable: xgboost or TVM not installed.
@@ -167,25 +168,28 @@ def xgb_test_scores(dm: ShardDataModule, data: ShardData, seed: int, threads: in
     cost = np.where(np.isfinite(data.latency), data.latency, XGB_FAILED_COST).astype("float32")
     cuts = np.flatnonzero(np.diff(data.record_task[train])) + 1
     groups = [
-        FeatureGroup(group_hash=str(data.task_key[data.record_task[idx[0]]]), features=[programs[i] for i in idx], costs=cost[idx])
+        FeatureGroup(str(data.task_key[data.record_task[idx[0]]]), [programs[i] for i in idx], cost[idx])
         for idx in np.split(train, cuts)
-    ]  # fmt: skip
+    ]
     # XGBModel.update, step 5 ("Re-train the model"), verbatim but for the loop over groups.
     with np.errstate(divide="ignore", invalid="ignore"):
         xs = list(chain.from_iterable(g.features for g in groups))
         ys = np.concatenate([np.divide(g.min_cost, g.costs, out=np.zeros_like(g.costs), where=g.costs != 0) for g in groups])
     model = XGBModel(config=XGBConfig(seed=seed), num_warmup_samples=0, num_tuning_cores=threads)
-    print(f"xgb: XGBModel._train on {len(xs)} programs ({int(sizes[train].sum())} rows) of {len(groups)} tasks, {threads} threads")
+    rows = int(sizes[train].sum())
+    print(f"xgb: XGBModel._train on {len(xs)} programs ({rows} rows) of {len(groups)} tasks, {threads} threads")
     xgb_log = logging.getLogger("tvm.s_tir.meta_schedule.cost_model.xgb_model")
     handler = logging.StreamHandler(sys.stdout)  # its own per-25-rounds progress lines (debug level)
     xgb_log.addHandler(handler)
     level = xgb_log.level
     xgb_log.setLevel(logging.DEBUG)
+    start = time.perf_counter()
     try:
         model._train(xs=xs, ys=ys)
     finally:
         xgb_log.removeHandler(handler)
         xgb_log.setLevel(level)
+    seconds = time.perf_counter() - start
 
     test = dm.splits["test"]
     has_rows = sizes[test] > 0
@@ -194,10 +198,12 @@ def xgb_test_scores(dm: ShardDataModule, data: ShardData, seed: int, threads: in
     note = f"{model.booster.num_boosted_rounds()} rounds"
     if not has_rows.all():
         note += f"; {int((~has_rows).sum())} test programs without rows scored 0"
-    return scores, note
+    return scores, note, seconds
 
 
-def run_network(model: str, data_args: list[str], root: Path, epochs: int, extra: list[str], dm: ShardDataModule) -> tuple[dict, str]:
+def run_network(
+    model: str, data_args: list[str], root: Path, epochs: int, extra: list[str], dm: ShardDataModule
+) -> tuple[dict, str]:
     """Fit configs/<model>.yaml, test its best checkpoint; returns the test metrics and a note.
 
     Raises:
@@ -218,7 +224,8 @@ def run_network(model: str, data_args: list[str], root: Path, epochs: int, extra
     test = train_main(["test", *common, "--ckpt_path", best.best_model_path, "--trainer.logger", "false", *extra])
     metrics = {k: float(v) for k, v in test.trainer.callback_metrics.items() if k.startswith("test_")}
     epoch = re.search(r"epoch=(\d+)", Path(best.best_model_path).name)
-    note = f"best epoch {epoch.group(1) if epoch else '?'} of {fit.trainer.current_epoch}, {best.monitor} {float(best.best_model_score):.3f}"
+    note = f"best epoch {epoch.group(1) if epoch else '?'} of {fit.trainer.current_epoch}, "
+    note += f"{best.monitor} {float(best.best_model_score):.3f}"
     return metrics, note
 
 
@@ -258,10 +265,11 @@ def run_seed(args: argparse.Namespace, seed: int, extra: list[str]) -> tuple[dic
                 row.update(test_metrics(psa_test_scores(dm, data, args.psa_device), dm))
                 row["note"] = f"device {args.psa_device}"
             elif model == "xgb":
-                (scores, row["note"]), row["train_s"] = timed(xgb_test_scores, dm, data, seed, args.xgb_threads)
+                scores, row["note"], row["train_s"] = xgb_test_scores(dm, data, seed, args.xgb_threads)
                 row.update(test_metrics(scores, dm))
             else:
-                (metrics, row["note"]), row["train_s"] = timed(run_network, model, data_args, Path(args.out), args.epochs, extra, dm)
+                fit = (model, data_args, Path(args.out), args.epochs, extra, dm)
+                (metrics, row["note"]), row["train_s"] = timed(run_network, *fit)
                 row.update(metrics)
         except Unavailable as reason:
             row.update(train_s=float("nan"), note=str(reason))
@@ -293,7 +301,9 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--split", default="within-task", choices=["within-task", "hold-out"])
     parser.add_argument("--test-networks", nargs="*", default=[], help="hold-out split: held-out networks")
     parser.add_argument("--epochs", type=int, default=50, help="max epochs of pam / mlp (early stopping as configured)")
-    parser.add_argument("--seed", type=int, nargs="+", default=[0], help="split, training and XGBoost seed(s): several give mean +- std")
+    parser.add_argument(
+        "--seed", type=int, nargs="+", default=[0], help="split, training and XGBoost seed(s); several: mean +- std"
+    )
     parser.add_argument("--psa-device", default=None, help="PSA device row (configs/devices.yaml), e.g. h100")
     parser.add_argument("--xgb-threads", type=int, default=torch.get_num_threads(), help="XGBModel num_tuning_cores")
     parser.add_argument("--random-seeds", type=int, default=10, help="random rankings averaged in the random row")

@@ -52,7 +52,8 @@ def pack_sum_learnable(data: ShardData) -> ShardData:
 def shards(tmp_path_factory):
     path = tmp_path_factory.mktemp("shards")
     for i in range(2):
-        data = pack_sum_learnable(synthetic_shard_data(num_tasks=6, records_per_task=80, rows_per_record=(4, 5), seed=i, task_offset=6 * i))
+        data = synthetic_shard_data(num_tasks=6, records_per_task=80, rows_per_record=(4, 5), seed=i, task_offset=6 * i)
+        data = pack_sum_learnable(data)
         write_shard(path / f"shard_{i}.h5", data, {"source": "test"})
     return path
 
