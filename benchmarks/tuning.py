@@ -62,8 +62,8 @@ def plot(curves: dict[str, list[dict]], path: Path) -> None:
         points = [(r["total_trials"], r["elapsed_s"], r["estimated_ms"]) for r in rows if math.isfinite(r["estimated_ms"])]
         if points:
             trials, seconds, est = zip(*points)
-            axes[0].step(trials, est, where="post", label=name)
-            axes[1].step(seconds, est, where="post", label=name)
+            axes[0].step(trials, est, where="post", marker="o", markersize=3, label=name)
+            axes[1].step(seconds, est, where="post", marker="o", markersize=3, label=name)
     axes[0].set_xlabel("trials")
     axes[1].set_xlabel("search time (s)")
     for ax in axes:
