@@ -18,8 +18,25 @@ $(VENV)/.installed: $(BIN)/activate setup.cfg pyproject.toml
 
 setup: $(VENV)/.installed
 
+# The main job on the embedded dataset (CPU records of resnet_50, mobilenet_v2, bert_base):
+# featurize -> train PAM holding out mobilenet_v2 -> test on it -> export -> tune a MobileNet-V2
+# 1x1 conv with the exported model (MoA updates). Every step resumes or overwrites in runs/demo.
+DEMO := runs/demo
+DEMO_TARGET ?= {"kind": "llvm", "mcpu": "native", "num-cores": 2}
 demo: setup
-	$(BIN)/python -m data.demo --work-dir runs/demo
+	$(BIN)/python -m data.featurize data/embedded --out $(DEMO)/shards --workers 2
+	$(BIN)/python train.py fit --config configs/pam.yaml --data.shards $(DEMO)/shards \
+	  --data.split hold-out --data.test_networks '[mobilenet_v2]' --trainer.max_epochs 15 \
+	  --trainer.logger.init_args.save_dir $(DEMO) --checkpoint.dirpath $(DEMO)/checkpoints \
+	  --checkpoint.filename best --checkpoint.enable_version_counter false
+	$(BIN)/python train.py test --config configs/pam.yaml --data.shards $(DEMO)/shards \
+	  --data.split hold-out --data.test_networks '[mobilenet_v2]' --trainer.logger false \
+	  --ckpt_path $(DEMO)/checkpoints/best.ckpt
+	$(BIN)/python -m bridge.export $(DEMO)/checkpoints/best.ckpt --out $(DEMO)/pam.pt
+	$(BIN)/python tune.py --workload conv2d:1,14,14,64,384,1,1,0 \
+	  --target '$(DEMO_TARGET)' \
+	  --checkpoint $(DEMO)/pam.pt --cost-model pam-siamese-update --trials 32 --trials-per-round 8 \
+	  --work-dir $(DEMO)/tune
 
 test: setup
 	$(BIN)/python -m pytest -q -x --durations=15

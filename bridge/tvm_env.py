@@ -50,7 +50,7 @@ def parse_target(target: str | dict | tvm.target.Target) -> tvm.target.Target:
     """A `Target` from a tag ("nvidia/nvidia-h100"), a JSON string or a dict.
 
     CPU targets get `num-cores` (MetaSchedule refuses to tune without it) from the machine when the
-    user left it out.
+    user left it out, and `"mcpu": "native"` becomes LLVM's name for the host CPU.
 
     Raises:
         ValueError: for the old CLI form ("llvm -mcpu=...") that apache-tvm 0.27 no longer parses.
@@ -68,8 +68,11 @@ def parse_target(target: str | dict | tvm.target.Target) -> tvm.target.Target:
             )
         elif text == "llvm":
             target = {"kind": "llvm"}
-    if isinstance(target, dict) and target.get("kind") == "llvm" and "num-cores" not in target:
-        target = {**target, "num-cores": os.cpu_count() or 1}
+    if isinstance(target, dict) and target.get("kind") == "llvm":
+        if target.get("mcpu") == "native":  # LLVM's name for this machine's CPU
+            target = {**target, "mcpu": str(tvm.target.codegen.llvm_get_system_cpu())}
+        if "num-cores" not in target:
+            target = {**target, "num-cores": os.cpu_count() or 1}
     return tvm.target.Target(target)
 
 
