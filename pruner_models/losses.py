@@ -6,7 +6,7 @@ the same task only, giving one loss per task, then reduces the per-task losses o
 batch. Batches hold a few whole task groups (the DataModule's task-grouped batches), records of a
 task need not be contiguous.
 
-All losses share one signature, `loss(preds, labels, task, reduction="mean") -> scalar`:
+All losses share one signature, `loss(preds, labels, task, reduction="mean", *, dense=None) -> scalar`:
     preds: (B,) float, model scores (higher = faster).
     labels: (B,) float, normalized throughput in [0, 1].
     task: (B,) integer task ids (any values; only equality matters).
@@ -16,14 +16,26 @@ All losses share one signature, `loss(preds, labels, task, reduction="mean") -> 
         not depend on how many tasks a batch happens to hold; "sum" adds them (the original summed
         over one list, see `lambda_rank_loss`). A batch without any pair gives 0 (with a gradient
         of zeros, never NaN).
+    dense: which of the two computations to use (None: `use_dense(task)`).
 
-Pairs are enumerated per task block (O(sum of squared task sizes) memory, no Python loop over
-records or tasks), so a batch of 2048 records in a few tasks is a few million pair entries at most.
+Two computations with the same definitions and tie rules, equal up to floating-point summation
+order; both rank by one stable sort per key (`rank_within_task`) and reduce per task by `index_add`:
+* dense (training batches on an accelerator): a (B, B) same-task mask; a task's slot is its first
+  record's index, and the pairs are a (B, B) mask. No operation needs a value on the host (no
+  `unique`, `bincount`, boolean indexing, data-dependent sizes or `.item()`), so on CUDA the CPU
+  keeps queueing kernels while the GPU runs: a training step of the small PAM is launch-bound, and
+  every host-device synchronization would stall it. Memory O(B^2): peak about 0.4 GiB for
+  lambdarank's forward + backward at B = 4096 in float32.
+* sparse (the CPU, and batches over DENSE_MAX_BATCH): groups from `torch.unique`, the pairs
+  enumerated per task block (O(sum of squared task sizes) memory, no Python loop over records or
+  tasks). It synchronizes a few times per call on CUDA (the number of tasks and of pairs), but does
+  2-10x less arithmetic than the dense masks, which is what counts on the CPU (docs/benchmarks.md).
 """
 
 from __future__ import annotations
 
 import math
+from abc import ABC, abstractmethod
 from collections.abc import Callable
 from typing import Literal
 
@@ -35,6 +47,9 @@ LossName = Literal["lambdarank", "ranknet", "mse"]
 """The names accepted by `LOSSES` (use as the type of a LightningCLI `loss:` argument)."""
 
 Reduction = Literal["mean", "sum"]
+
+DENSE_MAX_BATCH = 4096
+"""Largest batch that `use_dense` sends to the dense, sync-free computation (module docstring)."""
 
 _MAX_DCG_EPS = 1e-10
 """Floor of a task's ideal DCG (a task whose labels are all 0), as in TenSet's LambdaRankLoss."""
@@ -100,8 +115,8 @@ def rank_within_task(key: Tensor, group: Tensor, sizes: Tensor, descending: bool
 
     Args:
         key: (N,) sort key.
-        group: (N,) int64 dense group index (from `task_groups`).
-        sizes: (T,) int64 group sizes.
+        group: (N,) int64 group index (from `task_groups`; any index < 2^31 works, groups may be
+            empty). sizes: (T,) int64 records of each group.
         descending: sort `key` from high to low.
 
     Returns:
@@ -156,23 +171,121 @@ def _reduce(per_task: Tensor, has_loss: Tensor, reduction: str) -> Tensor:
     raise ValueError(f"reduction must be 'mean' or 'sum', got {reduction!r}")
 
 
-def _ordered_pairs(labels: Tensor, group: Tensor, sizes: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-    """Same-task pairs (i, j) with labels[i] > labels[j] strictly (label ties give no pair).
+class _Pairs(ABC):
+    """The same-task pairs (i, j) with labels[i] > labels[j] strictly (label ties give no pair).
 
-    Returns:
-        left, right, pair_group: (P,) int64 records i and j and their task group.
+    `gather` maps a per-record (B,) tensor to its values at i and at j; elementwise arithmetic on
+    the two gives one value per pair in the path's layout, which `per_task_sum` reduces per task.
     """
-    left, right = same_task_pairs(group, sizes)
-    keep = labels.index_select(0, left) > labels.index_select(0, right)
-    left, right = left.masked_select(keep), right.masked_select(keep)
-    return left, right, group.index_select(0, left)
+
+    @abstractmethod
+    def gather(self, values: Tensor) -> tuple[Tensor, Tensor]:
+        """Values of the pairs' records i and j (broadcastable to the pair layout)."""
+
+    @abstractmethod
+    def per_task_sum(self, pair_values: Tensor) -> Tensor:
+        """(G,) sum of `pair_values` over each task slot's pairs."""
+
+    @abstractmethod
+    def per_task_count(self) -> Tensor:
+        """(G,) int64 number of pairs of each task slot."""
 
 
-def _pair_gather(values: Tensor, left: Tensor, right: Tensor) -> tuple[Tensor, Tensor]:
-    return values.index_select(0, left), values.index_select(0, right)
+class _PairList(_Pairs):
+    """The pairs as index lists: left, right, pair_group (P,) int64; `num_groups` task slots."""
+
+    def __init__(self, left: Tensor, right: Tensor, pair_group: Tensor, num_groups: int) -> None:
+        self.left, self.right, self.pair_group, self.num_groups = left, right, pair_group, num_groups
+
+    def gather(self, values: Tensor) -> tuple[Tensor, Tensor]:
+        return values.index_select(0, self.left), values.index_select(0, self.right)
+
+    def per_task_sum(self, pair_values: Tensor) -> Tensor:
+        return pair_values.new_zeros(self.num_groups).index_add(0, self.pair_group, pair_values)
+
+    def per_task_count(self) -> Tensor:
+        return torch.bincount(self.pair_group, minlength=self.num_groups)
 
 
-def lambda_rank_loss(preds: Tensor, labels: Tensor, task: Tensor, reduction: Reduction = "mean") -> Tensor:
+class _PairMask(_Pairs):
+    """The pairs as a (B, B) bool mask (row i, column j); per-record rows go to the task slot `group`."""
+
+    def __init__(self, mask: Tensor, group: Tensor) -> None:
+        self.mask, self.group = mask, group
+
+    def gather(self, values: Tensor) -> tuple[Tensor, Tensor]:
+        return values[:, None], values[None, :]
+
+    def per_task_sum(self, pair_values: Tensor) -> Tensor:
+        # where, not a product with the mask: the masked entries get no gradient at all.
+        rows = torch.where(self.mask, pair_values, 0).sum(1)
+        return rows.new_zeros(self.group.numel()).index_add(0, self.group, rows)
+
+    def per_task_count(self) -> Tensor:
+        return self.group.new_zeros(self.group.numel()).index_add(0, self.group, self.mask.sum(1))
+
+
+class _Tasks(ABC):
+    """The task grouping of a batch: `group` (B,) int64 task slot of each record in 0..G-1 and
+    `sizes` (G,) int64 records per slot (slots may be empty: then their size is 0)."""
+
+    group: Tensor
+    sizes: Tensor
+
+    def per_task_sum(self, values: Tensor) -> Tensor:
+        """(G,) sum of the per-record (B,) `values` over each task slot."""
+        return values.new_zeros(self.sizes.numel()).index_add(0, self.group, values)
+
+    def rank(self, key: Tensor) -> Tensor:
+        """(B,) int64 0-based position of each record in its task sorted by `key` descending
+        (ties: the earlier record first). One sort; empty slots do not disturb the positions."""
+        return rank_within_task(key, self.group, self.sizes)
+
+    @abstractmethod
+    def ordered_pairs(self, labels: Tensor) -> _Pairs:
+        """The same-task pairs with labels[i] > labels[j]."""
+
+
+class _SparseTasks(_Tasks):
+    """Dense group index from `torch.unique` (G = number of tasks), pairs as index lists."""
+
+    def __init__(self, task: Tensor) -> None:
+        self.group, self.sizes = task_groups(task)
+
+    def ordered_pairs(self, labels: Tensor) -> _PairList:
+        left, right = same_task_pairs(self.group, self.sizes)
+        keep = labels.index_select(0, left) > labels.index_select(0, right)
+        left, right = left.masked_select(keep), right.masked_select(keep)
+        return _PairList(left, right, self.group.index_select(0, left), self.sizes.numel())
+
+
+class _DenseTasks(_Tasks):
+    """(B, B) same-task mask; a task's slot is the index of its first record (G = B), so the number
+    of tasks is never needed on the host."""
+
+    def __init__(self, task: Tensor) -> None:
+        self.same = task[:, None] == task[None, :]
+        self.group = self.same.to(torch.uint8).argmax(1)  # argmax returns the first maximal index
+        self.sizes = self.group.new_zeros(task.numel()).index_add(0, self.group, torch.ones_like(self.group))
+
+    def ordered_pairs(self, labels: Tensor) -> _PairMask:
+        return _PairMask(self.same & (labels[:, None] > labels[None, :]), self.group)
+
+
+def use_dense(task: Tensor) -> bool:
+    """The default path for a batch: dense off the CPU for B <= DENSE_MAX_BATCH (shape and device
+    are host-side facts, so choosing syncs nothing)."""
+    return task.device.type != "cpu" and task.numel() <= DENSE_MAX_BATCH
+
+
+def _tasks(task: Tensor, dense: bool | None) -> _Tasks:
+    """The grouping of `task` for the chosen path (None: `use_dense(task)`)."""
+    return _DenseTasks(task) if (use_dense(task) if dense is None else dense) else _SparseTasks(task)
+
+
+def lambda_rank_loss(
+    preds: Tensor, labels: Tensor, task: Tensor, reduction: Reduction = "mean", *, dense: bool | None = None
+) -> Tensor:
     """LambdaRank: NDCG-weighted pairwise logistic loss, per task (spec pam.md section 4).
 
     Within a task: rank_i is the 1-based position of record i when the task's records are sorted
@@ -194,32 +307,32 @@ def lambda_rank_loss(preds: Tensor, labels: Tensor, task: Tensor, reduction: Red
     Args:
         preds: (B,) float scores. labels: (B,) float in [0, 1]. task: (B,) integer task ids.
         reduction: "mean" or "sum" over tasks.
+        dense: dense (B, B) masks without host syncs, or pair lists (None: `use_dense(task)`).
 
     Returns:
         () scalar loss.
     """
     _check_inputs(preds, labels, task)
-    group, sizes = task_groups(task)
+    tasks = _tasks(task, dense)
     with torch.no_grad():
-        rank = rank_within_task(preds.detach(), group, sizes) + 1
-        ideal_rank = rank_within_task(labels, group, sizes) + 1
+        rank = tasks.rank(preds.detach()) + 1
+        ideal_rank = tasks.rank(labels) + 1
         gain = torch.pow(2.0, labels) - 1
-        max_dcg = torch.zeros(sizes.numel(), dtype=gain.dtype, device=gain.device)
-        max_dcg = max_dcg.index_add(0, group, gain / torch.log2(1.0 + ideal_rank.to(gain.dtype)))
-        g = gain / max_dcg.clamp_min(_MAX_DCG_EPS).index_select(0, group)
+        max_dcg = tasks.per_task_sum(gain / torch.log2(1.0 + ideal_rank.to(gain.dtype)))
+        g = gain / max_dcg.clamp_min(_MAX_DCG_EPS).index_select(0, tasks.group)
         discount = 1.0 / torch.log2(1.0 + rank.to(gain.dtype))
-    left, right, pair_group = _ordered_pairs(labels, group, sizes)
-    d_left, d_right = _pair_gather(discount, left, right)
-    g_left, g_right = _pair_gather(g, left, right)
-    s_left, s_right = _pair_gather(preds, left, right)
+    pairs = tasks.ordered_pairs(labels)
+    d_left, d_right = pairs.gather(discount)
+    g_left, g_right = pairs.gather(g)
+    s_left, s_right = pairs.gather(preds)
     weight = ((d_left - d_right).abs() * (g_left - g_right).abs()).to(preds.dtype)
     pair_loss = -weight * F.logsigmoid(s_left - s_right) / math.log(2.0)
-    per_task = torch.zeros(sizes.numel(), dtype=preds.dtype, device=preds.device).index_add(0, pair_group, pair_loss)
-    has_pair = torch.bincount(pair_group, minlength=sizes.numel()) > 0
-    return _reduce(per_task, has_pair, reduction)
+    return _reduce(pairs.per_task_sum(pair_loss), pairs.per_task_count() > 0, reduction)
 
 
-def ranknet_loss(preds: Tensor, labels: Tensor, task: Tensor, reduction: Reduction = "mean") -> Tensor:
+def ranknet_loss(
+    preds: Tensor, labels: Tensor, task: Tensor, reduction: Reduction = "mean", *, dense: bool | None = None
+) -> Tensor:
     """RankNet: logistic loss on every same-task pair with y_i > y_j, unweighted.
 
     loss_task = mean over the task's pairs of -log(sigmoid(s_i - s_j)) (natural log, i.e. binary
@@ -229,22 +342,22 @@ def ranknet_loss(preds: Tensor, labels: Tensor, task: Tensor, reduction: Reducti
     Args:
         preds: (B,) float scores. labels: (B,) float in [0, 1]. task: (B,) integer task ids.
         reduction: "mean" or "sum" over tasks.
+        dense: dense (B, B) masks without host syncs, or pair lists (None: `use_dense(task)`).
 
     Returns:
         () scalar loss.
     """
     _check_inputs(preds, labels, task)
-    group, sizes = task_groups(task)
-    left, right, pair_group = _ordered_pairs(labels, group, sizes)
-    n_tasks = sizes.numel()
-    s_left, s_right = _pair_gather(preds, left, right)
-    pair_loss = -F.logsigmoid(s_left - s_right)
-    per_task_sum = torch.zeros(n_tasks, dtype=preds.dtype, device=preds.device).index_add(0, pair_group, pair_loss)
-    n_pairs = torch.bincount(pair_group, minlength=n_tasks)
+    pairs = _tasks(task, dense).ordered_pairs(labels)
+    s_left, s_right = pairs.gather(preds)
+    per_task_sum = pairs.per_task_sum(-F.logsigmoid(s_left - s_right))
+    n_pairs = pairs.per_task_count()
     return _reduce(per_task_sum / n_pairs.clamp_min(1), n_pairs > 0, reduction)
 
 
-def mse_loss(preds: Tensor, labels: Tensor, task: Tensor, reduction: Reduction = "mean") -> Tensor:
+def mse_loss(
+    preds: Tensor, labels: Tensor, task: Tensor, reduction: Reduction = "mean", *, dense: bool | None = None
+) -> Tensor:
     """Mean squared error between score and normalized label, per task.
 
     loss_task = mean over the task's records of (s - y)^2; every task (single-record ones included)
@@ -254,15 +367,16 @@ def mse_loss(preds: Tensor, labels: Tensor, task: Tensor, reduction: Reduction =
     Args:
         preds: (B,) float scores. labels: (B,) float in [0, 1]. task: (B,) integer task ids.
         reduction: "mean" or "sum" over tasks.
+        dense: group through a (B, B) mask without host syncs, or by `torch.unique` (None:
+            `use_dense(task)`).
 
     Returns:
         () scalar loss.
     """
     _check_inputs(preds, labels, task)
-    group, sizes = task_groups(task)
-    squared = (preds - labels.to(preds.dtype)) ** 2
-    per_task_sum = torch.zeros(sizes.numel(), dtype=preds.dtype, device=preds.device).index_add(0, group, squared)
-    return _reduce(per_task_sum / sizes.to(preds.dtype), sizes > 0, reduction)
+    tasks = _tasks(task, dense)
+    per_task_sum = tasks.per_task_sum((preds - labels.to(preds.dtype)) ** 2)
+    return _reduce(per_task_sum / tasks.sizes.clamp_min(1), tasks.sizes > 0, reduction)
 
 
 LOSSES: dict[str, Callable[..., Tensor]] = {
@@ -270,4 +384,4 @@ LOSSES: dict[str, Callable[..., Tensor]] = {
     "ranknet": ranknet_loss,
     "mse": mse_loss,
 }
-"""Loss by name (`LossName`); every entry has the signature `(preds, labels, task, reduction="mean")`."""
+"""Loss by name (`LossName`); every entry has the signature `(preds, labels, task, reduction="mean", *, dense=None)`."""

@@ -107,17 +107,20 @@ def test_finetune_flag_keeps_the_pretrained_normalization(pam_run, shards, tmp_p
     assert not all(torch.equal(a, b) for a, b in zip(tuned.parameters(), before.parameters()))  # it trained
 
 
-def test_wandb_offline_run_leaves_its_files(shards, tmp_path, monkeypatch):
-    wandb = pytest.importorskip("wandb")
-    monkeypatch.setenv("WANDB_MODE", "offline")
-    monkeypatch.setenv("WANDB_SILENT", "true")
-    main(_fit_args(
+def test_wandb_offline_run_leaves_its_files(shards, tmp_path):
+    """A user's run: train.py in its own process, so the files are what W&B left when it exited."""
+    pytest.importorskip("wandb")
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(REPO), WANDB_MODE="offline", WANDB_SILENT="true")
+    args = _fit_args(
         "mlp.yaml", shards, tmp_path, "--model.init_args.net.hidden", "16", "--trainer.max_epochs", "1",
         "--trainer.logger", "lightning.pytorch.loggers.WandbLogger",
         "--trainer.logger.init_args.save_dir", str(tmp_path), "--trainer.logger.init_args.offline", "true",
         "--trainer.logger.init_args.project", "pruner-test",
-    ))  # fmt: skip
-    wandb.finish()
+    )  # fmt: skip
+    proc = subprocess.run(
+        [sys.executable, str(REPO / "train.py"), *args], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600
+    )
+    assert proc.returncode == 0, proc.stderr[-4000:]
     runs = list((tmp_path / "wandb").glob("offline-run-*"))
     assert len(runs) == 1, list(tmp_path.rglob("*"))
     data_files = list(runs[0].glob("run-*.wandb"))

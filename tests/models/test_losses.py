@@ -1,4 +1,5 @@
-"""Ranking losses against pure-Python references, with ties, single-record and constant tasks."""
+"""Ranking losses against pure-Python references, with ties, single-record and constant tasks;
+the dense (sync-free) computation against the pair lists, and its freedom from host syncs."""
 
 from __future__ import annotations
 
@@ -9,7 +10,10 @@ import numpy as np
 import pytest
 import torch
 
+from torch.utils._python_dispatch import TorchDispatchMode
+
 from pruner_models.losses import (
+    DENSE_MAX_BATCH,
     LOSSES,
     LossName,
     lambda_rank_loss,
@@ -20,6 +24,7 @@ from pruner_models.losses import (
     same_task_pairs,
     task_groups,
     task_order,
+    use_dense,
 )
 from pruner_models.metrics import PairwiseAccuracy
 
@@ -241,3 +246,138 @@ def test_fused_float32_task_order_matches_two_sorts():
         for descending in (False, True):
             want = lexsort((-narrow if descending else narrow).double(), group)
             assert torch.equal(task_order(narrow, group, descending), want)
+
+
+def random_batch(seed: int, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """5-11 tasks of 1-79 records, interleaved, with unsorted negative and positive ids (int32 for odd
+    seeds): a single-record task, a two-record one, one with all labels equal, one with all labels 0,
+    and ties in labels (6 levels) and in predictions (one decimal)."""
+    gen = torch.Generator().manual_seed(seed)
+    n_tasks = int(torch.randint(5, 12, (1,), generator=gen))
+    sizes = torch.randint(1, 80, (n_tasks,), generator=gen)
+    sizes[:2] = torch.tensor([1, 2])
+    ids = torch.randperm(1000, generator=gen)[:n_tasks] - 500
+    task = ids.repeat_interleave(sizes)
+    labels = torch.randint(0, 6, (len(task),), generator=gen).to(dtype) / 5
+    labels[task == ids[2]] = 0.6
+    labels[task == ids[3]] = 0.0
+    preds = (torch.randn(len(task), generator=gen, dtype=dtype) * 2).round(decimals=1)
+    perm = torch.randperm(len(task), generator=gen)
+    task = task[perm]
+    return preds[perm], labels[perm], task.int() if seed % 2 else task
+
+
+def loss_and_grad(name, preds, labels, task, reduction, dense):
+    preds = preds.detach().clone().requires_grad_(True)
+    loss = LOSSES[name](preds, labels, task, reduction, dense=dense)
+    loss.backward()
+    return loss.detach(), preds.grad
+
+
+@pytest.mark.parametrize("name", sorted(LOSSES))
+@pytest.mark.parametrize("reduction", ["mean", "sum"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_dense_path_equals_pair_lists(name, reduction, dtype):
+    """Loss and gradient of both computations agree; they differ only in summation order, so
+    float64 agrees to 1e-12 and float32 to 5e-6 (about 80 float32 epsilons over ~1000-term sums)."""
+    rtol = 1e-12 if dtype == torch.float64 else 5e-6
+    for seed in range(8):
+        preds, labels, task = random_batch(seed, dtype)
+        dense_loss, dense_grad = loss_and_grad(name, preds, labels, task, reduction, dense=True)
+        list_loss, list_grad = loss_and_grad(name, preds, labels, task, reduction, dense=False)
+        assert dense_loss.dtype == dtype and dense_loss.item() > 0
+        torch.testing.assert_close(dense_loss, list_loss, rtol=rtol, atol=0)
+        torch.testing.assert_close(dense_grad, list_grad, rtol=rtol, atol=rtol * list_grad.abs().max().item())
+
+
+@pytest.mark.parametrize("name", sorted(REFERENCES))
+@pytest.mark.parametrize("reduction", ["mean", "sum"])
+def test_dense_path_matches_reference(name, reduction):
+    preds, labels, task = make_batch(4)
+    got = LOSSES[name](preds, labels, task, reduction=reduction, dense=True)
+    groups = per_task(preds, labels, task)
+    want = reduce_ref([REFERENCES[name](s, y) for s, y in groups.values()], reduction)
+    assert got.item() == pytest.approx(want, rel=1e-10, abs=1e-12)
+
+
+@pytest.mark.parametrize("name", sorted(LOSSES))
+def test_dense_gradient_matches_finite_differences(name):
+    gen = torch.Generator().manual_seed(4)
+    task = torch.tensor([4, 9, 4, 4, 9, 2, 4, 9, 2])
+    labels = torch.tensor([1.0, 0.5, 0.25, 0.75, 1.0, 1.0, 0.25, 0.5, 1.0], dtype=torch.float64)
+    preds = torch.randn(9, generator=gen, dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradcheck(lambda s: LOSSES[name](s, labels, task, dense=True), (preds,))
+
+
+@pytest.mark.parametrize("name", ["lambdarank", "ranknet"])
+def test_dense_no_pairs_gives_zero_loss_and_zero_gradient(name):
+    preds = torch.tensor([0.3, -1.0, 2.0, 2.0, 5.0], requires_grad=True)
+    loss = LOSSES[name](preds, torch.tensor([1.0, 0.5, 0.5, 0.5, 0.0]), torch.tensor([0, 1, 2, 2, 3]), dense=True)
+    loss.backward()
+    assert loss.item() == 0.0
+    assert torch.equal(preds.grad, torch.zeros(5))
+
+
+def test_default_path_is_dense_for_training_batches_off_the_cpu():
+    """The choice uses only shape and device. The CPU takes the pair lists (less arithmetic, nothing
+    to sync), other devices the dense masks up to DENSE_MAX_BATCH records."""
+    assert not use_dense(torch.zeros(512, dtype=torch.long))
+    assert use_dense(torch.zeros(DENSE_MAX_BATCH, dtype=torch.long, device="meta"))
+    assert not use_dense(torch.zeros(DENSE_MAX_BATCH + 1, dtype=torch.long, device="meta"))
+
+
+class SyncOps(TorchDispatchMode):
+    """Records the ATen ops (forward and backward) that make CUDA wait for the GPU: a value read on
+    the host (`_local_scalar_dense` is what .item(), int(), bool() and .tolist() run), an output
+    whose size depends on the data (unique, nonzero, masked_select, bincount, repeat_interleave
+    without output_size, indexing with a boolean mask) or a data-dependent answer (equal)."""
+
+    ALWAYS = {"_local_scalar_dense", "_unique", "_unique2", "unique_dim", "unique_consecutive", "nonzero",
+              "argwhere", "masked_select", "bincount", "is_nonzero", "equal"}  # fmt: skip
+    INDEXING = {"index", "index_put", "index_put_", "_index_put_impl_"}
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.found: set[str] = set()
+        self.seen: set[str] = set()
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        name = func.overloadpacket.__name__
+        self.seen.add(name)
+        if name in self.ALWAYS:
+            self.found.add(name)
+        elif name in self.INDEXING and any(
+            isinstance(i, torch.Tensor) and i.dtype in (torch.bool, torch.uint8) for i in args[1]
+        ):
+            self.found.add(f"{name} (boolean mask)")
+        elif name == "repeat_interleave" and kwargs.get("output_size") is None:
+            self.found.add("repeat_interleave without output_size")
+        return func(*args, **kwargs)
+
+
+@pytest.mark.parametrize("name", sorted(LOSSES))
+def test_dense_path_makes_no_syncing_op(name):
+    """Forward + backward of the dense path contain none of the syncing ops, which the pair lists
+    do contain (so the recorder does see them)."""
+    preds, labels, task = random_batch(0, torch.float32)
+    found = {}
+    for dense in (True, False):
+        with SyncOps() as ops:
+            LOSSES[name](preds.clone().requires_grad_(True), labels, task, dense=dense).backward()
+        found[dense] = ops.found
+        assert "index_add" in ops.seen, "the recorder sees the ops of the computation"
+    assert found[True] == set()
+    assert "_unique2" in found[False], found[False]
+
+
+@pytest.mark.parametrize("name", sorted(LOSSES))
+def test_default_path_runs_without_data(name):
+    """On the meta device (shapes only, no values) an op that needs a value on the host cannot run:
+    the default path there (dense) computes the loss and its gradient all the same."""
+    preds = torch.empty(512, device="meta", requires_grad=True)
+    loss = LOSSES[name](preds, torch.empty(512, device="meta"), torch.empty(512, dtype=torch.long, device="meta"))
+    loss.backward()
+    assert loss.shape == () and preds.grad.shape == (512,)
+    with pytest.raises(NotImplementedError, match="_unique2"):
+        LOSSES[name](preds, torch.empty(512, device="meta"), torch.empty(512, dtype=torch.long, device="meta"), dense=False)
