@@ -34,7 +34,14 @@ from typing import Any
 
 import numpy as np
 
-from bridge.tvm_env import PooledLocalBuilder, ms, parse_target, setup, task_loggers, tvm
+from bridge.tvm_env import (
+    PooledLocalBuilder,
+    ms,
+    parse_target,
+    setup,
+    task_loggers,
+    tvm,
+)
 
 __all__ = ["COST_MODELS", "TuneResult", "build_parser", "main", "make_cost_model", "make_strategy", "tune_tasks"]
 
@@ -288,7 +295,7 @@ def tune_tasks(
         log.info("the work dir already holds %d trials (budget %d): nothing to tune", spent, trials)
     after = _records_by_task(database, tasks)
     rows = [*previous_rows, *search_log.rows]
-    plot_curve(rows, work_dir / CURVE_PNG)
+    plot_curves({"tuning": rows}, work_dir / CURVE_PNG)
     return TuneResult(
         tasks=[TaskResult(t.name, float(t.weight), float(t.flops), *after[t.name]) for t in tasks],
         rows=rows,
@@ -297,24 +304,28 @@ def tune_tasks(
     )
 
 
-def plot_curve(rows: Sequence[dict], path: str | os.PathLike, label: str | None = None) -> None:
-    """PNG of the best estimated latency vs trials and vs search time (finite points only)."""
+def plot_curves(curves: dict[str, Sequence[dict]], path: str | os.PathLike) -> None:
+    """PNG of the best estimated latency vs trials and vs search time (finite points only), one
+    line per named curve (a legend when there are several); written atomically."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.6))
-    points = [(r["total_trials"], r["elapsed_s"], r["estimated_ms"]) for r in rows if math.isfinite(r["estimated_ms"])]
-    if points:
-        trials, seconds, est = map(np.asarray, zip(*points))
-        axes[0].step(trials, est, where="post", label=label)
-        axes[1].step(seconds, est, where="post", label=label)
+    for name, rows in curves.items():
+        points = [(r["total_trials"], r["elapsed_s"], r["estimated_ms"]) for r in rows if math.isfinite(r["estimated_ms"])]
+        if points:
+            trials, seconds, est = map(np.asarray, zip(*points))
+            axes[0].step(trials, est, where="post", marker="o", markersize=3, label=name)
+            axes[1].step(seconds, est, where="post", marker="o", markersize=3, label=name)
     axes[0].set_xlabel("trials")
     axes[1].set_xlabel("search time (s)")
     for ax in axes:
         ax.set_ylabel("estimated latency (ms)")
         ax.grid(alpha=0.3)
+        if len(curves) > 1:
+            ax.legend()
     fig.tight_layout()
     tmp = Path(f"{path}.tmp{os.getpid()}.png")
     fig.savefig(tmp, dpi=110)

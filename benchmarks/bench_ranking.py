@@ -17,7 +17,13 @@ from collections.abc import Callable
 import torch
 
 from pruner_models.losses import LOSSES
-from pruner_models.metrics import KendallTau, PairwiseAccuracy, PeakScore, TopKRecall, ranking_metrics
+from pruner_models.metrics import (
+    KendallTau,
+    PairwiseAccuracy,
+    PeakScore,
+    TopKRecall,
+    ranking_metrics,
+)
 
 
 def best_of(fn: Callable[[], object], repeats: int) -> tuple[float, float]:

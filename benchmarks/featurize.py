@@ -22,8 +22,8 @@ from pathlib import Path
 os.environ.setdefault("TVM_NUM_THREADS", "1")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from data.featurize import featurize_task  # noqa: E402
-from data.records import ReadSummary, Task, read_records  # noqa: E402
+from data.featurize import featurize_task
+from data.records import ReadSummary, Task, read_records
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -29,9 +29,9 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bridge.psa import FORMULAS, get_device, naive_scores, psa_scores  # noqa: E402
-from data.shards import read_shards  # noqa: E402
-from pruner_models.metrics import PairwiseAccuracy, PeakScore  # noqa: E402
+from bridge.psa import FORMULAS, get_device, naive_scores, psa_scores
+from data.shards import read_shards
+from pruner_models.metrics import PairwiseAccuracy, PeakScore
 
 
 def evaluate(scores: np.ndarray, labels: np.ndarray, task: np.ndarray) -> dict[str, float]:

@@ -49,10 +49,10 @@ from rich.table import Table
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from data.datamodule import ShardDataModule  # noqa: E402
-from data.shards import ShardData, read_shards  # noqa: E402
-from pruner_models.metrics import ranking_metrics  # noqa: E402
-from train import main as train_main  # noqa: E402
+from data.datamodule import ShardDataModule
+from data.shards import ShardData, read_shards
+from pruner_models.metrics import ranking_metrics
+from train import main as train_main
 
 REPO = Path(__file__).resolve().parents[1]
 MODELS = ("random", "psa", "xgb", "mlp", "pam")
@@ -157,8 +157,13 @@ def xgb_test_scores(dm: ShardDataModule, data: ShardData, seed: int, threads: in
     missing = missing_modules("xgboost", "tvm")
     if missing:
         raise Unavailable(f"n/a: {' and '.join(missing)} not installed (pip install {' '.join(missing)})")
+    from tvm.s_tir.meta_schedule.cost_model.xgb_model import (
+        FeatureGroup,
+        XGBConfig,
+        XGBModel,
+    )
+
     import bridge.tvm_env  # noqa: F401  (the project's one TVM import point)
-    from tvm.s_tir.meta_schedule.cost_model.xgb_model import FeatureGroup, XGBConfig, XGBModel
 
     programs = _programs(dm)
     sizes = np.diff(dm.store.stmt_ptr.numpy())

@@ -29,9 +29,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import tune  # noqa: E402
-from bridge.tvm_env import ms  # noqa: E402
-from data.zoo import operator_task  # noqa: E402
+import tune
+from bridge.tvm_env import ms
+from data.zoo import operator_task
 
 TASKS = (
     "conv2d:1,56,56,64,64,3,1,1",  # ResNet-50 stage 1, 3x3
@@ -49,30 +49,6 @@ def first_time_to(rows: list[dict], latency_ms: float) -> float:
 def best_at(rows: list[dict], trials: int) -> float:
     """Best estimated latency (ms) after `trials` trials (inf before every task has a valid one)."""
     return min((r["estimated_ms"] for r in rows if r["total_trials"] <= trials), default=math.inf)
-
-
-def plot(curves: dict[str, list[dict]], path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
-    for name, rows in curves.items():
-        points = [(r["total_trials"], r["elapsed_s"], r["estimated_ms"]) for r in rows if math.isfinite(r["estimated_ms"])]
-        if points:
-            trials, seconds, est = zip(*points)
-            axes[0].step(trials, est, where="post", marker="o", markersize=3, label=name)
-            axes[1].step(seconds, est, where="post", marker="o", markersize=3, label=name)
-    axes[0].set_xlabel("trials")
-    axes[1].set_xlabel("search time (s)")
-    for ax in axes:
-        ax.set_ylabel("estimated latency (ms)")
-        ax.grid(alpha=0.3)
-        ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
 
 
 def main(argv: list[str] | None = None) -> dict[str, list[dict]]:
@@ -133,7 +109,7 @@ def main(argv: list[str] | None = None) -> dict[str, list[dict]]:
         writer.writeheader()
         for name, rows in curves.items():
             writer.writerows({**r, "method": name} for r in rows)
-    plot(curves, out / "tuning_curves.png")
+    tune.plot_curves(curves, out / "tuning_curves.png")
 
     baseline_name, baseline = next(iter(curves.items()))
     baseline_final = min((r["estimated_ms"] for r in baseline), default=math.inf)

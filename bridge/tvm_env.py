@@ -26,21 +26,21 @@ import types
 from typing import Any
 
 import tvm
-import tvm_ffi  # noqa: F401  (re-exported for callers that need structural_hash/equal)
+import tvm_ffi
 from tvm.ir.utils import derived_object
 from tvm.s_tir import meta_schedule as ms
 
 __all__ = [
+    "PooledLocalBuilder",
+    "fast_build",
+    "is_gpu",
     "ms",
+    "parse_target",
+    "setup",
+    "target_device_name",
+    "task_loggers",
     "tvm",
     "tvm_ffi",
-    "setup",
-    "parse_target",
-    "fast_build",
-    "PooledLocalBuilder",
-    "task_loggers",
-    "is_gpu",
-    "target_device_name",
 ]
 
 _INTRIN = "tvm.s_tir.tensor_intrin"

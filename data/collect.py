@@ -36,12 +36,26 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from tqdm import tqdm
-
-from bridge.tvm_env import PooledLocalBuilder, is_gpu, ms, parse_target, setup, target_device_name, tvm, tvm_ffi
 from tvm.s_tir.meta_schedule.utils import _json_de_tvm
 
+from bridge.tvm_env import (
+    PooledLocalBuilder,
+    is_gpu,
+    ms,
+    parse_target,
+    setup,
+    target_device_name,
+    tvm,
+    tvm_ffi,
+)
 from data.labels import FAILED_SECONDS, mean_latency
-from data.zoo import NETWORKS, TaskSpec, extract_network_tasks, operator_task, select_tasks
+from data.zoo import (
+    NETWORKS,
+    TaskSpec,
+    extract_network_tasks,
+    operator_task,
+    select_tasks,
+)
 
 __all__ = ["CollectConfig", "TaskPlan", "collect", "count_records", "main", "plan_tasks", "sample_schedules"]
 
@@ -424,7 +438,7 @@ def _start_task(
     try:
         seed = cfg.seed * 1_000_003 + result.before
         schedules = sample_schedules(plan.spec, target, want, seed, stored, population=cfg.population)
-    except Exception as err:  # noqa: BLE001 (TVM raises plain errors; the task is skipped, not the run)
+    except Exception as err:
         if _interrupted:
             raise KeyboardInterrupt from err
         result.status = f"skipped: {str(err).strip().splitlines()[-1][:200]}"

@@ -365,7 +365,7 @@ def _loads(e: tuple, out: list) -> list:
 
 def _sat(x: int) -> int:
     """Saturate to const_int_bound's +-infinity (int64 limits)."""
-    return _INF if x >= _INF else -_INF if x <= -_INF else x
+    return _INF if x >= _INF else max(-_INF, x)
 
 
 def _div(x: int, y: int, floor: bool) -> int:
@@ -407,7 +407,7 @@ def _bound(e: tuple, env: dict) -> tuple[int, int]:
         if b[0] == 0:
             b = (1, b[1])
         floor = k == "fdiv"
-        f = lambda x, y: _div(x, y, floor)  # noqa: E731
+        f = lambda x, y: _div(x, y, floor)
         if b[0] <= 0 <= b[1]:
             everything = _dtype_range(e[1])
             neg = _corners(a, (b[0], -1), f) if b[0] < 0 else everything
@@ -628,7 +628,7 @@ def _collect(g: _Graph) -> tuple[list[_Store], set[int]]:
 class _Access:
     """One buffer of one store: group-2 sub-feature of per_store_feature.cc."""
 
-    __slots__ = ("buffer", "kind", "indices", "numel", "shape", "row", "sort_key")
+    __slots__ = ("buffer", "indices", "kind", "numel", "row", "shape", "sort_key")
 
     def __init__(self, buffer: int, kind: int, indices: list):
         self.buffer, self.kind, self.indices = buffer, kind, indices  # kind: 0 read, 1 write, 2 rw
@@ -911,7 +911,7 @@ def per_store_rows(context: ms.TuneContext, candidates: Sequence[ms.MeasureCandi
         return []
     try:
         return [f.numpy().astype(np.float32) for f in _PER_STORE.extract_from(context, list(candidates))]
-    except Exception:  # noqa: BLE001 - TVM raises several error types; isolate the bad candidate
+    except Exception:
         if len(candidates) == 1:
             log.debug("PerStoreFeature failed", exc_info=True)
             return [None]
@@ -947,7 +947,7 @@ def featurize_candidates(
             continue
         try:
             w = _walk_lowered(text, is_gpu)
-        except Exception:  # noqa: BLE001 - an unexpected IR shape scores as a failure, never crashes tuning
+        except Exception:
             log.debug("walking candidate %d failed", i, exc_info=True)
             continue
         out[i] = ProgramFeatures(rows[i], w.access, w.scopes, w.gemm, w.gemm_found, w.psa)

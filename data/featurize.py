@@ -33,11 +33,18 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
-from data.records import FAILED_POLICIES, Record, ReadSummary, Task, read_records
+from data.records import FAILED_POLICIES, ReadSummary, Record, Task, read_records
 from data.schema import ACCESS_DIM, GEMM_ROWS, PSA_DIM, STMT_DIM, TAG_DIM
-from data.shards import ShardData, ShardError, read_shard_attrs, shard_is_valid, write_manifest, write_shard
+from data.shards import (
+    ShardData,
+    ShardError,
+    read_shard_attrs,
+    shard_is_valid,
+    write_manifest,
+    write_shard,
+)
 
-__all__ = ["FeaturizeConfig", "featurize", "featurize_task", "plan_groups", "main"]
+__all__ = ["FeaturizeConfig", "featurize", "featurize_task", "main", "plan_groups"]
 
 log = logging.getLogger(__name__)
 TRACE_FAILED = "trace no longer applies"

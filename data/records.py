@@ -29,7 +29,7 @@ from typing import Any, Literal
 
 from data.labels import mean_latency
 
-__all__ = ["FAILED_POLICIES", "INDEX", "Record", "ReadSummary", "RecordSet", "Task", "Workload", "read_records"]
+__all__ = ["FAILED_POLICIES", "INDEX", "ReadSummary", "Record", "RecordSet", "Task", "Workload", "read_records"]
 
 WORKLOAD_FILE = "database_workload.json"
 RECORD_FILE = "database_tuning_record.json"
@@ -265,7 +265,10 @@ def _task_dir(name: str, shash: str) -> str:
 def _device_of(target: dict | None) -> str:
     if target is None:
         return "unknown-device"
-    from bridge.tvm_env import parse_target, target_device_name  # TVM only for bare databases
+    from bridge.tvm_env import (  # TVM only for bare databases
+        parse_target,
+        target_device_name,
+    )
 
     return target_device_name(parse_target(target))
 

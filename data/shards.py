@@ -27,7 +27,14 @@ from typing import Any
 import h5py
 import numpy as np
 
-from data.schema import ACCESS_DIM, GEMM_ROWS, PSA_DIM, SCHEMA_VERSION, STMT_DIM, TAG_DIM
+from data.schema import (
+    ACCESS_DIM,
+    GEMM_ROWS,
+    PSA_DIM,
+    SCHEMA_VERSION,
+    STMT_DIM,
+    TAG_DIM,
+)
 
 __all__ = [
     "FIELDS",

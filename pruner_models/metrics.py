@@ -160,6 +160,13 @@ class _TaskGroupedMetric(Metric):
         raise NotImplementedError
 
 
+
+def _positive_int(k: int) -> int:
+    """`k` of a top-k metric, checked."""
+    if not isinstance(k, int) or isinstance(k, bool) or k < 1:
+        raise ValueError(f"k must be a positive int, got {k!r}")
+    return k
+
 class PairwiseAccuracy(_TaskGroupedMetric):
     """Pairwise comparison accuracy (TenSet), taken literally from metrics.md.
 
@@ -200,10 +207,8 @@ class PeakScore(_TaskGroupedMetric):
     """
 
     def __init__(self, k: int = 1, **kwargs) -> None:
-        if not isinstance(k, int) or isinstance(k, bool) or k < 1:
-            raise ValueError(f"k must be a positive int, got {k!r}")
         super().__init__(**kwargs)
-        self.k = k
+        self.k = _positive_int(k)
 
     def _task_scores(self, preds: Tensor, labels: Tensor, group: Tensor, sizes: Tensor) -> Tensor:
         n_tasks = sizes.numel()
@@ -235,10 +240,8 @@ class TopKRecall(_TaskGroupedMetric):
     """
 
     def __init__(self, k: int = 5, **kwargs) -> None:
-        if not isinstance(k, int) or isinstance(k, bool) or k < 1:
-            raise ValueError(f"k must be a positive int, got {k!r}")
         super().__init__(**kwargs)
-        self.k = k
+        self.k = _positive_int(k)
 
     def _task_scores(self, preds: Tensor, labels: Tensor, group: Tensor, sizes: Tensor) -> Tensor:
         n_tasks = sizes.numel()

@@ -9,14 +9,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import torch
 
 from data.labels import normalized_throughput
 from data.schema import STMT_DIM
 from data.shards import ShardData, read_shards, write_shard
 from data.synthetic import synthetic_shard_data
-
-torch.set_num_threads(1)
 
 REPO = Path(__file__).resolve().parents[1]
 _spec = importlib.util.spec_from_file_location("quality_benchmark", REPO / "benchmarks" / "quality.py")

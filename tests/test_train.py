@@ -17,8 +17,6 @@ from data.synthetic import write_synthetic_shards
 from pruner_models.module import MoAModule, PAMModule, load_net
 from train import main
 
-torch.set_num_threads(1)
-
 REPO = Path(__file__).resolve().parents[1]
 EMBEDDED = REPO / "data" / "embedded" / "llvm-sapphirerapids-2c"
 CONFIGS = sorted((REPO / "configs").glob("*.yaml"))

@@ -9,17 +9,6 @@ FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 MODULES = ("PAMModule", "MLPModule", "MoAModule")
 
 
-@pytest.fixture(autouse=True, scope="session")
-def one_torch_thread():
-    """Torch's intra-op threads fight TVM's and the other test processes for 2 cores (10x slower steps)."""
-    import torch
-
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 @pytest.fixture(scope="session")
 def shards(tmp_path_factory):
     """A small synthetic shard folder (learnable labels; the shapes of real features)."""

@@ -7,7 +7,13 @@ import textwrap
 import pytest
 import torch
 
-from bridge.export import ArtifactError, export_checkpoint, load_artifact, load_model, main
+from bridge.export import (
+    ArtifactError,
+    export_checkpoint,
+    load_artifact,
+    load_model,
+    main,
+)
 from data.schema import SCHEMA_VERSION
 from data.shards import read_shards
 from pruner_models.batch import make_batch

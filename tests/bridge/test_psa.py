@@ -5,7 +5,17 @@ import math
 import numpy as np
 import pytest
 
-from bridge.psa import FORMULAS, Device, PSACostModel, WalkPool, get_device, load_devices, naive_scores, psa_latency, psa_scores
+from bridge.psa import (
+    FORMULAS,
+    Device,
+    PSACostModel,
+    WalkPool,
+    get_device,
+    load_devices,
+    naive_scores,
+    psa_latency,
+    psa_scores,
+)
 from bridge.tvm_env import ms, parse_target, setup, tvm
 
 A100 = Device("a100", peak_gflops=19490, bandwidth_gbs=1935, sm_count=108)

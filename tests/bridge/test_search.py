@@ -10,7 +10,12 @@ from tvm.s_tir.meta_schedule.testing import te_workload
 
 from bridge.cost_model import PrunerCostModel
 from bridge.psa import PSACostModel
-from bridge.search import DraftVerifySearch, ResumableEvolutionarySearch, SearchLog, read_rounds
+from bridge.search import (
+    DraftVerifySearch,
+    ResumableEvolutionarySearch,
+    SearchLog,
+    read_rounds,
+)
 from bridge.tvm_env import PooledLocalBuilder, ms, parse_target, setup, tvm, tvm_ffi
 
 TARGET = {"kind": "llvm", "mcpu": "sapphirerapids", "num-cores": 2}

@@ -9,8 +9,6 @@ from data.shards import read_shards
 from data.synthetic import write_synthetic_shards
 from pruner_models.batch import compute_scales, make_batch
 
-torch.set_num_threads(1)
-
 
 @pytest.fixture(scope="module")
 def shard_dir(tmp_path_factory):

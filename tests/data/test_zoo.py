@@ -6,7 +6,14 @@ import pytest
 import torch
 
 from bridge.tvm_env import tvm_ffi
-from data.zoo import NETWORKS, OPERATORS, TaskSpec, extract_network_tasks, operator_task, select_tasks
+from data.zoo import (
+    NETWORKS,
+    OPERATORS,
+    TaskSpec,
+    extract_network_tasks,
+    operator_task,
+    select_tasks,
+)
 
 TARGET = {"kind": "llvm", "mcpu": "sapphirerapids", "num-cores": 2}
 

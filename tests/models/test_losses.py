@@ -9,7 +9,7 @@ from typing import get_args
 import numpy as np
 import pytest
 import torch
-
+from references import per_task
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from pruner_models.losses import (
@@ -42,16 +42,6 @@ def make_batch(seed: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     preds = (torch.randn(len(task), generator=gen, dtype=torch.float64) * 2).round(decimals=1)
     perm = torch.randperm(len(task), generator=gen)
     return preds[perm], labels[perm], task[perm]
-
-
-def per_task(preds, labels, task):
-    """{task id: (preds, labels)} as Python lists in record order."""
-    out: dict[int, tuple[list[float], list[float]]] = {}
-    for p, y, t in zip(preds.tolist(), labels.tolist(), task.tolist()):
-        out.setdefault(t, ([], []))
-        out[t][0].append(p)
-        out[t][1].append(y)
-    return out
 
 
 def log_sigmoid(x: float) -> float:
@@ -90,15 +80,6 @@ def reduce_ref(values: list[float | None], reduction: str) -> float:
     if reduction == "sum":
         return sum(present)
     return sum(present) / len(present) if present else 0.0
-
-
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Small tensors: one intra-op thread avoids OpenMP oversubscription on the shared 2-core box."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 REFERENCES = {"lambdarank": ref_lambdarank_task, "ranknet": ref_ranknet_task, "mse": ref_mse_task}

@@ -15,6 +15,7 @@ import pytest
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
+from references import per_task
 from scipy.stats import kendalltau
 
 from pruner_models.metrics import (
@@ -25,15 +26,6 @@ from pruner_models.metrics import (
     TopKRecall,
     ranking_metrics,
 )
-
-
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """One intra-op thread avoids OpenMP oversubscription on the shared 2-core box."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 def make_records(seed: int, sizes=(1, 2, 3, 5, 8, 9, 7, 6, 4, 9)) -> tuple[torch.Tensor, ...]:
@@ -50,16 +42,6 @@ def make_records(seed: int, sizes=(1, 2, 3, 5, 8, 9, 7, 6, 4, 9)) -> tuple[torch
     preds[task == ids[8]] = 0.25
     perm = torch.randperm(len(task), generator=gen)
     return preds[perm], labels[perm], task[perm]
-
-
-def per_task(preds, labels, task):
-    """{task id: (preds, labels)} as Python lists in record order."""
-    out: dict[int, tuple[list[float], list[float]]] = {}
-    for p, y, t in zip(preds.tolist(), labels.tolist(), task.tolist()):
-        out.setdefault(t, ([], []))
-        out[t][0].append(p)
-        out[t][1].append(y)
-    return out
 
 
 def ref_pairwise(p, y):

@@ -8,8 +8,6 @@ from pruner_models.batch import make_batch
 from pruner_models.mlp import MLPConfig, MLPNet
 from pruner_models.pam import PAMNet, StatementEncoder
 
-torch.set_num_threads(1)
-
 
 def test_parameter_count_is_tensets():
     # statement encoder (174*256 + 256) + (256*256 + 256) = 110592; 2 residual blocks 2*(256*256 + 256)

@@ -8,8 +8,6 @@ from pruner_models.batch import make_batch
 from pruner_models.moa import MoANet, train_online
 from pruner_models.pam import PAMConfig, PAMNet
 
-torch.set_num_threads(1)
-
 TINY = PAMConfig(stmt_hidden=16, gemm_hidden=8, gemm_embed=8, heads=2, fuse_hidden=16)
 
 

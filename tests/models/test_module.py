@@ -13,8 +13,6 @@ from pruner_models.mlp import MLPConfig
 from pruner_models.module import MLPModule, MoAModule, PAMModule, load_net
 from pruner_models.pam import PAMConfig
 
-torch.set_num_threads(1)
-
 TINY_PAM = PAMConfig(stmt_hidden=32, gemm_hidden=16, gemm_embed=16, heads=2, fuse_hidden=32)
 TINY_MLP = MLPConfig(hidden=32)
 

@@ -8,8 +8,6 @@ from data.schema import ACCESS_DIM, GEMM_ROWS, ROW_DIM, STMT_DIM, TAG_DIM
 from pruner_models.batch import make_batch
 from pruner_models.pam import PAMConfig, PAMNet, segment_sum
 
-torch.set_num_threads(1)  # the 2-core test box is shared: one thread is several times faster
-
 
 def _programs(rng, num, rows=(0, 9)):
     stmt = [rng.random((int(n), STMT_DIM), dtype=np.float32) * 10 for n in rng.integers(*rows, size=num)]
