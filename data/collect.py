@@ -512,6 +512,7 @@ def collect(cfg: CollectConfig) -> list[TaskResult]:
     per_net = {net: sum(net in p.networks for p in plans) for net in cfg.networks}
     print(f"{len(plans)} tasks ({', '.join(f'{n}: {c}' for n, c in per_net.items())}, ops: {len(cfg.ops)}); "
           f"{needed} records to measure into {device_path}", flush=True)
+    queued: set[str] = set()  # tasks whose schedules are all sampled and queued
     with tqdm(total=needed, unit="rec", desc="collect", dynamic_ncols=True) as bar:
         try:
             for plan, res in zip(plans, results):
@@ -526,6 +527,7 @@ def collect(cfg: CollectConfig) -> list[TaskResult]:
                 if res.status.startswith("skipped"):
                     skipped[plan.task_dir] = res.status.removeprefix("skipped: ")
                 queue += picked
+                queued.add(plan.task_dir)
                 flush(cfg.batch_size)
             flush(1)
         except (KeyboardInterrupt, RuntimeError) as err:
@@ -537,6 +539,9 @@ def collect(cfg: CollectConfig) -> list[TaskResult]:
         if queue or stopping():
             for run, _ in queue:
                 run.result.status = "interrupted"
+            for res in results:  # tasks the stop came before
+                if res.task_dir not in queued and res.status == "complete" and res.before < cfg.per_task:
+                    res.status = "interrupted"
             why = "deadline reached" if time.monotonic() > end else "interrupted"
             bar.write(f"{why}: every measured batch is stored; rerun the same command to resume")
     return results

@@ -203,6 +203,13 @@ def test_sigterm_stops_after_the_batch_in_flight_and_rerun_resumes(tmp_path):
 
 
 def test_deadline_stops_before_the_next_batch(tmp_path):
-    results = _run(tmp_path, 24, "--deadline", "0.001")
-    assert results[0].new == 0 and results[0].status == "interrupted"
+    """The deadline passes before any batch: nothing is measured, and every task (the one sampled and
+    queued as well as the one the stop came before) reports "interrupted", not "complete"."""
+    other = "matmul:16,16,16"
+    results = main([
+        "--target", TARGET, "--ops", SPEC, other, "--per-task", "24", "--out", str(tmp_path), *FAST,
+        "--deadline", "0.001",
+    ])  # fmt: skip
+    assert [(r.new, r.status) for r in results] == [(0, "interrupted"), (0, "interrupted")]
     assert count_records(_task_dir(tmp_path))[0] == 0
+    assert count_records(tmp_path / DEVICE / operator_task(other).task_dir)[0] == 0
