@@ -21,14 +21,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tvm import te  # noqa: E402
-from tvm.ir.utils import derived_object  # noqa: E402
-from tvm.s_tir.meta_schedule.testing import te_workload  # noqa: E402
+from tvm import te
+from tvm.ir.utils import derived_object
+from tvm.s_tir.meta_schedule.testing import te_workload
 
-from bridge import tvm_env  # noqa: E402
-from bridge.psa import PSACostModel  # noqa: E402
-from bridge.search import DraftVerifySearch  # noqa: E402
-from bridge.tvm_env import ms, tvm  # noqa: E402
+from bridge import tvm_env
+from bridge.psa import PSACostModel
+from bridge.search import DraftVerifySearch
+from bridge.tvm_env import ms, tvm
 
 
 @derived_object
