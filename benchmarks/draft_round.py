@@ -2,10 +2,10 @@
 
 Drafting needs no device: sampling the design space, MetaSchedule's evolution (mutators and
 postprocessors, C++) and PSA's scoring (our lowering + the Python TIR walk) all run on the host.
-The script runs one drafting round of `DraftVerifySearch` (the first round always drafts) on a
+The script runs `--rounds` rounds of `DraftVerifySearch`, each drafting (`redraft_every=1`), on a
 conv2d of ResNet-50's first stage for an H100 target, the verifier being MetaSchedule's
-RandomModel (scoring is free, so the verify share is the evolution's own cost), and splits the
-round's wall time into PSA scoring (of which lowering and the walk), the verifier's scoring and
+RandomModel (scoring is free, so the verify share is the evolution's own cost), and splits each
+round's wall time into PSA scoring (our lowering + walk), the verifier's scoring and
 the rest (MetaSchedule's sampling and evolution, hashing).
 
     python benchmarks/draft_round.py --population 512 --potential 128
@@ -21,39 +21,15 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from rich.console import Console
+from rich.table import Table
 from tvm import te
-from tvm.ir.utils import derived_object
 from tvm.s_tir.meta_schedule.testing import te_workload
 
 from bridge import tvm_env
 from bridge.psa import PSACostModel
-from bridge.search import DraftVerifySearch
+from bridge.search import CountingCostModel, DraftVerifySearch
 from bridge.tvm_env import ms, tvm
-
-
-@derived_object
-class Stopwatch(ms.cost_model.PyCostModel):
-    """Delegates to `model`, adding up the seconds and candidates of its `predict` calls."""
-
-    def __init__(self, model):
-        super().__init__()
-        self.model, self.seconds, self.scored = model, 0.0, 0
-
-    def load(self, path):
-        self.model.load(path)
-
-    def save(self, path):
-        self.model.save(path)
-
-    def update(self, context, candidates, results):
-        self.model.update(context, candidates, results)
-
-    def predict(self, context, candidates):
-        start = time.perf_counter()
-        scores = self.model.predict(context, candidates)
-        self.seconds += time.perf_counter() - start
-        self.scored += len(candidates)
-        return scores
 
 
 def main() -> None:
@@ -65,29 +41,36 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=None, help="TuneContext threads (default: all cores)")
     parser.add_argument("--walk-workers", type=int, default=None, help="PSA walk processes (default: bridge.psa's)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--rounds", type=int, default=2, help="drafting rounds (every round drafts)")
     args = parser.parse_args()
 
     target = tvm_env.parse_target(args.target)
     tvm_env.setup(target)
     mod = tvm.IRModule({"main": te.create_prim_func(te_workload.conv2d_nhwc(1, 56, 56, 64, 64, 3, 1, 1))})
-    draft = Stopwatch(PSACostModel(device=args.psa, workers=args.walk_workers))
-    verify = Stopwatch(ms.cost_model.RandomModel(seed=args.seed))
-    strategy = DraftVerifySearch(draft=draft, population_size=args.population, potential_size=args.potential)
+    draft = CountingCostModel(model=PSACostModel(device=args.psa, workers=args.walk_workers), cache=False)
+    verify = CountingCostModel(model=ms.cost_model.RandomModel(seed=args.seed), cache=False)
+    strategy = DraftVerifySearch(draft=draft, population_size=args.population, potential_size=args.potential,
+                                 redraft_every=1)  # fmt: skip
     context = ms.TuneContext(mod=mod, target=target, space_generator="post-order-apply", search_strategy=strategy,
                              task_name="conv2d", num_threads=args.threads or "physical", rand_state=args.seed)  # fmt: skip
-    strategy.pre_tuning(64, 16, context.generate_design_space(), ms.database.MemoryDatabase(), verify)
-
-    start = time.perf_counter()
-    picked = strategy.generate_measure_candidates()
-    total = time.perf_counter() - start
-    rest = total - draft.seconds - verify.seconds
+    strategy.pre_tuning(16 * args.rounds, 16, context.generate_design_space(), ms.database.MemoryDatabase(), verify)
     print(f"target {args.target}, population {args.population}, potential {args.potential}, "
           f"{int(context.num_threads)} threads, walk workers {draft.model.walker.workers}")
-    print(f"one drafting round: {total:.1f} s, {len(picked or [])} candidates picked")
-    print(f"  PSA scoring:      {draft.seconds:6.1f} s  {draft.scored:5d} candidates  "
-          f"{1e3 * draft.seconds / max(draft.scored, 1):.1f} ms each")
-    print(f"  verifier scoring: {verify.seconds:6.1f} s  {verify.scored:5d} candidates (RandomModel)")
-    print(f"  MetaSchedule sampling + evolution, hashing: {rest:.1f} s ({rest / total:.0%})")
+
+    table = Table(title="drafting rounds (seconds)")
+    for col in ("round", "whole", "PSA", "PSA scored", "ms each", "verifier", "MetaSchedule, hashing"):
+        table.add_column(col, justify="right")
+    for r in range(args.rounds):
+        before = (draft.seconds, draft.scored, verify.seconds)
+        start = time.perf_counter()
+        strategy.generate_measure_candidates()
+        total = time.perf_counter() - start
+        psa_s, psa_n, verify_s = draft.seconds - before[0], draft.scored - before[1], verify.seconds - before[2]
+        rest = total - psa_s - verify_s
+        table.add_row(str(r), f"{total:.1f}", f"{psa_s:.1f}", str(psa_n), f"{1e3 * psa_s / max(psa_n, 1):.1f}",
+                      f"{verify_s:.1f}", f"{rest:.1f} ({rest / total:.0%})")  # fmt: skip
+    strategy.post_tuning()
+    Console().print(table)
 
 
 if __name__ == "__main__":

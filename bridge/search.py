@@ -80,7 +80,8 @@ def _candidate(sch: Any) -> Any:
 
 @derived_object
 class CountingCostModel(ms.cost_model.PyCostModel):
-    """Delegates to `model`, counting the candidates it really scores.
+    """Delegates to `model`, counting the candidates it really scores (`scored`) and the seconds its
+    `predict` took (`seconds`).
 
     With `cache=True`, scores are remembered by the structural hash of the candidate's module, so a
     schedule that reappears (unmutated parents, duplicates within a population, a pool scored again
@@ -92,6 +93,7 @@ class CountingCostModel(ms.cost_model.PyCostModel):
         super().__init__()
         self.model, self.cache = model, cache
         self.scored = 0
+        self.seconds = 0.0
         self._scores: dict[int, float] = {}
 
     def forget(self) -> None:
@@ -110,18 +112,23 @@ class CountingCostModel(ms.cost_model.PyCostModel):
         """(n,) float64 scores of `model`, higher = faster."""
         candidates = list(candidates)
         if not self.cache:
-            self.scored += len(candidates)
-            return np.asarray(self.model.predict(context, candidates), dtype=np.float64)
+            return self._score(context, candidates)
         keys = [_key(c.sch) for c in candidates]
         todo: dict[int, int] = {}
         for i, key in enumerate(keys):
             if key not in self._scores and key not in todo:
                 todo[key] = i
         if todo:
-            fresh = np.asarray(self.model.predict(context, [candidates[i] for i in todo.values()]), dtype=np.float64)
+            fresh = self._score(context, [candidates[i] for i in todo.values()])
             self._scores.update(zip(todo, fresh.tolist()))
-            self.scored += len(todo)
         return np.array([self._scores[key] for key in keys], dtype=np.float64)
+
+    def _score(self, context, candidates: list) -> np.ndarray:
+        start = time.perf_counter()
+        scores = np.asarray(self.model.predict(context, candidates), dtype=np.float64)
+        self.seconds += time.perf_counter() - start
+        self.scored += len(candidates)
+        return scores
 
 
 # ----------------------------------------------------------------------------------------------

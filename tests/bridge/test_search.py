@@ -1,6 +1,7 @@
 """Search strategies on real llvm tuning: PSA scores many, PAM few; cold start; resume; the round log."""
 
 import math
+import time
 
 import numpy as np
 import pytest
@@ -11,6 +12,7 @@ from tvm.s_tir.meta_schedule.testing import te_workload
 from bridge.cost_model import PrunerCostModel
 from bridge.psa import PSACostModel
 from bridge.search import (
+    CountingCostModel,
     DraftVerifySearch,
     ResumableEvolutionarySearch,
     SearchLog,
@@ -195,3 +197,30 @@ def test_malformed_curve_file_names_the_line(tmp_path):
     with pytest.raises(ValueError, match="not a tuning-curve CSV"):
         read_rounds(tmp_path / "other.csv")
     assert read_rounds(tmp_path / "missing.csv") == []
+
+
+@derived_object
+class Sleepy(ms.cost_model.PyCostModel):
+    """Scores candidates by their position, taking 20 ms a call."""
+
+    def predict(self, context, candidates):
+        time.sleep(0.02)
+        return np.arange(len(candidates), dtype=np.float64)
+
+
+def test_counting_model_counts_and_times_only_real_scoring():
+    strategy = DraftVerifySearch(draft=PSACostModel(device="a100"), population_size=POPULATION, potential_size=POTENTIAL)
+    context = context_for(matmul(), strategy)
+    strategy.pre_tuning(8, 4, context.generate_design_space(), ms.database.MemoryDatabase(), ms.cost_model.RandomModel())
+    picks = strategy.generate_measure_candidates()
+    assert strategy.draft_model.scored >= POPULATION and strategy.draft_model.seconds > 0
+
+    cached = CountingCostModel(model=Sleepy())
+    first = cached.predict(context, picks)
+    again = cached.predict(context, picks[::-1])  # remembered: no second call
+    assert cached.scored == len(picks) and 0.02 <= cached.seconds < 1.0
+    np.testing.assert_array_equal(again, first[::-1])
+    plain = CountingCostModel(model=Sleepy(), cache=False)
+    plain.predict(context, picks)
+    plain.predict(context, picks)
+    assert plain.scored == 2 * len(picks) and plain.seconds >= 0.04
