@@ -353,7 +353,7 @@ class PSACostModel(ms.cost_model.PyCostModel):
             json.dump({"device": dataclasses.asdict(self.device), "formula": self.formula}, f)
         os.replace(tmp, path)
 
-    def update(self, context, candidates, results) -> None:
+    def update(self, context, candidates, results) -> None:  # PSA never trains
         return None
 
     def predict(self, context, candidates) -> np.ndarray:

@@ -26,7 +26,7 @@ import types
 from typing import Any
 
 import tvm
-import tvm_ffi
+import tvm_ffi  # re-exported for callers that need structural_hash/equal
 from tvm.ir.utils import derived_object
 from tvm.s_tir import meta_schedule as ms
 

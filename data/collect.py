@@ -438,7 +438,7 @@ def _start_task(
     try:
         seed = cfg.seed * 1_000_003 + result.before
         schedules = sample_schedules(plan.spec, target, want, seed, stored, population=cfg.population)
-    except Exception as err:
+    except Exception as err:  # TVM raises plain errors; the task is skipped, not the run
         if _interrupted:
             raise KeyboardInterrupt from err
         result.status = f"skipped: {str(err).strip().splitlines()[-1][:200]}"

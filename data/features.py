@@ -911,7 +911,7 @@ def per_store_rows(context: ms.TuneContext, candidates: Sequence[ms.MeasureCandi
         return []
     try:
         return [f.numpy().astype(np.float32) for f in _PER_STORE.extract_from(context, list(candidates))]
-    except Exception:
+    except Exception:  # TVM raises several error types; isolate the bad candidate
         if len(candidates) == 1:
             log.debug("PerStoreFeature failed", exc_info=True)
             return [None]
@@ -947,7 +947,7 @@ def featurize_candidates(
             continue
         try:
             w = _walk_lowered(text, is_gpu)
-        except Exception:
+        except Exception:  # an unexpected IR shape scores as a failure, never crashes tuning
             log.debug("walking candidate %d failed", i, exc_info=True)
             continue
         out[i] = ProgramFeatures(rows[i], w.access, w.scopes, w.gemm, w.gemm_found, w.psa)

@@ -28,8 +28,9 @@ order; both rank by one stable sort per key (`rank_within_task`) and reduce per 
   lambdarank's forward + backward at B = 4096 in float32.
 * sparse (the CPU, and batches over DENSE_MAX_BATCH): groups from `torch.unique`, the pairs
   enumerated per task block (O(sum of squared task sizes) memory, no Python loop over records or
-  tasks). It synchronizes a few times per call on CUDA (the number of tasks and of pairs), but does
-  2-10x less arithmetic than the dense masks, which is what counts on the CPU (docs/benchmarks.md).
+  tasks). It synchronizes a few times per call on CUDA (the number of tasks and of pairs), but
+  touches only same-task pairs where the masks span all B^2, less arithmetic when a batch holds
+  several tasks, which is what counts on the CPU.
 """
 
 from __future__ import annotations
