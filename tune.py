@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import collections
 import dataclasses
+import json
 import logging
 import math
 import os
@@ -34,7 +35,7 @@ from typing import Any
 
 import numpy as np
 
-from bridge.tvm_env import (
+from tvm_env import (
     PooledLocalBuilder,
     ms,
     parse_target,
@@ -355,13 +356,16 @@ def _print_report(result: TuneResult, console: Any) -> None:
     console.print(f"search time: {result.search_s:.1f} s over {sum(t.trials for t in result.tasks)} trials")
 
 
-def measure_network(database: Any, network: str, size: int | None, target: Any, number: int = 20, repeat: int = 5) -> float:
-    """Mean inference time (s) of the zoo network compiled with the database's best schedules."""
+def _time_network(work_dir: str, network: str, size: int | None, target_json: str, number: int, repeat: int) -> float:
+    """Runs in a child process (see `measure_network`): compile with the database's best schedules
+    and time the relax VM."""
     from tvm import relax
 
     from data import zoo
 
-    target = parse_target(target)
+    target = parse_target(target_json)
+    setup(target)
+    database = ms.database.JSONDatabase(work_dir=work_dir, module_equality="structural")
     mod = zoo._relax_module(network, size)  # the unfused module: compile_relax fuses like extraction did
     executable = ms.relax_integration.compile_relax(database, mod, target, params=None)
     dev = tvm.cpu() if target.kind.name == "llvm" else tvm.device(target.kind.name, 0)
@@ -369,6 +373,28 @@ def measure_network(database: Any, network: str, size: int | None, target: Any, 
     net = zoo.NETWORKS[network]
     example = tvm.runtime.tensor(net.example(size or net.default_size).numpy(), dev)
     return float(vm.time_evaluator("main", dev, number=number, repeat=repeat)(example).mean)
+
+
+def measure_network(
+    work_dir: str | os.PathLike, network: str, size: int | None, target: Any, number: int = 20, repeat: int = 5, timeout: float = 600.0
+) -> float:
+    """Mean inference time (s) of the zoo network compiled with the best schedules of `work_dir`'s database.
+
+    The network is compiled and run in a child process: a kernel that cannot run on this machine
+    (a database tuned for another CPU, say, whose code traps with SIGILL) fails this call with a
+    RuntimeError instead of killing the caller.
+    """
+    from tvm.support.popen_pool import PopenWorker
+
+    target = parse_target(target)
+    worker = PopenWorker(timeout=timeout)
+    try:
+        worker.send(_time_network, (str(work_dir), network, size, json.dumps(target.export()), number, repeat))
+        return float(worker.recv())
+    except (ChildProcessError, TimeoutError) as err:
+        raise RuntimeError(f"timing the compiled {network} failed in its child process ({type(err).__name__}: {err})") from err
+    finally:
+        worker.kill()
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -464,7 +490,7 @@ def main(argv: Sequence[str] | None = None) -> TuneResult:
         if args.runner != "local":
             console.print("end-to-end timing needs the device locally; skipped with --runner rpc")
         else:
-            seconds = measure_network(result.database, args.network, args.input_size, target)
+            seconds = measure_network(args.work_dir, args.network, args.input_size, target)
             console.print(f"end-to-end mean inference time: {seconds * 1e3:.4f} ms (relax VM, best schedules)")
     return result
 

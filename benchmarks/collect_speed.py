@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 import time
 
-from bridge.tvm_env import ms, parse_target, setup
+from tvm_env import ms, parse_target, setup
 from data.collect import CollectConfig, Measurer, sample_schedules
 from data.zoo import operator_task
 

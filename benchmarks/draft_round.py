@@ -26,10 +26,10 @@ from rich.table import Table
 from tvm import te
 from tvm.s_tir.meta_schedule.testing import te_workload
 
-from bridge import tvm_env
+import tvm_env
 from bridge.psa import PSACostModel
 from bridge.search import CountingCostModel, DraftVerifySearch
-from bridge.tvm_env import ms, tvm
+from tvm_env import ms, tvm
 
 
 def main() -> None:

@@ -33,8 +33,8 @@ def cuda_sample(n: int, work: Path) -> Path:
     from tvm import te
     from tvm.s_tir.meta_schedule.testing import te_workload
 
-    from bridge import tvm_env
-    from bridge.tvm_env import ms, tvm, tvm_ffi
+    import tvm_env
+    from tvm_env import ms, tvm, tvm_ffi
 
     target = tvm_env.parse_target("nvidia/nvidia-h100")
     tvm_env.setup(target)

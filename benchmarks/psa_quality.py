@@ -61,7 +61,7 @@ def rankings(data, device, random_seeds: int, keep: np.ndarray) -> dict[str, lis
 def time_candidates(n: int, target: str, workload: str, device_name: str) -> dict[str, float]:
     """ms per candidate of PSACostModel.predict (featurize + score) in this process and with a WalkPool."""
     from bridge.psa import PSACostModel
-    from bridge.tvm_env import ms, parse_target, setup, tvm_ffi
+    from tvm_env import ms, parse_target, setup, tvm_ffi
     from data.zoo import operator_task
 
     target = parse_target(target)

@@ -163,7 +163,7 @@ def xgb_test_scores(dm: ShardDataModule, data: ShardData, seed: int, threads: in
         XGBModel,
     )
 
-    import bridge.tvm_env  # noqa: F401  (the project's one TVM import point)
+    import tvm_env  # noqa: F401  (the project's one TVM import point)
 
     programs = _programs(dm)
     sizes = np.diff(dm.store.stmt_ptr.numpy())

@@ -30,7 +30,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import tune
-from bridge.tvm_env import ms
+from tvm_env import ms
 from data.zoo import operator_task
 
 TASKS = (

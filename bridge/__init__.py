@@ -1,6 +1,6 @@
 """The bridge between our cost models and TVM MetaSchedule tuning runs.
 
-* `bridge.tvm_env`: the one place that imports and configures TVM (threads, intrinsics, builders).
+* `tvm_env`: the one place that imports and configures TVM (threads, intrinsics, builders).
 * `bridge.export`: train.py checkpoint -> self-contained artifact (torch.load + our nn.Module).
 * `bridge.cost_model.PrunerCostModel`: PAM / MoA / TenSet MLP as a MetaSchedule cost model, in the
   tuning modes pam, pam-siamese-update, pam-no-update, mlp, mlp-no-update.

@@ -1,7 +1,7 @@
 """Our cost models (PAM, MoA, TenSet MLP) as one MetaSchedule `PyCostModel`.
 
 `PrunerCostModel` featurizes candidates with `data.features.featurize_candidates` (PerStoreFeature
-rows, plus the GEMM matrix for PAM), builds a batch with `pruner_models.batch.make_batch` and scores
+rows, plus the GEMM matrix for PAM), builds a batch with `data.batch.make_batch` and scores
 it with the network on the GPU when there is one. The tuning modes of pam.md section 5:
 
 | mode | network | at start | after each measured batch ("round") |
@@ -37,11 +37,11 @@ from tvm.ir.utils import derived_object
 
 from bridge.export import Artifact, load_model
 from bridge.psa import WalkPool, default_walk_workers
-from bridge.tvm_env import ms, tvm_ffi
+from tvm_env import ms, tvm_ffi
 from data.features import featurize_candidates, workload_tags
 from data.labels import mean_latency, normalized_throughput
 from data.schema import ACCESS_DIM, GEMM_ROWS, STMT_DIM
-from pruner_models.batch import compute_scales, make_batch
+from data.batch import compute_scales, make_batch
 from pruner_models.losses import LOSSES
 from pruner_models.mlp import MLPConfig, MLPNet
 from pruner_models.moa import MoANet, train_online

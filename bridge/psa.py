@@ -26,7 +26,7 @@ import numpy as np
 import yaml
 from tvm.ir.utils import derived_object
 
-from bridge.tvm_env import ms, tvm
+from tvm_env import ms, tvm
 from data.schema import PSA_DIM
 
 __all__ = [
@@ -288,7 +288,7 @@ class WalkPool:
             return featurize_candidates(context, candidates, stmt=stmt)
         from tvm.support.popen_pool import PopenPoolExecutor, StatusKind
 
-        from bridge.tvm_env import is_gpu
+        from tvm_env import is_gpu
 
         if self._pool is None:
             self._pool = PopenPoolExecutor(max_workers=self.workers)

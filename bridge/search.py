@@ -45,7 +45,7 @@ from typing import Any
 import numpy as np
 from tvm.ir.utils import derived_object
 
-from bridge.tvm_env import ms, tvm_ffi
+from tvm_env import ms, tvm_ffi
 from data.labels import mean_latency
 
 __all__ = [

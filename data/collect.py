@@ -38,7 +38,7 @@ from pathlib import Path
 from tqdm import tqdm
 from tvm.s_tir.meta_schedule.utils import _json_de_tvm
 
-from bridge.tvm_env import (
+from tvm_env import (
     PooledLocalBuilder,
     is_gpu,
     ms,

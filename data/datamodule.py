@@ -35,7 +35,7 @@ from torch import Tensor
 from torch.utils.data import DataLoader, DistributedSampler
 
 from data.shards import ShardData, read_shards
-from pruner_models.batch import ProgramStore, compute_scales
+from data.batch import ProgramStore, compute_scales
 
 __all__ = ["ShardDataModule", "TaskBatchSampler", "split_within_task"]
 

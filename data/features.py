@@ -44,8 +44,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from bridge import tvm_env
-from bridge.tvm_env import ms, tvm
+import tvm_env
+from tvm_env import ms, tvm
 from data.schema import ACCESS_DIM, GEMM_ROWS, PSA_DIM, STMT_DIM, TAG_DIM, TAG_NAMES
 
 __all__ = [

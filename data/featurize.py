@@ -112,8 +112,8 @@ def featurize_task(
     counted in `summary` with their file:line. `stmt` / `walk` select the parts (the benchmark
     times PerStoreFeature alone with walk=False).
     """
-    from bridge import tvm_env
-    from bridge.tvm_env import ms, tvm
+    import tvm_env
+    from tvm_env import ms, tvm
     from data import features
 
     out = _TaskArrays(task, np.zeros(TAG_DIM, np.float32), task.flops, [], [], [], [], [], [])

@@ -265,7 +265,7 @@ def _task_dir(name: str, shash: str) -> str:
 def _device_of(target: dict | None) -> str:
     if target is None:
         return "unknown-device"
-    from bridge.tvm_env import (  # TVM only for bare databases
+    from tvm_env import (  # TVM only for bare databases
         parse_target,
         target_device_name,
     )

@@ -22,7 +22,7 @@ from collections.abc import Callable, Sequence
 import torch
 from torch import nn
 
-from bridge.tvm_env import ms, parse_target, setup, tvm, tvm_ffi
+from tvm_env import ms, parse_target, setup, tvm, tvm_ffi
 
 __all__ = [
     "NETWORKS",

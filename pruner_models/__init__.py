@@ -10,7 +10,7 @@ machine with torch alone: importing the networks never imports Lightning.
 
 from importlib import import_module
 
-from pruner_models.batch import Batch, ProgramStore, compute_scales, make_batch
+from data.batch import Batch, ProgramStore, compute_scales, make_batch
 from pruner_models.mlp import MLPConfig, MLPNet
 from pruner_models.moa import MoANet, train_online
 from pruner_models.pam import PAMConfig, PAMNet

@@ -42,7 +42,7 @@ def train_online(
 
     Args:
         net: a cost network mapping a batch dict to (B,) scores.
-        batches: batch dicts (`pruner_models.batch.make_batch`), each holding whole tasks' records,
+        batches: batch dicts (`data.batch.make_batch`), each holding whole tasks' records,
             on the net's device.
         epochs: maximum passes over `batches`.
         lr, weight_decay: Adam settings (the original's 7e-4 and 1e-6).

@@ -1,6 +1,6 @@
 """PAM, Pruner's pattern-aware cost model (shared/spec/pam.md section 3), as a plain `nn.Module`.
 
-The network scores programs from a batch dict (`pruner_models.batch`): raw statement rows with the
+The network scores programs from a batch dict (`data.batch`): raw statement rows with the
 workload tags appended, the program index of every row and the raw 8x23 GEMM matrix. It is kept
 free of Lightning so that `bridge/` can load and run it without a Trainer, and free of TVM so that a
 GPU machine without TVM can train it.

@@ -6,10 +6,10 @@ import math
 import pytest
 
 import tune
-from bridge.tvm_env import PooledLocalBuilder, ms, tvm_ffi
+from tvm_env import PooledLocalBuilder, ms, tvm_ffi
 from data import zoo
 
-TARGET = '{"kind": "llvm", "mcpu": "sapphirerapids", "num-cores": 2}'
+TARGET = '{"kind": "llvm", "mcpu": "native", "num-cores": 2}'
 WORKLOAD = "matmul:64,64,64"
 QUICK = ["--number", "2", "--min-repeat-ms", "5", "--population", "32"]
 

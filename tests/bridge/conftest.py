@@ -42,7 +42,7 @@ def checkpoints(shards, tmp_path_factory):
 @pytest.fixture(scope="session")
 def measured_matmul(tmp_path_factory):
     """(context, candidates, results) of the really measured 64^3 matmul records of the tiny fixture."""
-    from bridge.tvm_env import ms, parse_target, setup
+    from tvm_env import ms, parse_target, setup
 
     work = tmp_path_factory.mktemp("records") / "matmul"
     shutil.copytree(next((FIXTURES / "tiny_records" / "llvm-sapphirerapids-2c").glob("matmul_*")), work)

@@ -16,7 +16,7 @@ from bridge.export import (
 )
 from data.schema import SCHEMA_VERSION
 from data.shards import read_shards
-from pruner_models.batch import make_batch
+from data.batch import make_batch
 from pruner_models.module import load_net
 
 NET = {"PAMModule": "PAMNet", "MLPModule": "MLPNet", "MoAModule": "MoANet"}

@@ -16,7 +16,7 @@ from bridge.psa import (
     psa_latency,
     psa_scores,
 )
-from bridge.tvm_env import ms, parse_target, setup, tvm
+from tvm_env import ms, parse_target, setup, tvm
 
 A100 = Device("a100", peak_gflops=19490, bandwidth_gbs=1935, sm_count=108)
 
@@ -179,7 +179,7 @@ def cuda_candidates():
     from tvm import te
     from tvm.s_tir.meta_schedule.testing import te_workload
 
-    from bridge.tvm_env import tvm_ffi
+    from tvm_env import tvm_ffi
 
     target = parse_target("nvidia/nvidia-v100")
     setup()

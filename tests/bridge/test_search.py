@@ -18,9 +18,9 @@ from bridge.search import (
     SearchLog,
     read_rounds,
 )
-from bridge.tvm_env import PooledLocalBuilder, ms, parse_target, setup, tvm, tvm_ffi
+from tvm_env import PooledLocalBuilder, ms, parse_target, setup, tvm, tvm_ffi
 
-TARGET = {"kind": "llvm", "mcpu": "sapphirerapids", "num-cores": 2}
+TARGET = {"kind": "llvm", "mcpu": "native", "num-cores": 2}
 POPULATION, POTENTIAL = 48, 12
 
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from tvm import te
 
-from bridge.tvm_env import ms, parse_target, tvm, tvm_ffi
+from tvm_env import ms, parse_target, target_device_name, tvm, tvm_ffi
 from data.collect import (
     CollectConfig,
     TaskPlan,
@@ -21,8 +21,8 @@ from data.collect import (
 from data.labels import mean_latency
 from data.zoo import TaskSpec, operator_task
 
-TARGET = '{"kind": "llvm", "mcpu": "sapphirerapids", "num-cores": 2}'
-DEVICE = "llvm-sapphirerapids-2c"
+TARGET = '{"kind": "llvm", "mcpu": "native", "num-cores": 2}'
+DEVICE = target_device_name(parse_target(TARGET))  # the host CPU: measurements run here
 SPEC = "matmul:32,32,32"
 FAST = ["--batch-size", "8", "--builder-workers", "2", "--repeat", "3", "--min-repeat-ms", "1", "--population", "64"]
 

@@ -7,7 +7,7 @@ import torch
 from data.datamodule import ShardDataModule, TaskBatchSampler, split_within_task
 from data.shards import read_shards
 from data.synthetic import write_synthetic_shards
-from pruner_models.batch import compute_scales, make_batch
+from data.batch import compute_scales, make_batch
 
 
 @pytest.fixture(scope="module")

@@ -1,7 +1,7 @@
 """Per-program features: golden slices of hand-written schedules, agreement with MetaSchedule's
 PerStoreFeature, the GEMM needle on CUDA and CPU schedules, PSA rows, workload tags.
 
-The CUDA part needs the CUDA tensor intrinsics (bridge.tvm_env.setup, ~20 s once): it lives in this
+The CUDA part needs the CUDA tensor intrinsics (tvm_env.setup, ~20 s once): it lives in this
 module only, behind a module-scoped fixture.
 """
 
@@ -12,8 +12,8 @@ import pytest
 from tvm import te
 from tvm.s_tir.meta_schedule.testing import te_workload
 
-from bridge import tvm_env
-from bridge.tvm_env import ms, tvm, tvm_ffi
+import tvm_env
+from tvm_env import ms, tvm, tvm_ffi
 from data.features import (
     ACCESS_COLUMNS,
     GEMM_NEEDLE,
@@ -24,7 +24,7 @@ from data.features import (
 )
 from data.schema import TAG_NAMES
 
-CPU = {"kind": "llvm", "mcpu": "sapphirerapids", "num-cores": 2}
+CPU = {"kind": "llvm", "mcpu": "native", "num-cores": 2}
 A = {name: i for i, name in enumerate(ACCESS_COLUMNS)}
 P = {name: i for i, name in enumerate(PSA_COLUMNS)}
 

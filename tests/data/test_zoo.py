@@ -5,7 +5,7 @@ import re
 import pytest
 import torch
 
-from bridge.tvm_env import tvm_ffi
+from tvm_env import tvm_ffi
 from data.zoo import (
     NETWORKS,
     OPERATORS,
@@ -15,7 +15,7 @@ from data.zoo import (
     select_tasks,
 )
 
-TARGET = {"kind": "llvm", "mcpu": "sapphirerapids", "num-cores": 2}
+TARGET = {"kind": "llvm", "mcpu": "native", "num-cores": 2}
 
 
 @pytest.mark.parametrize(

@@ -4,7 +4,7 @@ import numpy as np
 import torch
 
 from data.schema import ACCESS_DIM, GEMM_ROWS, STMT_DIM
-from pruner_models.batch import make_batch
+from data.batch import make_batch
 from pruner_models.mlp import MLPConfig, MLPNet
 from pruner_models.pam import PAMNet, StatementEncoder
 

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from data.synthetic import synthetic_shard_data
-from pruner_models.batch import make_batch
+from data.batch import make_batch
 from pruner_models.moa import MoANet, train_online
 from pruner_models.pam import PAMConfig, PAMNet
 

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from data.schema import ACCESS_DIM, GEMM_ROWS, ROW_DIM, STMT_DIM, TAG_DIM
-from pruner_models.batch import make_batch
+from data.batch import make_batch
 from pruner_models.pam import PAMConfig, PAMNet, segment_sum
 
 

@@ -1,10 +1,10 @@
-"""bridge.tvm_env: target parsing (the forms apache-tvm 0.27 accepts and refuses), device names."""
+"""tvm_env: target parsing (the forms apache-tvm 0.27 accepts and refuses), device names."""
 
 import os
 
 import pytest
 
-from bridge.tvm_env import is_gpu, parse_target, target_device_name, tvm
+from tvm_env import is_gpu, parse_target, target_device_name, tvm
 
 
 def test_dict_json_and_tag_forms():

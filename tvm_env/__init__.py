@@ -1,0 +1,31 @@
+"""The bottom layer: the one place where the project imports and configures apache-tvm 0.27.
+
+Everything that talks to TVM (collector, featurizer, cost model, search, tuning) goes through
+here, so `pruner_models/` and shard reading import without TVM. `data/` and `bridge/` both build
+on this package; it imports neither.
+
+* `tvm_env.target`: target parsing (tags, JSON dicts; `"mcpu": "native"` is the host CPU), device names.
+* `tvm_env.configure`: per-process set-up (threads, tensor intrinsics, logging), MetaSchedule's task loggers.
+* `tvm_env.builder`: `fast_build` and `PooledLocalBuilder` (workers that live across batches).
+"""
+
+import tvm
+import tvm_ffi  # re-exported for callers that need structural_hash/equal
+from tvm.s_tir import meta_schedule as ms
+
+from tvm_env.builder import PooledLocalBuilder, fast_build
+from tvm_env.configure import setup, task_loggers
+from tvm_env.target import is_gpu, parse_target, target_device_name
+
+__all__ = [
+    "PooledLocalBuilder",
+    "fast_build",
+    "is_gpu",
+    "ms",
+    "parse_target",
+    "setup",
+    "target_device_name",
+    "task_loggers",
+    "tvm",
+    "tvm_ffi",
+]

@@ -1,0 +1,68 @@
+"""Builders that do not pay TVM's start-up per batch.
+
+* The default `LocalBuilder` re-imports the tensor intrinsics in each fresh worker; `fast_build` is
+  a module-level builder function that does not (workers import it by reference).
+* `LocalBuilder` also starts a fresh process pool for every batch, and each worker pays the whole
+  `import tvm` (2-14 s, torch included) before building one batch of kernels that take ~0.1 s each;
+  `PooledLocalBuilder` keeps its workers for `reuse_batches` batches.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import tvm
+from tvm.ir.utils import derived_object
+from tvm.s_tir import meta_schedule as ms
+
+__all__ = ["PooledLocalBuilder", "fast_build"]
+
+
+def fast_build(mod: Any, target: Any, _params: Any) -> Any:
+    """MetaSchedule's `default_build` without its per-worker intrinsic import.
+
+    Must return a runtime `Module` (`tvm.tirx.build`), not `tvm.compile`'s `Executable`: the
+    builder's export step calls `export_library` on it.
+    """
+    from tvm.s_tir.transform import RemoveWeightLayoutRewriteBlock
+
+    mod = RemoveWeightLayoutRewriteBlock(skip_tensor_rewrite=True)(mod)
+    return tvm.tirx.build(mod, target)
+
+
+@derived_object
+class PooledLocalBuilder(ms.builder.LocalBuilder._cls):
+    """`LocalBuilder` with `fast_build` whose worker processes live for `reuse_batches` batches.
+
+    MetaSchedule's LocalBuilder restarts its pool for every batch (a guard against a leak in
+    long-lived popen workers), so every batch pays the workers' `import tvm`; here the pool is
+    restarted only every `reuse_batches` batches. Building and exporting are LocalBuilder's own
+    (`local_builder._worker_func`), so results and error messages are the same.
+    """
+
+    def __init__(self, *, max_workers: int | None = None, timeout_sec: float = 30.0, reuse_batches: int = 32):
+        if reuse_batches < 1:
+            raise ValueError(f"reuse_batches={reuse_batches!r} must be >= 1")
+        super().__init__(max_workers=max_workers, timeout_sec=timeout_sec, f_build=fast_build)
+        self.reuse_batches, self._pool, self._batches = reuse_batches, None, 0
+
+    def build(self, build_inputs: list) -> list:
+        from tvm.s_tir.meta_schedule.builder import local_builder
+        from tvm.support.popen_pool import PopenPoolExecutor, StatusKind
+
+        if self._pool is None or self._batches >= self.reuse_batches:
+            if self._pool is not None:
+                self._pool.shutdown()
+            self._pool = PopenPoolExecutor(max_workers=self.max_workers, timeout=self.timeout_sec)
+            self._batches = 0
+        self._batches += 1
+        args = [(self.f_build, self.f_export, b.mod, b.target, local_builder._serialize_params(b.params)) for b in build_inputs]
+        results = []
+        for res in self._pool.map_with_error_catching(lambda x: local_builder._worker_func(*x), args):
+            if res.status == StatusKind.COMPLETE:
+                results.append(ms.builder.BuilderResult(res.value, None))
+            elif res.status == StatusKind.TIMEOUT:
+                results.append(ms.builder.BuilderResult(None, f"LocalBuilder: Timeout, killed after {self.timeout_sec} seconds"))
+            else:
+                results.append(ms.builder.BuilderResult(None, f"LocalBuilder: An exception occurred\n{res.value}"))
+        return results

@@ -1,0 +1,68 @@
+"""Per-process set-up: worker threads, the tensor intrinsics a target needs, quiet logging.
+
+* `TVM_NUM_THREADS` defaults to half the cores on x86 (one thread on a 2-core box); it must be set
+  before the runner's worker starts, so `setup()` sets it from the target's core count.
+* `import tvm.s_tir.tensor_intrin` costs about 20 s (mostly CUDA intrinsics) per process;
+  `setup()` registers only the ones the target's rules need.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import os
+import sys
+import types
+
+import tvm
+from tvm.s_tir import meta_schedule as ms
+
+__all__ = ["setup", "task_loggers"]
+
+_INTRIN = "tvm.s_tir.tensor_intrin"
+
+
+def _register_intrinsics(*submodules: str) -> None:
+    """Import only the named `tvm.s_tir.tensor_intrin` submodules (about 1 s instead of 20 s)."""
+    pkg = sys.modules.get(_INTRIN)
+    if pkg is None:
+        pkg = types.ModuleType(_INTRIN)
+        pkg.__path__ = [os.path.join(os.path.dirname(tvm.s_tir.__file__), "tensor_intrin")]
+        pkg._pruner_stub = True
+        sys.modules[_INTRIN] = pkg
+    for sub in submodules:
+        importlib.import_module(f"{_INTRIN}.{sub}")
+
+
+def setup(target: tvm.target.Target | None = None, quiet: bool = True) -> None:
+    """Prepare this process for tuning or featurizing on `target` (idempotent).
+
+    Sets `TVM_NUM_THREADS` to the target's `num-cores` unless the user set it, registers the tensor
+    intrinsics the target's schedule rules need, and lowers MetaSchedule's console logging.
+    """
+    if target is not None and target.kind.name == "llvm":
+        cores = target.export().get("num-cores")
+        if cores:
+            os.environ.setdefault("TVM_NUM_THREADS", str(cores))
+    _register_intrinsics("x86")
+    if target is not None and target.kind.name == "cuda":
+        _register_intrinsics("cuda")
+    if quiet:
+        logging.getLogger("tvm.s_tir.meta_schedule").setLevel(logging.WARNING)
+
+
+def task_loggers(work_dir: str, task_names: list[str]) -> list[logging.Logger]:
+    """MetaSchedule's per-task loggers writing to `work_dir`/logs (`get_loggers_from_work_dir`).
+
+    That function re-lists the handlers of the "tvm.s_tir.meta_schedule" logger by name and fails on
+    a handler without one (pytest's log capture adds such handlers); those are set aside meanwhile.
+    """
+    root = logging.getLogger("tvm.s_tir.meta_schedule")
+    unnamed = [h for h in root.handlers if h.get_name() is None]
+    for handler in unnamed:
+        root.removeHandler(handler)
+    try:
+        return ms.logging.get_loggers_from_work_dir(work_dir, task_names)
+    finally:
+        for handler in unnamed:
+            root.addHandler(handler)
