@@ -38,7 +38,11 @@ demo: setup
 	  --checkpoint $(DEMO)/pam.pt --cost-model pam-siamese-update --trials 32 --trials-per-round 8 \
 	  --work-dir $(DEMO)/tune
 
-test: setup
+lint: setup
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+test: setup lint
 	$(BIN)/python -m pytest -q -x --durations=15
 
-.PHONY: setup demo test
+.PHONY: setup demo lint test

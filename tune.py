@@ -35,6 +35,7 @@ from typing import Any
 
 import numpy as np
 
+from data.atomic import atomic_path
 from tvm_env import (
     PooledLocalBuilder,
     ms,
@@ -82,7 +83,9 @@ class TuneResult:
         return float(sum(t.weight * t.best_s for t in self.tasks))
 
 
-def make_cost_model(name: str, *, checkpoint: str | None = None, epochs: int = 50, seed: int = 0, cores: int = 1) -> Any:
+def make_cost_model(
+    name: str, *, checkpoint: str | None = None, epochs: int = 50, seed: int = 0, cores: int = 1
+) -> Any:
     """The cost model called `name` (one of `COST_MODELS`).
 
     xgb is MetaSchedule's XGBModel with no warm-up (by default it predicts at random until 100
@@ -163,7 +166,9 @@ def _runner(kind: str, tracker: str | None, key: str | None, evaluator: Any, tim
     if not tracker or not key or ":" not in tracker:
         raise ValueError(f"--runner rpc needs --tracker HOST:PORT and --key KEY (got tracker={tracker!r}, key={key!r})")
     host, port = tracker.rsplit(":", 1)
-    config = ms.runner.RPCConfig(tracker_host=host, tracker_port=int(port), tracker_key=key, session_timeout_sec=int(timeout))
+    config = ms.runner.RPCConfig(
+        tracker_host=host, tracker_port=int(port), tracker_key=key, session_timeout_sec=int(timeout)
+    )
     return ms.runner.RPCRunner(rpc_config=config, evaluator_config=evaluator)
 
 
@@ -271,7 +276,9 @@ def tune_tasks(
         search_log.on_round = on_round
         if builder is None:
             builder = PooledLocalBuilder(max_workers=builder_workers or cores, timeout_sec=timeout)
-        evaluator = evaluator or ms.runner.EvaluatorConfig(number=3, repeat=1, min_repeat_ms=100, enable_cpu_cache_flush=False)
+        evaluator = evaluator or ms.runner.EvaluatorConfig(
+            number=3, repeat=1, min_repeat_ms=100, enable_cpu_cache_flush=False
+        )
         try:
             ms.tune_tasks(
                 tasks=contexts,
@@ -315,7 +322,9 @@ def plot_curves(curves: dict[str, Sequence[dict]], path: str | os.PathLike) -> N
 
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.6))
     for name, rows in curves.items():
-        points = [(r["total_trials"], r["elapsed_s"], r["estimated_ms"]) for r in rows if math.isfinite(r["estimated_ms"])]
+        points = [
+            (r["total_trials"], r["elapsed_s"], r["estimated_ms"]) for r in rows if math.isfinite(r["estimated_ms"])
+        ]
         if points:
             trials, seconds, est = map(np.asarray, zip(*points))
             axes[0].step(trials, est, where="post", marker="o", markersize=3, label=name)
@@ -328,10 +337,9 @@ def plot_curves(curves: dict[str, Sequence[dict]], path: str | os.PathLike) -> N
         if len(curves) > 1:
             ax.legend()
     fig.tight_layout()
-    tmp = Path(f"{path}.tmp{os.getpid()}.png")
-    fig.savefig(tmp, dpi=110)
+    with atomic_path(path, suffix=".png") as tmp:
+        fig.savefig(tmp, dpi=110)
     plt.close(fig)
-    os.replace(tmp, path)
 
 
 def _print_report(result: TuneResult, console: Any) -> None:
@@ -352,7 +360,11 @@ def _print_report(result: TuneResult, console: Any) -> None:
         )
     console.print(table)
     est = result.estimated_s
-    console.print(f"estimated total latency: {est * 1e3:.4f} ms" if math.isfinite(est) else "estimated total latency: n/a (a task has no valid run)")
+    console.print(
+        f"estimated total latency: {est * 1e3:.4f} ms"
+        if math.isfinite(est)
+        else "estimated total latency: n/a (a task has no valid run)"
+    )
     console.print(f"search time: {result.search_s:.1f} s over {sum(t.trials for t in result.tasks)} trials")
 
 
@@ -376,7 +388,13 @@ def _time_network(work_dir: str, network: str, size: int | None, target_json: st
 
 
 def measure_network(
-    work_dir: str | os.PathLike, network: str, size: int | None, target: Any, number: int = 20, repeat: int = 5, timeout: float = 600.0
+    work_dir: str | os.PathLike,
+    network: str,
+    size: int | None,
+    target: Any,
+    number: int = 20,
+    repeat: int = 5,
+    timeout: float = 600.0,
 ) -> float:
     """Mean inference time (s) of the zoo network compiled with the best schedules of `work_dir`'s database.
 
@@ -392,28 +410,50 @@ def measure_network(
         worker.send(_time_network, (str(work_dir), network, size, json.dumps(target.export()), number, repeat))
         return float(worker.recv())
     except (ChildProcessError, TimeoutError) as err:
-        raise RuntimeError(f"timing the compiled {network} failed in its child process ({type(err).__name__}: {err})") from err
+        raise RuntimeError(
+            f"timing the compiled {network} failed in its child process ({type(err).__name__}: {err})"
+        ) from err
     finally:
         worker.kill()
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python tune.py", description=__doc__.split("\n\n")[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="python tune.py",
+        description=__doc__.split("\n\n")[0],
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
     what = p.add_mutually_exclusive_group(required=True)
     what.add_argument("--network", help="a data.zoo network (resnet_50, mobilenet_v2, bert_base, ...)")
     what.add_argument("--workload", help="a single operator spec, e.g. matmul:512,512,512 (see data.zoo.OPERATORS)")
-    p.add_argument("--input-size", type=int, default=None, help="network input side / sequence length (default: the network's)")
+    p.add_argument(
+        "--input-size", type=int, default=None, help="network input side / sequence length (default: the network's)"
+    )
     p.add_argument("--max-tasks", type=int, default=None, help="tune only the heaviest N tasks of the network")
-    p.add_argument("--target", required=True, help='a target tag ("nvidia/nvidia-h100") or JSON dict ({"kind": "llvm", "num-cores": 2})')
+    p.add_argument(
+        "--target",
+        required=True,
+        help='a target tag ("nvidia/nvidia-h100") or JSON dict ({"kind": "llvm", "num-cores": 2})',
+    )
     p.add_argument("--cost-model", choices=COST_MODELS, default="pam")
-    p.add_argument("--checkpoint", default=None, help="artifact (bridge.export) or train.py .ckpt for the pretrained modes")
+    p.add_argument(
+        "--checkpoint", default=None, help="artifact (bridge.export) or train.py .ckpt for the pretrained modes"
+    )
     p.add_argument("--epochs", type=int, default=50, help="online-training epochs of our cost models")
     p.add_argument(
-        "--psa", default=None, metavar="DEVICE", help="draft-then-verify with this PSA device row (configs/devices.yaml; 'auto': this GPU)"
+        "--psa",
+        default=None,
+        metavar="DEVICE",
+        help="draft-then-verify with this PSA device row (configs/devices.yaml; 'auto': this GPU)",
     )
     p.add_argument("--psa-devices", default=None, metavar="FILE", help="YAML file with more PSA device rows")
     p.add_argument("--psa-formula", default="published", help="PSA scoring formula (bridge.psa.FORMULAS)")
-    p.add_argument("--population", type=int, default=None, help="population size (default: 1536 for the draft, 512 for MetaSchedule's evolution)")
+    p.add_argument(
+        "--population",
+        type=int,
+        default=None,
+        help="population size (default: 1536 for the draft, 512 for MetaSchedule's evolution)",
+    )
     p.add_argument("--potential", type=int, default=512, help="potential-space size kept by the draft")
     p.add_argument("--draft-generations", type=int, default=2)
     p.add_argument("--verify-generations", type=int, default=1)
@@ -447,7 +487,9 @@ def main(argv: Sequence[str] | None = None) -> TuneResult:
     target = parse_target(args.target)
     setup(target)
     if args.network:
-        tasks = zoo.select_tasks(zoo.extract_network_tasks(args.network, target, args.input_size), max_tasks=args.max_tasks)
+        tasks = zoo.select_tasks(
+            zoo.extract_network_tasks(args.network, target, args.input_size), max_tasks=args.max_tasks
+        )
     else:
         tasks = [zoo.operator_task(args.workload)]
     if not tasks:
@@ -480,7 +522,9 @@ def main(argv: Sequence[str] | None = None) -> TuneResult:
         runner=args.runner,
         tracker=args.tracker,
         key=args.key,
-        evaluator=ms.runner.EvaluatorConfig(number=args.number, repeat=args.repeat, min_repeat_ms=args.min_repeat_ms, enable_cpu_cache_flush=False),
+        evaluator=ms.runner.EvaluatorConfig(
+            number=args.number, repeat=args.repeat, min_repeat_ms=args.min_repeat_ms, enable_cpu_cache_flush=False
+        ),
         timeout=args.timeout,
         deadline_s=args.deadline,
     )

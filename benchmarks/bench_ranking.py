@@ -63,7 +63,7 @@ def main() -> None:
         data = records(n, n_tasks, gen)
         for name, make in metric_makers.items():
 
-            def compute(make=make) -> None:
+            def compute(make=make, data=data) -> None:
                 metric = make()
                 metric.update(*data)
                 metric.compute()
@@ -77,7 +77,7 @@ def main() -> None:
         preds.requires_grad_(True)
         for name, loss_fn in LOSSES.items():
 
-            def step(loss_fn=loss_fn) -> None:
+            def step(loss_fn=loss_fn, preds=preds, labels=labels, task=task) -> None:
                 loss_fn(preds, labels, task).backward()
 
             wall, cpu = best_of(step, args.repeats * 3)

@@ -12,9 +12,9 @@ from __future__ import annotations
 import argparse
 import time
 
-from tvm_env import ms, parse_target, setup
 from data.collect import CollectConfig, Measurer, sample_schedules
 from data.zoo import operator_task
+from tvm_env import ms, parse_target, setup
 
 
 def main() -> None:
@@ -45,7 +45,9 @@ def main() -> None:
         t_build = time.perf_counter() - t0
         ok = [(b, c) for b, c in zip(built, batch) if b.error_msg is None]
         t0 = time.perf_counter()
-        futures = measurer.runner.run([ms.runner.RunnerInput(b.artifact_path, measurer.device_type, c.args_info) for b, c in ok])
+        futures = measurer.runner.run(
+            [ms.runner.RunnerInput(b.artifact_path, measurer.device_type, c.args_info) for b, c in ok]
+        )
         results = [f.result() for f in futures]
         t_run = time.perf_counter() - t0
         for b in built:

@@ -49,13 +49,23 @@ def main() -> None:
     mod = tvm.IRModule({"main": te.create_prim_func(te_workload.conv2d_nhwc(1, 56, 56, 64, 64, 3, 1, 1))})
     draft = CountingCostModel(model=PSACostModel(device=args.psa, workers=args.walk_workers), cache=False)
     verify = CountingCostModel(model=ms.cost_model.RandomModel(seed=args.seed), cache=False)
-    strategy = DraftVerifySearch(draft=draft, population_size=args.population, potential_size=args.potential,
-                                 redraft_every=1)  # fmt: skip
-    context = ms.TuneContext(mod=mod, target=target, space_generator="post-order-apply", search_strategy=strategy,
-                             task_name="conv2d", num_threads=args.threads or "physical", rand_state=args.seed)  # fmt: skip
+    strategy = DraftVerifySearch(
+        draft=draft, population_size=args.population, potential_size=args.potential, redraft_every=1
+    )
+    context = ms.TuneContext(
+        mod=mod,
+        target=target,
+        space_generator="post-order-apply",
+        search_strategy=strategy,
+        task_name="conv2d",
+        num_threads=args.threads or "physical",
+        rand_state=args.seed,
+    )
     strategy.pre_tuning(16 * args.rounds, 16, context.generate_design_space(), ms.database.MemoryDatabase(), verify)
-    print(f"target {args.target}, population {args.population}, potential {args.potential}, "
-          f"{int(context.num_threads)} threads, walk workers {draft.model.walker.workers}")
+    print(
+        f"target {args.target}, population {args.population}, potential {args.potential}, "
+        f"{int(context.num_threads)} threads, walk workers {draft.model.walker.workers}"
+    )
 
     table = Table(title="drafting rounds (seconds)")
     for col in ("round", "whole", "PSA", "PSA scored", "ms each", "verifier", "MetaSchedule, hashing"):
@@ -67,8 +77,15 @@ def main() -> None:
         total = time.perf_counter() - start
         psa_s, psa_n, verify_s = draft.seconds - before[0], draft.scored - before[1], verify.seconds - before[2]
         rest = total - psa_s - verify_s
-        table.add_row(str(r), f"{total:.1f}", f"{psa_s:.1f}", str(psa_n), f"{1e3 * psa_s / max(psa_n, 1):.1f}",
-                      f"{verify_s:.1f}", f"{rest:.1f} ({rest / total:.0%})")  # fmt: skip
+        table.add_row(
+            str(r),
+            f"{total:.1f}",
+            f"{psa_s:.1f}",
+            str(psa_n),
+            f"{1e3 * psa_s / max(psa_n, 1):.1f}",
+            f"{verify_s:.1f}",
+            f"{rest:.1f} ({rest / total:.0%})",
+        )
     strategy.post_tuning()
     Console().print(table)
 

@@ -45,10 +45,22 @@ def cuda_sample(n: int, work: Path) -> Path:
     for tensors in (te_workload.matmul(512, 512, 512), te_workload.conv2d_nhwc(1, 28, 28, 128, 128, 3, 1, 1)):
         mod = tvm.IRModule({"main": te.create_prim_func(tensors)})
         strategy = ms.search_strategy.EvolutionarySearch(init_measured_ratio=0.0, population_size=n)
-        ctx = ms.TuneContext(mod=mod, target=target, space_generator="post-order-apply", search_strategy=strategy,
-                             task_name="bench", num_threads=1, rand_state=0)  # fmt: skip
-        ctx.pre_tuning(max_trials=n, num_trials_per_iter=n, design_spaces=ctx.generate_design_space(),
-                       database=db, cost_model=ms.cost_model.RandomModel())  # fmt: skip
+        ctx = ms.TuneContext(
+            mod=mod,
+            target=target,
+            space_generator="post-order-apply",
+            search_strategy=strategy,
+            task_name="bench",
+            num_threads=1,
+            rand_state=0,
+        )
+        ctx.pre_tuning(
+            max_trials=n,
+            num_trials_per_iter=n,
+            design_spaces=ctx.generate_design_space(),
+            database=db,
+            cost_model=ms.cost_model.RandomModel(),
+        )
         workload = db.commit_workload(mod)
         for sch in list(sample_init(strategy, n))[:n]:
             db.commit_tuning_record(ms.database.TuningRecord(sch.trace, workload, None, target))
@@ -76,7 +88,9 @@ def main(argv: list[str] | None = None) -> None:
         sets = {"records": list(args.records)}
         if args.cuda_sample:
             sets["cuda sampled"] = [str(cuda_sample(args.cuda_sample, Path(work)))]
-        print("| records | n | PerStoreFeature alone (rec/s/core) | full featurizer (rec/s/core) | full / alone (CPU) | wall alone / full (s) |")
+        print(
+            "| records | n | PerStoreFeature alone (rec/s/core) | full featurizer (rec/s/core) | full / alone (CPU) | wall alone / full (s) |"
+        )
         print("|---|---|---|---|---|---|")
         for name, paths in sets.items():
             tasks = list(read_records(paths, failed="zero").tasks.values())
@@ -84,8 +98,10 @@ def main(argv: list[str] | None = None) -> None:
             timed(tasks, 1)  # warm-up: imports, intrinsics, first-call caches
             alone = timed(tasks, args.repeat, walk=False)
             full = timed(tasks, args.repeat)
-            print(f"| {name} | {n} | {n / alone[0]:.1f} | {n / full[0]:.1f} | {full[0] / alone[0]:.2f}x "
-                  f"| {alone[1]:.2f} / {full[1]:.2f} |")  # fmt: skip
+            print(
+                f"| {name} | {n} | {n / alone[0]:.1f} | {n / full[0]:.1f} | {full[0] / alone[0]:.2f}x "
+                f"| {alone[1]:.2f} / {full[1]:.2f} |"
+            )
 
 
 if __name__ == "__main__":

@@ -61,20 +61,24 @@ def rankings(data, device, random_seeds: int, keep: np.ndarray) -> dict[str, lis
 def time_candidates(n: int, target: str, workload: str, device_name: str) -> dict[str, float]:
     """ms per candidate of PSACostModel.predict (featurize + score) in this process and with a WalkPool."""
     from bridge.psa import PSACostModel
-    from tvm_env import ms, parse_target, setup, tvm_ffi
     from data.zoo import operator_task
+    from tvm_env import ms, parse_target, setup, tvm_ffi
 
     target = parse_target(target)
     setup(target)
     task = operator_task(workload)
     threads = os.cpu_count() or 1
-    context = ms.TuneContext(mod=task.mod, target=target, space_generator="post-order-apply", num_threads=threads, rand_state=0).clone()
+    context = ms.TuneContext(
+        mod=task.mod, target=target, space_generator="post-order-apply", num_threads=threads, rand_state=0
+    ).clone()
     search = ms.search_strategy.EvolutionarySearch(population_size=n)
     search._initialize_with_tune_context(context)
     search.pre_tuning(n, n, context.generate_design_space(), ms.database.MemoryDatabase(), ms.cost_model.RandomModel())
     sample = tvm_ffi.get_global_func("s_tir.meta_schedule.SearchStrategyEvolutionarySearchSampleInitPopulation")
     schedules = list(sample(search, n))[:n]
-    candidates = [ms.MeasureCandidate(s, ms.arg_info.ArgInfo.from_entry_func(s.mod, remove_preproc=True)) for s in schedules]
+    candidates = [
+        ms.MeasureCandidate(s, ms.arg_info.ArgInfo.from_entry_func(s.mod, remove_preproc=True)) for s in schedules
+    ]
     out = {"candidates": len(candidates)}
     for name, workers in (("in-process", 0), (f"pool of {os.cpu_count()}", os.cpu_count() or 1)):
         model = PSACostModel(device=device_name, workers=workers)
@@ -120,7 +124,9 @@ def main(argv: list[str] | None = None) -> None:
             writer.writerows(rows)
     if args.time_candidates:
         timing = time_candidates(args.time_candidates, args.time_target, args.time_workload, args.device)
-        print(f"PSA featurize + score on {timing.pop('candidates')} sampled {args.time_workload} candidates ({args.time_target}):")
+        print(
+            f"PSA featurize + score on {timing.pop('candidates')} sampled {args.time_workload} candidates ({args.time_target}):"
+        )
         for name, ms_per in timing.items():
             print(f"  {name}: {ms_per:.2f} ms per candidate")
 

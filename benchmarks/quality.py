@@ -34,7 +34,6 @@ import importlib.util
 import io
 import json
 import logging
-import os
 import re
 import sys
 import time
@@ -49,6 +48,7 @@ from rich.table import Table
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from data.atomic import atomic_write_text
 from data.datamodule import ShardDataModule
 from data.shards import ShardData, read_shards
 from pruner_models.metrics import ranking_metrics
@@ -179,7 +179,9 @@ def xgb_test_scores(dm: ShardDataModule, data: ShardData, seed: int, threads: in
     # XGBModel.update, step 5 ("Re-train the model"), verbatim but for the loop over groups.
     with np.errstate(divide="ignore", invalid="ignore"):
         xs = list(chain.from_iterable(g.features for g in groups))
-        ys = np.concatenate([np.divide(g.min_cost, g.costs, out=np.zeros_like(g.costs), where=g.costs != 0) for g in groups])
+        ys = np.concatenate(
+            [np.divide(g.min_cost, g.costs, out=np.zeros_like(g.costs), where=g.costs != 0) for g in groups]
+        )
     model = XGBModel(config=XGBConfig(seed=seed), num_warmup_samples=0, num_tuning_cores=threads)
     rows = int(sizes[train].sum())
     print(f"xgb: XGBModel._train on {len(xs)} programs ({rows} rows) of {len(groups)} tasks, {threads} threads")
@@ -216,9 +218,17 @@ def run_network(
             with other data options: pass them after `--` so every row uses them).
     """
     common = ["--config", str(REPO / "configs" / f"{model}.yaml"), *data_args, "--trainer.default_root_dir", str(root)]
-    fit = train_main([
-        "fit", *common, "--trainer.max_epochs", str(epochs), "--trainer.logger.init_args.save_dir", str(root), *extra,
-    ])  # fmt: skip
+    fit = train_main(
+        [
+            "fit",
+            *common,
+            "--trainer.max_epochs",
+            str(epochs),
+            "--trainer.logger.init_args.save_dir",
+            str(root),
+            *extra,
+        ]
+    )
     for name, records in dm.splits.items():
         if not np.array_equal(fit.datamodule.splits[name], records):
             raise RuntimeError(
@@ -247,16 +257,25 @@ def run_seed(args: argparse.Namespace, seed: int, extra: list[str]) -> tuple[dic
         ({model: {"test_<metric>": value, ..., "train_s", "note"}}, {split name: {"records", "tasks"}}).
     """
     data_args = [
-        "--data.shards", args.shards, "--data.split", args.split,
-        "--data.test_networks", json.dumps(args.test_networks or None), "--data.seed", str(seed),
-        "--seed_everything", str(seed),
-    ]  # fmt: skip
+        "--data.shards",
+        args.shards,
+        "--data.split",
+        args.split,
+        "--data.test_networks",
+        json.dumps(args.test_networks or None),
+        "--data.seed",
+        str(seed),
+        "--seed_everything",
+        str(seed),
+    ]
     networks = [m for m in args.models if m in NETWORKS]
     dm = reference_datamodule(REPO / "configs" / f"{(networks or ['pam'])[0]}.yaml", data_args, extra)
     data = read_shards(dm.hparams.shards, networks=dm.hparams.networks)
     if not np.array_equal(data.task_key, dm.tasks["task_key"]) or data.num_records != len(dm.store):
         raise RuntimeError(f"{args.shards}: the shards changed while reading them twice")
-    sizes = {name: {"records": len(idx), "tasks": len(np.unique(dm.record_task[idx]))} for name, idx in dm.splits.items()}
+    sizes = {
+        name: {"records": len(idx), "tasks": len(np.unique(dm.record_task[idx]))} for name, idx in dm.splits.items()
+    }
 
     results: dict[str, dict] = {}
     for model in args.models:
@@ -325,7 +344,9 @@ def main(argv: list[str] | None = None) -> dict:
     split = args.split + (f" (held out: {', '.join(args.test_networks)})" if args.test_networks else "")
     first = sizes[args.seed[0]]
     counts = ", ".join(f"{name} {n['records']} rec / {n['tasks']} tasks" for name, n in first.items())
-    seeds = f"seed {args.seed[0]}" if len(args.seed) == 1 else f"mean +- std over seeds {', '.join(map(str, args.seed))}"
+    seeds = (
+        f"seed {args.seed[0]}" if len(args.seed) == 1 else f"mean +- std over seeds {', '.join(map(str, args.seed))}"
+    )
     table = Table(title=f"Test ranking metrics, {split}, {args.shards}, {seeds}\n{counts} (seed {args.seed[0]})")
     for column in ("model", *COLUMNS, "train s", "note"):
         table.add_column(column, justify="left" if column in ("model", "note") else "right")
@@ -340,7 +361,14 @@ def main(argv: list[str] | None = None) -> dict:
         table.add_row(model, *(cell(row, "test_" + name, 3) for name in METRICS), cell(row, "train_s", 1), row["note"])
     Console(width=220).print(table)
 
-    out = {"split": split, "shards": args.shards, "seeds": args.seed, "splits": sizes, "results": results, "per_seed": per_seed}
+    out = {
+        "split": split,
+        "shards": args.shards,
+        "seeds": args.seed,
+        "splits": sizes,
+        "results": results,
+        "per_seed": per_seed,
+    }
     root = Path(args.out)
     root.mkdir(parents=True, exist_ok=True)
     lines = io.StringIO()
@@ -351,9 +379,7 @@ def main(argv: list[str] | None = None) -> dict:
         for model, row in rows.items():
             writer.writerow([model, seed, *(row.get(k, float("nan")) for k in keys), row["note"], split, args.shards])
     for name, text in (("results.json", json.dumps(out, indent=1)), ("results.csv", lines.getvalue())):
-        tmp = root / f".{name}.tmp"
-        tmp.write_text(text)
-        os.replace(tmp, root / name)
+        atomic_write_text(root / name, text)
     return out
 
 

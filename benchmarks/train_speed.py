@@ -52,7 +52,9 @@ class EpochTimer(L.Callback):
     def on_train_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         self._sync(pl_module)
         seconds = time.perf_counter() - self._start
-        records = int(trainer.strategy.reduce(torch.tensor(float(self._records), device=pl_module.device), reduce_op="sum"))
+        records = int(
+            trainer.strategy.reduce(torch.tensor(float(self._records), device=pl_module.device), reduce_op="sum")
+        )
         self.epochs.append({"epoch": trainer.current_epoch, "records": records, "seconds": seconds})
 
     @staticmethod
@@ -69,9 +71,13 @@ def make_shards(directory: Path, records: int, records_per_task: int, tasks_per_
     num_tasks = max(1, records // records_per_task)
     num_shards = max(1, -(-num_tasks // tasks_per_shard))
     write_synthetic_shards(
-        directory, num_shards=num_shards, num_tasks=min(num_tasks, tasks_per_shard),
-        records_per_task=records_per_task, rows_per_record=(3, 10), workers=min(num_shards, os.cpu_count() or 1),
-    )  # fmt: skip
+        directory,
+        num_shards=num_shards,
+        num_tasks=min(num_tasks, tasks_per_shard),
+        records_per_task=records_per_task,
+        rows_per_record=(3, 10),
+        workers=min(num_shards, os.cpu_count() or 1),
+    )
     return time.perf_counter() - start
 
 
@@ -99,9 +105,15 @@ def main() -> None:
     parser.add_argument("--epochs", type=int, default=2, help="the first one warms up")
     parser.add_argument("--num-workers", type=int, default=0)
     parser.add_argument("--data-on-device", choices=["auto", "yes", "no"], default="auto", help="auto: yes on GPU")
-    parser.add_argument("--shards-dir", default=None, help="cache of the synthetic shards (default runs/bench_shards_N)")
-    parser.add_argument("--loss-path", choices=["auto", "pairs"], default="auto",
-                        help="auto: the dense sync-free loss on accelerators; pairs: the pair lists everywhere")
+    parser.add_argument(
+        "--shards-dir", default=None, help="cache of the synthetic shards (default runs/bench_shards_N)"
+    )
+    parser.add_argument(
+        "--loss-path",
+        choices=["auto", "pairs"],
+        default="auto",
+        help="auto: the dense sync-free loss on accelerators; pairs: the pair lists everywhere",
+    )
     parser.add_argument("--json", default=None, help="also write the results to this JSON file")
     args = parser.parse_args()
     if args.loss_path == "pairs":
@@ -118,15 +130,30 @@ def main() -> None:
         torch.backends.cuda.matmul.allow_tf32 = True
 
     L.seed_everything(0, verbose=False)
-    dm = ShardDataModule(str(shards), batch_size=args.batch_size, val_fraction=0.0, test_fraction=0.0,
-                         num_workers=args.num_workers, data_on_device=on_device)  # fmt: skip
+    dm = ShardDataModule(
+        str(shards),
+        batch_size=args.batch_size,
+        val_fraction=0.0,
+        test_fraction=0.0,
+        num_workers=args.num_workers,
+        data_on_device=on_device,
+    )
     timer = EpochTimer()
     trainer = L.Trainer(
-        accelerator=args.accelerator, devices=args.devices, strategy=args.strategy, precision=precision,
-        max_epochs=args.epochs, gradient_clip_val=0.5, limit_val_batches=0, num_sanity_val_steps=0,
-        logger=False, enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
+        accelerator=args.accelerator,
+        devices=args.devices,
+        strategy=args.strategy,
+        precision=precision,
+        max_epochs=args.epochs,
+        gradient_clip_val=0.5,
+        limit_val_batches=0,
+        num_sanity_val_steps=0,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
         callbacks=[timer],
-    )  # fmt: skip
+    )
     module = PAMModule()
     start = time.perf_counter()
     trainer.fit(module, dm)
@@ -140,18 +167,29 @@ def main() -> None:
     for col in ("epoch", "records", "seconds", "records/s"):
         table.add_column(col, justify="right")
     for e in timer.epochs:
-        table.add_row(str(e["epoch"]), f"{e['records']:,}", f"{e['seconds']:.2f}", f"{e['records'] / e['seconds']:,.0f}")
+        table.add_row(
+            str(e["epoch"]), f"{e['records']:,}", f"{e['seconds']:.2f}", f"{e['records'] / e['seconds']:,.0f}"
+        )
     console = Console()
     console.print(table)
     last = timer.epochs[-1]
     result = {
-        "device": device, "devices": args.devices, "strategy": args.strategy, "precision": precision,
-        "records": len(dm.store), "train_records": last["records"], "batch_size": args.batch_size,
-        "data_on_device": on_device, "params": sum(p.numel() for p in module.parameters()),
-        "records_per_s": last["records"] / last["seconds"], "data_path_records_per_s": data_speed,
-        "fit_seconds": total, "shard_write_seconds": write_seconds, "torch": torch.__version__,
+        "device": device,
+        "devices": args.devices,
+        "strategy": args.strategy,
+        "precision": precision,
+        "records": len(dm.store),
+        "train_records": last["records"],
+        "batch_size": args.batch_size,
+        "data_on_device": on_device,
+        "params": sum(p.numel() for p in module.parameters()),
+        "records_per_s": last["records"] / last["seconds"],
+        "data_path_records_per_s": data_speed,
+        "fit_seconds": total,
+        "shard_write_seconds": write_seconds,
+        "torch": torch.__version__,
         "loss_path": args.loss_path,
-    }  # fmt: skip
+    }
     console.print(
         f"last epoch: [bold]{result['records_per_s']:,.0f} records/s[/bold] "
         f"({precision}, {args.devices} device(s), batch {args.batch_size}, data on device: {on_device}, "

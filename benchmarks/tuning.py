@@ -30,15 +30,26 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import tune
-from tvm_env import ms
 from data.zoo import operator_task
+from tvm_env import ms
 
 TASKS = (
     "conv2d:1,56,56,64,64,3,1,1",  # ResNet-50 stage 1, 3x3
     "conv2d:1,56,56,64,256,1,1,0",  # ResNet-50 stage 1, 1x1 expansion
     "dense:128,768,768",  # BERT-base attention projection, sequence 128
 )
-FIELDS = ("method", "total_trials", "elapsed_s", "estimated_ms", "draft_scored", "verify_scored", "draft_s", "verify_s", "build_s", "run_s")
+FIELDS = (
+    "method",
+    "total_trials",
+    "elapsed_s",
+    "estimated_ms",
+    "draft_scored",
+    "verify_scored",
+    "draft_s",
+    "verify_s",
+    "build_s",
+    "run_s",
+)
 
 
 def first_time_to(rows: list[dict], latency_ms: float) -> float:
@@ -72,7 +83,9 @@ def main(argv: list[str] | None = None) -> dict[str, list[dict]]:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     tasks = [operator_task(spec) for spec in args.tasks]
-    evaluator = ms.runner.EvaluatorConfig(number=3, repeat=1, min_repeat_ms=args.min_repeat_ms, enable_cpu_cache_flush=False)
+    evaluator = ms.runner.EvaluatorConfig(
+        number=3, repeat=1, min_repeat_ms=args.min_repeat_ms, enable_cpu_cache_flush=False
+    )
     pruner_mode = "pam-siamese-update" if args.checkpoint else "pam"
     methods = {
         "MetaSchedule (evolution + XGBoost)": dict(cost_model="xgb", psa=None, checkpoint=None),
@@ -125,7 +138,9 @@ def main(argv: list[str] | None = None) -> dict[str, list[dict]]:
     for name, rows in curves.items():
         draft = sum(r["draft_scored"] for r in rows if math.isfinite(r["draft_scored"]))
         verify = sum(r["verify_scored"] for r in rows if math.isfinite(r["verify_scored"]))
-        seconds = {k: sum(r[k] for r in rows if math.isfinite(r[k])) for k in ("draft_s", "verify_s", "build_s", "run_s")}
+        seconds = {
+            k: sum(r[k] for r in rows if math.isfinite(r[k])) for k in ("draft_s", "verify_s", "build_s", "run_s")
+        }
         print(
             f"{name}: scored draft {int(draft)} / verify {int(verify)}; seconds drafting {seconds['draft_s']:.1f}, "
             f"verifying {seconds['verify_s']:.1f}, building {seconds['build_s']:.1f}, running {seconds['run_s']:.1f}"
@@ -135,9 +150,15 @@ def main(argv: list[str] | None = None) -> dict[str, list[dict]]:
     base_time = baseline[-1]["elapsed_s"] if baseline else math.nan
     print(
         f"{baseline_name} final: {baseline_final:.4f} ms in {base_time:.1f} s; Pruner reaches it after "
-        + (f"{reach:.1f} s ({base_time / reach:.2f}x less search time)" if math.isfinite(reach) else "- (not within its budget)")
+        + (
+            f"{reach:.1f} s ({base_time / reach:.2f}x less search time)"
+            if math.isfinite(reach)
+            else "- (not within its budget)"
+        )
     )
-    print(f"curves: {out / 'tuning_curves.csv'}, {out / 'tuning_curves.png'}; total {time.perf_counter() - start:.0f} s")
+    print(
+        f"curves: {out / 'tuning_curves.csv'}, {out / 'tuning_curves.png'}; total {time.perf_counter() - start:.0f} s"
+    )
     return curves
 
 

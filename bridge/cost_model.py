@@ -37,15 +37,16 @@ from tvm.ir.utils import derived_object
 
 from bridge.export import Artifact, load_model
 from bridge.psa import WalkPool, default_walk_workers
-from tvm_env import ms, tvm_ffi
+from data.atomic import atomic_write_bytes
+from data.batch import compute_scales, make_batch
 from data.features import featurize_candidates, workload_tags
 from data.labels import mean_latency, normalized_throughput
 from data.schema import ACCESS_DIM, GEMM_ROWS, STMT_DIM
-from data.batch import compute_scales, make_batch
 from pruner_models.losses import LOSSES
 from pruner_models.mlp import MLPConfig, MLPNet
 from pruner_models.moa import MoANet, train_online
 from pruner_models.pam import PAMConfig, PAMNet
+from tvm_env import ms, tvm_ffi
 
 __all__ = ["MODES", "PrunerCostModel"]
 
@@ -103,7 +104,9 @@ class PrunerCostModel(ms.cost_model.PyCostModel):
         if mode in _PRETRAINED and artifact is None:
             raise ValueError(f"mode={mode!r} needs a pretrained artifact or checkpoint (artifact=None)")
         if mode not in _PRETRAINED and artifact is not None:
-            raise ValueError(f"mode={mode!r} trains from scratch during tuning; it takes no artifact (got {artifact!r})")
+            raise ValueError(
+                f"mode={mode!r} trains from scratch during tuning; it takes no artifact (got {artifact!r})"
+            )
         if loss not in LOSSES:
             raise ValueError(f"loss={loss!r} must be one of {sorted(LOSSES)}")
         for name, value in (("epochs", epochs), ("adapt_every", adapt_every), ("batch_size", batch_size)):
@@ -120,7 +123,9 @@ class PrunerCostModel(ms.cost_model.PyCostModel):
         if artifact is not None:
             loaded = artifact if isinstance(artifact, Artifact) else load_model(artifact)
             if loaded.net_class not in _nets_for(mode):
-                raise ValueError(f"mode={mode!r} needs a {' or '.join(_nets_for(mode))} artifact; {loaded.path} holds a {loaded.net_class}")
+                raise ValueError(
+                    f"mode={mode!r} needs a {' or '.join(_nets_for(mode))} artifact; {loaded.path} holds a {loaded.net_class}"
+                )
             net = loaded.net
             if mode == "pam-siamese-update" and isinstance(net, PAMNet):
                 net = MoANet.from_pretrained(net, momentum)
@@ -281,10 +286,7 @@ class PrunerCostModel(ms.cost_model.PyCostModel):
         }
         buffer = io.BytesIO()
         torch.save(state, buffer)
-        tmp = f"{path}.tmp{os.getpid()}"
-        with open(tmp, "wb") as f:
-            f.write(buffer.getvalue())
-        os.replace(tmp, path)
+        atomic_write_bytes(path, buffer.getvalue())
 
     def load(self, path: str) -> None:
         """Restore what `save` wrote (the mode must match this model's).
@@ -295,7 +297,7 @@ class PrunerCostModel(ms.cost_model.PyCostModel):
         """
         try:
             state = torch.load(path, map_location="cpu", weights_only=True)
-        except Exception as err:  # noqa: BLE001 - torch raises many types for a corrupt file
+        except Exception as err:
             raise ValueError(f"{path}: cannot read a saved cost model ({type(err).__name__}: {err})") from None
         if not isinstance(state, dict) or "mode" not in state:
             raise ValueError(f"{path}: not a saved PrunerCostModel")
@@ -314,6 +316,10 @@ class PrunerCostModel(ms.cost_model.PyCostModel):
             self.net = net.to(self.device).eval()
         self.tags = {k: v.numpy() for k, v in state["tags"].items()}
         self.data = {
-            k: {"stmt": [s.numpy() for s in d["stmt"]], "gemm": [g.numpy() for g in d["gemm"]], "latency": d["latency"].tolist()}
+            k: {
+                "stmt": [s.numpy() for s in d["stmt"]],
+                "gemm": [g.numpy() for g in d["gemm"]],
+                "latency": d["latency"].tolist(),
+            }
             for k, d in state["data"].items()
         }

@@ -28,18 +28,27 @@ import dataclasses
 import os
 import sys
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 import torch
 from torch import nn
 
+from data.atomic import atomic_path
 from data.schema import ACCESS_DIM, ROW_DIM, SCHEMA_VERSION
 from pruner_models.mlp import MLPConfig, MLPNet
 from pruner_models.moa import MoANet
 from pruner_models.pam import PAMConfig, PAMNet
 
-__all__ = ["FORMAT", "FORMAT_VERSION", "Artifact", "ArtifactError", "export_checkpoint", "load_artifact", "load_model", "main"]
+__all__ = [
+    "FORMAT",
+    "FORMAT_VERSION",
+    "Artifact",
+    "ArtifactError",
+    "export_checkpoint",
+    "load_artifact",
+    "load_model",
+    "main",
+]
 
 FORMAT = "pruner-lightning-artifact"
 FORMAT_VERSION = 1
@@ -83,7 +92,7 @@ def _read(path: str | os.PathLike, what: str) -> dict:
         raise ArtifactError(f"{what} {path!r} does not exist")
     try:
         data = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as err:  # noqa: BLE001 - torch raises many types for a truncated/corrupt file
+    except Exception as err:
         raise ArtifactError(f"{path}: cannot read {what} ({type(err).__name__}: {err})") from None
     if not isinstance(data, dict):
         raise ArtifactError(f"{path}: not a {what} (a {type(data).__name__}, expected a dict)")
@@ -91,7 +100,11 @@ def _read(path: str | os.PathLike, what: str) -> dict:
 
 
 def _build(
-    net_class: str, config: Mapping[str, Any], net_kwargs: Mapping[str, Any], state: Mapping[str, torch.Tensor], path: str
+    net_class: str,
+    config: Mapping[str, Any],
+    net_kwargs: Mapping[str, Any],
+    state: Mapping[str, torch.Tensor],
+    path: str,
 ) -> nn.Module:
     if net_class not in _NETS:
         raise ArtifactError(f"{path}: unknown net_class {net_class!r}; expected one of {sorted(_NETS)}")
@@ -155,10 +168,8 @@ def export_checkpoint(checkpoint: str | os.PathLike, out: str | os.PathLike, *, 
         "checkpoint": os.path.abspath(path),
     }
     out = os.fspath(out)
-    Path(out).parent.mkdir(parents=True, exist_ok=True)
-    tmp = f"{out}.tmp{os.getpid()}"
-    torch.save(artifact, tmp)
-    os.replace(tmp, out)
+    with atomic_path(out) as tmp:
+        torch.save(artifact, tmp)
     return load_artifact(out)
 
 
@@ -172,10 +183,16 @@ def load_artifact(path: str | os.PathLike, map_location: str | torch.device = "c
     path = os.fspath(path)
     data = _read(path, "artifact")
     if data.get("format") != FORMAT:
-        hint = " (a train.py checkpoint: export it with python -m bridge.export)" if "state_dict" in data and "cost_model" in data else ""
+        hint = (
+            " (a train.py checkpoint: export it with python -m bridge.export)"
+            if "state_dict" in data and "cost_model" in data
+            else ""
+        )
         raise ArtifactError(f"{path}: not a {FORMAT} file{hint}")
     if data.get("format_version") != FORMAT_VERSION:
-        raise ArtifactError(f"{path}: artifact format version {data.get('format_version')!r}, this code reads {FORMAT_VERSION}")
+        raise ArtifactError(
+            f"{path}: artifact format version {data.get('format_version')!r}, this code reads {FORMAT_VERSION}"
+        )
     if data.get("schema_version") != SCHEMA_VERSION:
         raise ArtifactError(
             f"{path}: feature schema version {data.get('schema_version')!r} does not match this code's "
@@ -186,7 +203,9 @@ def load_artifact(path: str | os.PathLike, map_location: str | torch.device = "c
     consistent = torch.equal(stmt_scale, data["stmt_scale"]) and torch.equal(access_scale, data["access_scale"])
     if stmt_scale.shape != (ROW_DIM,) or not consistent:
         raise ArtifactError(f"{path}: normalization vectors disagree with the weights' buffers (corrupt artifact)")
-    return Artifact(net.to(map_location), data["net_class"], str(data["source_device"]), int(data["schema_version"]), path)
+    return Artifact(
+        net.to(map_location), data["net_class"], str(data["source_device"]), int(data["schema_version"]), path
+    )
 
 
 def load_model(path: str | os.PathLike, map_location: str | torch.device = "cpu") -> Artifact:

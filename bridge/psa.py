@@ -26,8 +26,9 @@ import numpy as np
 import yaml
 from tvm.ir.utils import derived_object
 
-from tvm_env import ms, tvm
+from data.atomic import atomic_write_text
 from data.schema import PSA_DIM
+from tvm_env import ms, tvm
 
 __all__ = [
     "DEVICES_FILE",
@@ -47,8 +48,8 @@ DEVICES_FILE = Path(__file__).resolve().parent.parent / "configs" / "devices.yam
 """The built-in device table (psa.md section 3)."""
 
 # Column indices of a PSA row (psa.md section 1).
-FLOPS_PER_THREAD, TOTAL_FLOPS, REGISTERS, MEMORY_WORK, SHARED_FOOTPRINT, DRAM, REUSE, IS_GPU, GRID, BLOCK, VTHREAD = range(
-    PSA_DIM
+FLOPS_PER_THREAD, TOTAL_FLOPS, REGISTERS, MEMORY_WORK, SHARED_FOOTPRINT, DRAM, REUSE, IS_GPU, GRID, BLOCK, VTHREAD = (
+    range(PSA_DIM)
 )
 
 FORMULAS = ("published", "occupancy")
@@ -117,7 +118,9 @@ def load_devices(path: str | os.PathLike | None = None) -> dict[str, Device]:
         except yaml.YAMLError as err:
             raise ValueError(f"{file}: not valid YAML: {err}") from None
         if not isinstance(table, dict) or not table:
-            raise ValueError(f"{file}: expected a mapping 'name: {{peak_gflops: ..., ...}}', got {type(table).__name__}")
+            raise ValueError(
+                f"{file}: expected a mapping 'name: {{peak_gflops: ..., ...}}', got {type(table).__name__}"
+            )
         for name, row in table.items():
             devices[str(name)] = Device.from_mapping(str(name), row, str(file))
     return devices
@@ -147,7 +150,9 @@ def get_device(name: str, devices_file: str | os.PathLike | None = None) -> Devi
     devices = load_devices(devices_file)
     if name != "auto":
         if name not in devices:
-            raise ValueError(f"PSA device {name!r} is not in the device table; known: {sorted(devices)} (add rows with a YAML file)")
+            raise ValueError(
+                f"PSA device {name!r} is not in the device table; known: {sorted(devices)} (add rows with a YAML file)"
+            )
         return devices[name]
     gpu = _running_gpu()
     if gpu is None:
@@ -246,7 +251,7 @@ def _walk_texts(texts: list[str], is_gpu: bool) -> list:
     for text in texts:
         try:
             out.append(walk_features(tvm.ir.load_json(text), is_gpu=is_gpu))
-        except Exception:  # noqa: BLE001 - a candidate that does not lower scores as a failure
+        except Exception:
             out.append(None)
     return out
 
@@ -348,10 +353,7 @@ class PSACostModel(ms.cost_model.PyCostModel):
         self.formula = state["formula"]
 
     def save(self, path: str) -> None:
-        tmp = f"{path}.tmp{os.getpid()}"
-        with open(tmp, "w") as f:
-            json.dump({"device": dataclasses.asdict(self.device), "formula": self.formula}, f)
-        os.replace(tmp, path)
+        atomic_write_text(path, json.dumps({"device": dataclasses.asdict(self.device), "formula": self.formula}))
 
     def update(self, context, candidates, results) -> None:  # PSA never trains
         return None

@@ -45,8 +45,9 @@ from typing import Any
 import numpy as np
 from tvm.ir.utils import derived_object
 
-from tvm_env import ms, tvm_ffi
+from data.atomic import atomic_path
 from data.labels import mean_latency
+from tvm_env import ms, tvm_ffi
 
 __all__ = [
     "CountingCostModel",
@@ -155,7 +156,9 @@ class _ResumableSearch(ms.search_strategy.PySearchStrategy):
 
     def pre_tuning(self, max_trials, num_trials_per_iter, design_spaces, database=None, cost_model=None) -> None:
         if database is None or cost_model is None:
-            raise ValueError(f"{type(self).__name__} needs a database and a cost model, got {database!r}, {cost_model!r}")
+            raise ValueError(
+                f"{type(self).__name__} needs a database and a cost model, got {database!r}, {cost_model!r}"
+            )
         self.database, self.cost_model, self.design_spaces = database, cost_model, list(design_spaces)
         previous = []
         if database.has_workload(self.context.mod):
@@ -257,7 +260,9 @@ class ResumableEvolutionarySearch(_ResumableSearch):
             if len(fresh) >= n:
                 break
         if self.log is not None:
-            self.log.note_search(self.task_name, verify_scored=self.counted.scored - before, verify_s=time.perf_counter() - start)
+            self.log.note_search(
+                self.task_name, verify_scored=self.counted.scored - before, verify_s=time.perf_counter() - start
+            )
         return fresh
 
     def _notify(self, measure_candidates, results) -> None:
@@ -306,7 +311,11 @@ class DraftVerifySearch(_ResumableSearch):
             log: where rounds are logged (None: nowhere).
         """
         super().__init__(log=log)
-        for name, value in [("population_size", population_size), ("potential_size", potential_size), ("redraft_every", redraft_every)]:
+        for name, value in [
+            ("population_size", population_size),
+            ("potential_size", potential_size),
+            ("redraft_every", redraft_every),
+        ]:
             if value < 1:
                 raise ValueError(f"{name}={value!r} must be >= 1")
         for name, value in [("draft_generations", draft_generations), ("verify_generations", verify_generations)]:
@@ -376,7 +385,7 @@ class DraftVerifySearch(_ResumableSearch):
         for record in self.database.get_top_k(workload, limit):
             try:
                 out.append(record.as_measure_candidate().sch)
-            except Exception as err:  # noqa: BLE001 (a stale trace must not end the task)
+            except Exception as err:
                 logger.warning("%s: cannot replay a measured record: %s", self.task_name, err)
         return out
 
@@ -432,7 +441,9 @@ class DraftVerifySearch(_ResumableSearch):
             return list(self._potential), True
         if self.verify_generations == 0:
             return [self._potential[i] for i in np.argsort(-scores, kind="stable")], False
-        limit = min(int(len(self.measured) * self.pool_measured_ratio), int(self.population_size * self.pool_measured_ratio))
+        limit = min(
+            int(len(self.measured) * self.pool_measured_ratio), int(self.population_size * self.pool_measured_ratio)
+        )
         pool = self.potential + self._best_measured(limit)
         verifier = self._evolutionary_search(len(pool), self.verify_generations, self.verify_model)
         try:
@@ -500,7 +511,9 @@ class _RoundCallback(ms.measure_callback.PyMeasureCallback):
         self.log = log
 
     def apply(self, task_scheduler, task_id, measure_candidates, builder_results, runner_results) -> None:
-        self.log._record(task_scheduler, int(task_id), list(measure_candidates), list(builder_results), list(runner_results))
+        self.log._record(
+            task_scheduler, int(task_id), list(measure_candidates), list(builder_results), list(runner_results)
+        )
 
 
 class SearchLog:
@@ -600,11 +613,15 @@ class SearchLog:
         """Sum over tasks of weight x best latency, in seconds; inf until every task has one."""
         return float(sum(w * self.best.get(task, math.inf) for task, w in weights.items()))
 
-    def _record(self, task_scheduler: Any, task_id: int, candidates: list, builder_results: list, runner_results: list) -> None:
+    def _record(
+        self, task_scheduler: Any, task_id: int, candidates: list, builder_results: list, runner_results: list
+    ) -> None:
         tasks = list(task_scheduler.tasks_)
         task = str(tasks[task_id].ctx.task_name)
         latencies = [
-            mean_latency(None if r.run_secs is None else [float(s) for s in r.run_secs]) if b.error_msg is None else math.inf
+            mean_latency(None if r.run_secs is None else [float(s) for s in r.run_secs])
+            if b.error_msg is None
+            else math.inf
             for b, r in zip(builder_results, runner_results)
         ]
         if latencies and min(latencies) < self.best.get(task, math.inf):
@@ -631,20 +648,27 @@ class SearchLog:
         logger.info(
             "%s round %d: %d trials (%d valid), best %.2f us; scored draft %s verify %s; "
             "draft %.2fs verify %.2fs build %.2fs run %.2fs",
-            task, row["round"], row["trials"], row["valid"], row["best_us"], row["draft_scored"],
-            row["verify_scored"], row["draft_s"], row["verify_s"], row["build_s"], row["run_s"],
-        )  # fmt: skip
+            task,
+            row["round"],
+            row["trials"],
+            row["valid"],
+            row["best_us"],
+            row["draft_scored"],
+            row["verify_scored"],
+            row["draft_s"],
+            row["verify_s"],
+            row["build_s"],
+            row["run_s"],
+        )
         if self.on_round is not None:
             self.on_round(row)
 
     def write_csv(self, path: str | os.PathLike, previous: Sequence[dict] = ()) -> None:
         """Write `previous` rows (an earlier run's) and this run's rows to `path`, atomically."""
-        tmp = f"{os.fspath(path)}.tmp{os.getpid()}"
-        with open(tmp, "w", newline="") as f:
+        with atomic_path(path) as tmp, open(tmp, "w", newline="") as f:
             writer = csv.DictWriter(f, fieldnames=self.FIELDS, extrasaction="ignore")
             writer.writeheader()
             writer.writerows([*previous, *self.rows])
-        os.replace(tmp, path)
 
 
 def read_rounds(path: str | os.PathLike) -> list[dict]:
@@ -667,4 +691,3 @@ def read_rounds(path: str | os.PathLike) -> list[dict]:
             except (TypeError, ValueError) as err:
                 raise ValueError(f"{path}:{line}: malformed tuning-curve row: {err}") from None
     return rows
-

@@ -67,7 +67,9 @@ def make_batch(
         tags_t = tags_t.expand(num, TAG_DIM)
     gemm_t = torch.as_tensor(np.asarray(gemm), dtype=torch.float32).reshape(num, GEMM_ROWS, ACCESS_DIM)
     label_t = torch.zeros(num) if label is None else torch.as_tensor(np.asarray(label), dtype=torch.float32)
-    task_t = torch.zeros(num, dtype=torch.int64) if task is None else torch.as_tensor(np.asarray(task), dtype=torch.int64)
+    task_t = (
+        torch.zeros(num, dtype=torch.int64) if task is None else torch.as_tensor(np.asarray(task), dtype=torch.int64)
+    )
     for name, value in (("tags", tags_t), ("label", label_t), ("task", task_t)):
         if value.shape[0] != num:
             raise ValueError(f"make_batch: {name} has {value.shape[0]} entries for {num} programs")
@@ -155,7 +157,9 @@ class ProgramStore(Dataset):
             records = records.pin_memory().to(self.device, non_blocking=True)
         row_index, segment = self.record_rows(records, total)
         task = self.record_task[records]
-        return _assemble(self.stmt[row_index], segment, self.task_tags[task], self.gemm[records], self.label[records], task)
+        return _assemble(
+            self.stmt[row_index], segment, self.task_tags[task], self.gemm[records], self.label[records], task
+        )
 
 
 def compute_scales(batches: Mapping[str, Tensor] | Iterable[Mapping[str, Tensor]]) -> tuple[Tensor, Tensor]:

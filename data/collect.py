@@ -38,6 +38,15 @@ from pathlib import Path
 from tqdm import tqdm
 from tvm.s_tir.meta_schedule.utils import _json_de_tvm
 
+from data.atomic import atomic_write_bytes
+from data.labels import FAILED_SECONDS, mean_latency
+from data.zoo import (
+    NETWORKS,
+    TaskSpec,
+    extract_network_tasks,
+    operator_task,
+    select_tasks,
+)
 from tvm_env import (
     PooledLocalBuilder,
     is_gpu,
@@ -47,14 +56,6 @@ from tvm_env import (
     target_device_name,
     tvm,
     tvm_ffi,
-)
-from data.labels import FAILED_SECONDS, mean_latency
-from data.zoo import (
-    NETWORKS,
-    TaskSpec,
-    extract_network_tasks,
-    operator_task,
-    select_tasks,
 )
 
 __all__ = ["CollectConfig", "TaskPlan", "collect", "count_records", "main", "plan_tasks", "sample_schedules"]
@@ -139,7 +140,9 @@ class CollectConfig:
             raise ValueError(f"runner={self.runner!r} must be 'local' or 'rpc'")
         if self.runner == "rpc":
             if not self.key or not self.tracker or ":" not in self.tracker:
-                raise ValueError(f"runner 'rpc' needs --tracker host:port and --key (got {self.tracker!r}, {self.key!r})")
+                raise ValueError(
+                    f"runner 'rpc' needs --tracker host:port and --key (got {self.tracker!r}, {self.key!r})"
+                )
 
 
 @dataclasses.dataclass
@@ -166,12 +169,6 @@ class TaskResult:
 # ----------------------------------------------------------------------------------------------
 # Files
 # ----------------------------------------------------------------------------------------------
-
-
-def _atomic_write(path: Path, data: bytes) -> None:
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
 
 
 def _read_lines(path: Path) -> Iterator[str]:
@@ -208,10 +205,10 @@ def _set_compressed(task_path: Path, compressed: bool) -> None:
     for name in DB_FILES:
         plain, packed = task_path / name, task_path / (name + ".xz")
         if compressed and plain.exists():
-            _atomic_write(packed, lzma.compress(plain.read_bytes(), preset=9 | lzma.PRESET_EXTREME))
+            atomic_write_bytes(packed, lzma.compress(plain.read_bytes(), preset=9 | lzma.PRESET_EXTREME))
             plain.unlink()
         elif not compressed and packed.exists():
-            _atomic_write(plain, lzma.decompress(packed.read_bytes()))
+            atomic_write_bytes(plain, lzma.decompress(packed.read_bytes()))
             packed.unlink()
 
 
@@ -234,7 +231,7 @@ def _load_index(device_path: Path, target: tvm.target.Target) -> dict:
 
 
 def _write_index(device_path: Path, index: dict) -> None:
-    _atomic_write(device_path / INDEX, (json.dumps(index, indent=1, sort_keys=True) + "\n").encode())
+    atomic_write_bytes(device_path / INDEX, (json.dumps(index, indent=1, sort_keys=True) + "\n").encode())
 
 
 def _update_index(index: dict, plans: Sequence[TaskPlan], device_path: Path, skipped: dict[str, str]) -> None:
@@ -247,7 +244,12 @@ def _update_index(index: dict, plans: Sequence[TaskPlan], device_path: Path, ski
             continue
         entry = index["tasks"].setdefault(
             plan.task_dir,
-            {"name": plan.spec.name, "flops": plan.spec.flops, "workload_hash": plan.spec.workload_hash, "networks": []},
+            {
+                "name": plan.spec.name,
+                "flops": plan.spec.flops,
+                "workload_hash": plan.spec.workload_hash,
+                "networks": [],
+            },
         )
         entry["networks"] = sorted(set(entry["networks"]) | set(plan.networks))
         for net, weight in plan.networks.items():
@@ -386,7 +388,7 @@ class Measurer:
         built = self.builder.build([ms.builder.BuilderInput(c.sch.mod, self.target) for c in candidates])
         secs: list[list[float]] = [[FAILED_SECONDS] for _ in candidates]
         ok = [i for i, b in enumerate(built) if b.error_msg is None]
-        for i, b in enumerate(built):
+        for b in built:
             if b.error_msg is not None:
                 log.debug("build failed: %s", b.error_msg.splitlines()[-1] if b.error_msg else "")
         futures = self.runner.run(
@@ -457,10 +459,15 @@ def _start_task(
 
 
 def _measure_batch(
-    batch: Sequence[tuple[_TaskRun, tvm.s_tir.Schedule]], measurer: Measurer, target: tvm.target.Target, cfg: CollectConfig
+    batch: Sequence[tuple[_TaskRun, tvm.s_tir.Schedule]],
+    measurer: Measurer,
+    target: tvm.target.Target,
+    cfg: CollectConfig,
 ) -> None:
     """Measure one batch (possibly of several tasks) and commit each record to its task's database."""
-    candidates = [ms.MeasureCandidate(s, ms.arg_info.ArgInfo.from_entry_func(s.mod, remove_preproc=True)) for _, s in batch]
+    candidates = [
+        ms.MeasureCandidate(s, ms.arg_info.ArgInfo.from_entry_func(s.mod, remove_preproc=True)) for _, s in batch
+    ]
     for (run, sch), cand, secs in zip(batch, candidates, measurer.measure(candidates)):
         run.db.commit_tuning_record(ms.database.TuningRecord(sch.trace, run.workload, secs, target, cand.args_info))
         run.result.new += 1
@@ -510,8 +517,11 @@ def collect(cfg: CollectConfig) -> list[TaskResult]:
 
     needed = sum(max(0, cfg.per_task - r.before) for r in results if r.task_dir not in index["skipped"])
     per_net = {net: sum(net in p.networks for p in plans) for net in cfg.networks}
-    print(f"{len(plans)} tasks ({', '.join(f'{n}: {c}' for n, c in per_net.items())}, ops: {len(cfg.ops)}); "
-          f"{needed} records to measure into {device_path}", flush=True)
+    print(
+        f"{len(plans)} tasks ({', '.join(f'{n}: {c}' for n, c in per_net.items())}, ops: {len(cfg.ops)}); "
+        f"{needed} records to measure into {device_path}",
+        flush=True,
+    )
     queued: set[str] = set()  # tasks whose schedules are all sampled and queued
     with tqdm(total=needed, unit="rec", desc="collect", dynamic_ncols=True) as bar:
         try:
@@ -559,7 +569,11 @@ def _summary(cfg: CollectConfig, results: Sequence[TaskResult], device_path: Pat
         f"measured this run: {new} ({sum(r.valid for r in results)} valid, {sum(r.failed for r in results)} failed)"
         f" in {elapsed:.0f} s" + (f" ({elapsed / new:.2f} s/record)" if new else ""),
     ]
-    lines += [f"  skipped {r.task_dir}: {r.status.removeprefix('skipped: ')}" for r in results if r.status.startswith("skipped")]
+    lines += [
+        f"  skipped {r.task_dir}: {r.status.removeprefix('skipped: ')}"
+        for r in results
+        if r.status.startswith("skipped")
+    ]
     return "\n".join(lines)
 
 

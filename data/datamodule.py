@@ -34,8 +34,8 @@ from lightning.pytorch.utilities import rank_zero_info, rank_zero_warn
 from torch import Tensor
 from torch.utils.data import DataLoader, DistributedSampler
 
-from data.shards import ShardData, read_shards
 from data.batch import ProgramStore, compute_scales
+from data.shards import ShardData, read_shards
 
 __all__ = ["ShardDataModule", "TaskBatchSampler", "split_within_task"]
 
@@ -279,7 +279,8 @@ class ShardDataModule(L.LightningDataModule):
             label=torch.from_numpy(data.label),
         )
         counts = ", ".join(
-            f"{name} {len(idx)} records / {len(np.unique(data.record_task[idx]))} tasks" for name, idx in self.splits.items()
+            f"{name} {len(idx)} records / {len(np.unique(data.record_task[idx]))} tasks"
+            for name, idx in self.splits.items()
         )
         rank_zero_info(
             f"ShardDataModule: {data.num_records} records of {data.num_tasks} tasks, {self.num_failed} failed "

@@ -45,8 +45,8 @@ from collections.abc import Sequence
 import numpy as np
 
 import tvm_env
-from tvm_env import ms, tvm
 from data.schema import ACCESS_DIM, GEMM_ROWS, PSA_DIM, STMT_DIM, TAG_DIM, TAG_NAMES
+from tvm_env import ms, tvm
 
 __all__ = [
     "ACCESS_COLUMNS",
@@ -63,16 +63,44 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 ACCESS_COLUMNS = (
-    "flops", "scope_global", "scope_shared", "scope_local", "read", "write", "read_write",
-    "bytes", "unique_bytes", "lines", "unique_lines", "reuse_loop", "reuse_serial", "reuse_none",
-    "reuse_dis_iter", "reuse_dis_bytes", "reuse_ct", "bytes_d_reuse_ct", "unique_bytes_d_reuse_ct",
-    "lines_d_reuse_ct", "unique_lines_d_reuse_ct", "stride", "alloc_bytes",
-)  # fmt: skip
+    "flops",
+    "scope_global",
+    "scope_shared",
+    "scope_local",
+    "read",
+    "write",
+    "read_write",
+    "bytes",
+    "unique_bytes",
+    "lines",
+    "unique_lines",
+    "reuse_loop",
+    "reuse_serial",
+    "reuse_none",
+    "reuse_dis_iter",
+    "reuse_dis_bytes",
+    "reuse_ct",
+    "bytes_d_reuse_ct",
+    "unique_bytes_d_reuse_ct",
+    "lines_d_reuse_ct",
+    "unique_lines_d_reuse_ct",
+    "stride",
+    "alloc_bytes",
+)
 """Names of the 23 access-record columns (pam.md 1.3); counts are slog'ed, one-hots are 0/1."""
 PSA_COLUMNS = (
-    "flops_per_thread", "total_flops", "registers", "memory_work", "shared_footprint",
-    "dram_traffic", "reuse", "is_gpu", "grid", "block", "vthread",
-)  # fmt: skip
+    "flops_per_thread",
+    "total_flops",
+    "registers",
+    "memory_work",
+    "shared_footprint",
+    "dram_traffic",
+    "reuse",
+    "is_gpu",
+    "grid",
+    "block",
+    "vthread",
+)
 """Names of the 11 PSA columns (psa.md 1), raw element counts (no log)."""
 GEMM_NEEDLE = "20101112"
 """Scope digits of the canonical GPU GEMM: local init, A.shared <- A, B.shared <- B, update."""
@@ -144,9 +172,16 @@ def lower_for_features(mod: tvm.IRModule) -> tvm.IRModule:
 #   (op, dt, None, (a, b)) for op in _BINARY    ('cast' | 'sel' | 'call' | 'cmp' | 'any', dt, x, children)
 
 _BINARY = {
-    "prim.Add": "add", "prim.Sub": "sub", "prim.Mul": "mul", "prim.Div": "div", "prim.Mod": "mod",
-    "prim.FloorDiv": "fdiv", "prim.FloorMod": "fmod", "prim.Min": "min", "prim.Max": "max",
-}  # fmt: skip
+    "prim.Add": "add",
+    "prim.Sub": "sub",
+    "prim.Mul": "mul",
+    "prim.Div": "div",
+    "prim.Mod": "mod",
+    "prim.FloorDiv": "fdiv",
+    "prim.FloorMod": "fmod",
+    "prim.Min": "min",
+    "prim.Max": "max",
+}
 _LOGIC = {"prim.EQ", "prim.NE", "prim.LT", "prim.LE", "prim.GT", "prim.GE", "prim.And", "prim.Or", "prim.Not"}
 _FLOAT_OPS_ALL = {"add", "sub", "mul", "div", "mod", "fdiv", "fmod", "min", "max", "call"}
 """Float ops counted for access column 0: PerStoreFeature's float counters (mad is never set)."""
@@ -371,7 +406,9 @@ def _sat(x: int) -> int:
 def _div(x: int, y: int, floor: bool) -> int:
     if x in (_INF, -_INF):
         return x if y > 0 else -x
-    return x // y if floor else int(x / y) if abs(x) < 1 << 52 else (abs(x) // abs(y)) * (1 if (x < 0) == (y < 0) else -1)
+    return (
+        x // y if floor else int(x / y) if abs(x) < 1 << 52 else (abs(x) // abs(y)) * (1 if (x < 0) == (y < 0) else -1)
+    )
 
 
 def _corners(a: tuple, b: tuple, f) -> tuple[int, int]:
@@ -407,7 +444,10 @@ def _bound(e: tuple, env: dict) -> tuple[int, int]:
         if b[0] == 0:
             b = (1, b[1])
         floor = k == "fdiv"
-        f = lambda x, y: _div(x, y, floor)
+
+        def f(x, y):
+            return _div(x, y, floor)
+
         if b[0] <= 0 <= b[1]:
             everything = _dtype_range(e[1])
             neg = _corners(a, (b[0], -1), f) if b[0] < 0 else everything
@@ -607,9 +647,14 @@ def _collect(g: _Graph) -> tuple[list[_Store], set[int]]:
         elif t == "tirx.BufferStore":
             value = g.expr(d["value"])
             stores.append(
-                _Store(d["buffer"], value, tuple(g.expr(x) for x in g.array(d["indices"])), tuple(loops),
-                       value[0] in ("c", "f"))
-            )  # fmt: skip
+                _Store(
+                    d["buffer"],
+                    value,
+                    tuple(g.expr(x) for x in g.array(d["indices"])),
+                    tuple(loops),
+                    value[0] in ("c", "f"),
+                )
+            )
         elif t == "tirx.IfThenElse":
             visit(d["then_case"])
             if d["else_case"]:
@@ -619,7 +664,7 @@ def _collect(g: _Graph) -> tuple[list[_Store], set[int]]:
         elif t in ("tirx.AttrStmt", "tirx.While") or (isinstance(d, dict) and "body" in d and t.startswith("tirx.")):
             visit(d["body"])
 
-    for i, node in enumerate(g.nodes):
+    for node in g.nodes:
         if node["type"] == "tirx.PrimFunc":
             visit(node["data"]["body"])
     return stores, allocated
@@ -760,13 +805,25 @@ class _Walker:
             unique_lines = max(1.0, unique / min(CACHE_LINE_BYTES, continuous))
         proxy = count if count > 0 else 0.5
         acc.row = [
-            float(acc.kind == 0), float(acc.kind == 1), float(acc.kind == 2),
-            slog(total), slog(unique), slog(lines), slog(unique_lines),
-            float(reuse == 0), float(reuse == 1), float(reuse == 2),
-            slog(dis_iter), slog(dis_bytes), slog(count),
-            slog(total / proxy), slog(unique / proxy), slog(lines / proxy), slog(unique_lines / proxy),
+            float(acc.kind == 0),
+            float(acc.kind == 1),
+            float(acc.kind == 2),
+            slog(total),
+            slog(unique),
+            slog(lines),
+            slog(unique_lines),
+            float(reuse == 0),
+            float(reuse == 1),
+            float(reuse == 2),
+            slog(dis_iter),
+            slog(dis_bytes),
+            slog(count),
+            slog(total / proxy),
+            slog(unique / proxy),
+            slog(lines / proxy),
+            slog(unique_lines / proxy),
             slog(innermost),
-        ]  # fmt: skip
+        ]
         acc.sort_key = (-lines, -total, g.buffer(acc.buffer)[0])
 
 
@@ -957,7 +1014,7 @@ def featurize_candidates(
 def _lowered_json_or_error(mod: tvm.IRModule) -> str | Exception:
     try:
         return _lowered_json(mod)
-    except Exception as err:  # noqa: BLE001 - TVM raises several error types
+    except Exception as err:
         return err
 
 
@@ -974,10 +1031,17 @@ def _map_threads(fn, items: list, num_threads: int) -> list:
 
 _TAG = {name: i for i, name in enumerate(TAG_NAMES)}
 _NAME_TAGS = (
-    ("softmax", "softmax"), ("winograd", "winograd"), ("depthwise", "depthwise"),
-    ("batch_matmul", "batch_matmul"), ("conv2d", "conv2d"), ("matmul", "dense"), ("dense", "dense"),
-    ("max", "max"), ("min", "min"), ("add", "add"),
-)  # fmt: skip
+    ("softmax", "softmax"),
+    ("winograd", "winograd"),
+    ("depthwise", "depthwise"),
+    ("batch_matmul", "batch_matmul"),
+    ("conv2d", "conv2d"),
+    ("matmul", "dense"),
+    ("dense", "dense"),
+    ("max", "max"),
+    ("min", "min"),
+    ("add", "add"),
+)
 
 
 def workload_tags(mod: tvm.IRModule) -> np.ndarray:
@@ -1037,16 +1101,12 @@ def workload_tags(mod: tvm.IRModule) -> np.ndarray:
         products = [e for e in _subexprs(value, []) if e[0] == "mul" and all(_has_load(k) for k in e[3])]
         if not products or len(loads) < 2:
             continue
-        mixed = [
-            ld for ld in loads
-            if any((v := _vars(ix, set())) & reduce_vars and v & spatial_vars for ix in ld[3])
-        ]  # fmt: skip
+        mixed = [ld for ld in loads if any((v := _vars(ix, set())) & reduce_vars and v & spatial_vars for ix in ld[3])]
         if mixed:
             tags[_TAG["conv2d"]] = 1
             # depthwise: every (non-unit) reduction variable of the input slides with a spatial one
             window = all(
-                _direct_vars(ix, set()) & spatial_vars or not (_vars(ix, set()) & wide_reduce)
-                for ix in mixed[0][3]
+                _direct_vars(ix, set()) & spatial_vars or not (_vars(ix, set()) & wide_reduce) for ix in mixed[0][3]
             )
             if window:
                 tags[_TAG["depthwise"]] = 1

@@ -103,9 +103,7 @@ class _TaskArrays:
     gemm_found: list[bool]
 
 
-def featurize_task(
-    task: Task, summary: ReadSummary, *, stmt: bool = True, walk: bool = True
-) -> _TaskArrays:
+def featurize_task(task: Task, summary: ReadSummary, *, stmt: bool = True, walk: bool = True) -> _TaskArrays:
     """Replay every record of `task` on its workload and featurize it.
 
     Records whose trace no longer applies, or whose schedule does not lower, are left out and
@@ -113,14 +111,14 @@ def featurize_task(
     times PerStoreFeature alone with walk=False).
     """
     import tvm_env
-    from tvm_env import ms, tvm
     from data import features
+    from tvm_env import ms, tvm
 
     out = _TaskArrays(task, np.zeros(TAG_DIM, np.float32), task.flops, [], [], [], [], [], [])
     target_json = task.target or task.records[0].target
     try:
         target = tvm_env.parse_target(target_json) if target_json else "no target in index.json or in the record"
-    except Exception as err:  # noqa: BLE001 - an unparsable target makes the whole task unusable
+    except Exception as err:
         target = f"target {target_json!r} does not parse: {_first_line(err)}"
     if isinstance(target, str):
         for record in task.records:
@@ -135,16 +133,20 @@ def featurize_task(
         if shash not in modules:
             try:
                 modules[shash] = ms.database.Workload.from_json(record.workload.as_json()).mod
-            except Exception as err:  # noqa: BLE001 - a workload line that does not decode
+            except Exception as err:
                 modules[shash] = err
         wl_mod = modules[shash]
         if isinstance(wl_mod, Exception):
-            summary.add(UNKNOWN_WORKLOAD, record.source, f"workload {record.workload.source} does not decode: {_first_line(wl_mod)}")
+            summary.add(
+                UNKNOWN_WORKLOAD,
+                record.source,
+                f"workload {record.workload.source} does not decode: {_first_line(wl_mod)}",
+            )
             continue
         sch = tvm.s_tir.Schedule(wl_mod)
         try:
             tvm.s_tir.schedule.Trace.apply_json_to_schedule(record.trace, sch)
-        except Exception as err:  # noqa: BLE001 - any replay error means the trace does not apply
+        except Exception as err:
             summary.add(TRACE_FAILED, record.source, _first_line(err))
             continue
         kept.append(record)
@@ -156,7 +158,7 @@ def featurize_task(
     if not out.flops:
         try:
             out.flops = float(tvm.s_tir.analysis.estimate_tir_flops(mod))
-        except Exception:  # noqa: BLE001 - FLOPs are informative only
+        except Exception:
             out.flops = 0.0
     context = ms.TuneContext(mod=mod, target=target, num_threads=1)
     rows = features.per_store_rows(context, candidates) if stmt else [None] * len(candidates)
@@ -166,15 +168,20 @@ def featurize_task(
             if stmt and r is None:
                 raise RuntimeError("PerStoreFeature failed")
             f = features.walk_features(cand.sch.mod, is_gpu=is_gpu) if walk else None
-        except Exception as err:  # noqa: BLE001
+        except Exception as err:
             summary.add(LOWERING_FAILED, record.source, _first_line(err))
             continue
         out.records.append(record)
         out.stmt.append(r if r is not None else np.zeros((0, STMT_DIM), np.float32))
         if f is None:
-            f = features.ProgramFeatures(None, np.zeros((0, ACCESS_DIM), np.float32), "",
-                                         np.zeros((GEMM_ROWS, ACCESS_DIM), np.float32), False,
-                                         np.zeros((0, PSA_DIM), np.float32))  # fmt: skip
+            f = features.ProgramFeatures(
+                None,
+                np.zeros((0, ACCESS_DIM), np.float32),
+                "",
+                np.zeros((GEMM_ROWS, ACCESS_DIM), np.float32),
+                False,
+                np.zeros((0, PSA_DIM), np.float32),
+            )
         out.access.append(f.access)
         out.psa.append(f.psa)
         out.gemm.append(f.gemm)
@@ -216,26 +223,37 @@ def _shard_data(tasks: list[_TaskArrays]) -> ShardData:
         task_key=np.array([t.task.key for t in tasks], dtype=np.str_),
         task_name=np.array([t.task.name for t in tasks], dtype=np.str_),
         task_networks=np.array([",".join(t.task.networks) for t in tasks], dtype=np.str_),
-        task_target=np.array([json.dumps(t.task.target or t.records[0].target, sort_keys=True) for t in tasks], dtype=np.str_),
+        task_target=np.array(
+            [json.dumps(t.task.target or t.records[0].target, sort_keys=True) for t in tasks], dtype=np.str_
+        ),
         task_weight=np.array([t.task.weight for t in tasks], np.float64),
-        task_network_weights=np.array([json.dumps(t.task.network_weights, sort_keys=True) for t in tasks], dtype=np.str_),
+        task_network_weights=np.array(
+            [json.dumps(t.task.network_weights, sort_keys=True) for t in tasks], dtype=np.str_
+        ),
         task_flops=np.array([t.flops for t in tasks], np.float64),
         task_tags=np.array([t.tags for t in tasks], np.float32).reshape(-1, TAG_DIM),
         record_task=record_task,
         record_source=np.array([r.source for r in records], dtype=np.str_),
         latency=latency,
         label=label,
-        stmt_ptr=stmt_ptr, stmt=stmt, access_ptr=access_ptr, access=access, psa_ptr=psa_ptr, psa=psa,
+        stmt_ptr=stmt_ptr,
+        stmt=stmt,
+        access_ptr=access_ptr,
+        access=access,
+        psa_ptr=psa_ptr,
+        psa=psa,
         gemm=np.array(gemm, np.float32).reshape(-1, GEMM_ROWS, ACCESS_DIM),
         gemm_found=np.array([f for t in tasks for f in t.gemm_found], bool),
-    )  # fmt: skip
+    )
 
 
 def _digest(tasks: Sequence[Task], failed: str) -> str:
     """Fingerprint of a group's inputs and options: a shard is reused only if it matches."""
     h = hashlib.sha256(f"failed={failed}".encode())
     for task in tasks:
-        h.update(json.dumps([task.key, task.name, task.network_weights, task.flops, task.target], sort_keys=True).encode())
+        h.update(
+            json.dumps([task.key, task.name, task.network_weights, task.flops, task.target], sort_keys=True).encode()
+        )
         for r in task.records:
             h.update(json.dumps([r.source, r.workload.shash, r.trace, r.run_secs], sort_keys=True).encode())
     return h.hexdigest()
@@ -283,12 +301,19 @@ def _run_group(group: _Group, failed: str) -> ReadSummary:
     attrs = {
         "created_by": "pruner-lightning data.featurize",
         "tvm_version": tvm.__version__,
-        "featurizer": {"failed": failed, "per_store_feature": {"buffers_per_store": 5, "arith_intensity_curve_num_samples": 10,
-                       "cache_line_bytes": 64}, "lowering": "PerStoreFeature pass list (data.features)"},
+        "featurizer": {
+            "failed": failed,
+            "per_store_feature": {
+                "buffers_per_store": 5,
+                "arith_intensity_curve_num_samples": 10,
+                "cache_line_bytes": 64,
+            },
+            "lowering": "PerStoreFeature pass list (data.features)",
+        },
         "input_digest": group.digest,
         "group": group.index,
         "tasks": [t.key for t in group.tasks],
-    }  # fmt: skip
+    }
     write_shard(group.path, _shard_data(arrays), attrs)
     return summary
 
@@ -341,14 +366,23 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--shard-index", type=int, default=0, help="this process's share (with --num-shards)")
     p.add_argument("--num-shards", type=int, default=1, help="independent processes sharing the work")
     p.add_argument("--tasks-per-shard", type=int, default=16, help="tasks per shard file")
-    p.add_argument("--failed", choices=FAILED_POLICIES, default="zero", help="failed measurements: drop, or keep with label 0")
+    p.add_argument(
+        "--failed", choices=FAILED_POLICIES, default="zero", help="failed measurements: drop, or keep with label 0"
+    )
     return p
 
 
 def main(argv: Sequence[str] | None = None) -> ReadSummary:
     args = _parser().parse_args(argv)
-    cfg = FeaturizeConfig(tuple(args.records), args.out, args.workers, args.shard_index, args.num_shards,
-                          args.tasks_per_shard, args.failed)  # fmt: skip
+    cfg = FeaturizeConfig(
+        tuple(args.records),
+        args.out,
+        args.workers,
+        args.shard_index,
+        args.num_shards,
+        args.tasks_per_shard,
+        args.failed,
+    )
     summary = featurize(cfg)
     print(summary.format())
     return summary

@@ -349,7 +349,9 @@ def read_records(
         if (path / INDEX).exists() or any(_is_database(p) for p in subdirs):
             _read_tree_device(path, failed, summary, tasks)
             continue
-        devices = [p for p in subdirs if (p / INDEX).exists() or any(_is_database(q) for q in p.iterdir() if q.is_dir())]
+        devices = [
+            p for p in subdirs if (p / INDEX).exists() or any(_is_database(q) for q in p.iterdir() if q.is_dir())
+        ]
         if not devices:
             raise ValueError(
                 f"{path}: no {RECORD_FILE}[.xz] here, in its subfolders (a device folder) or two levels down (a tree root)"

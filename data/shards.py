@@ -19,7 +19,6 @@ import json
 import os
 import sys
 import time
-import uuid
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -27,6 +26,7 @@ from typing import Any
 import h5py
 import numpy as np
 
+from data.atomic import atomic_path, atomic_write_text
 from data.schema import (
     ACCESS_DIM,
     GEMM_ROWS,
@@ -76,7 +76,9 @@ FIELDS: dict[str, Field] = {
     "task_name": Field(str, (), "task", "MetaSchedule task name, e.g. fused_conv2d_add_relu"),
     "task_networks": Field(str, (), "task", "comma-separated networks using the task, '' for single operators"),
     "task_target": Field(str, (), "task", "target JSON (Target.export())"),
-    "task_weight": Field(np.float64, (), "task", "max over networks of the task's weight (call count) in a network; 1 for operators"),
+    "task_weight": Field(
+        np.float64, (), "task", "max over networks of the task's weight (call count) in a network; 1 for operators"
+    ),
     "task_network_weights": Field(str, (), "task", 'JSON {"network": weight} of every network using the task'),
     "task_flops": Field(np.float64, (), "task", "float operations of the workload (0 when unknown)"),
     "task_tags": Field(np.float32, (TAG_DIM,), "task", "workload tags (data.schema.TAG_NAMES)"),
@@ -90,7 +92,12 @@ FIELDS: dict[str, Field] = {
     "access": Field(np.float32, (ACCESS_DIM,), "access", "per-access records, program order (pam.md 1.3)"),
     "psa_ptr": Field(np.int64, (), "ptr", "CSR offsets into psa"),
     "psa": Field(np.float32, (PSA_DIM,), "psa", "PSA rows, one per stored buffer (psa.md 1)"),
-    "gemm": Field(np.float32, (GEMM_ROWS, ACCESS_DIM), "record", "GEMM matrix: the 8 access records at the needle, zeros if absent"),
+    "gemm": Field(
+        np.float32,
+        (GEMM_ROWS, ACCESS_DIM),
+        "record",
+        "GEMM matrix: the 8 access records at the needle, zeros if absent",
+    ),
     "gemm_found": Field(np.bool_, (), "record", "whether the needle '20101112' was found"),
 }
 _CSR = {"stmt": "stmt_ptr", "access": "access_ptr", "psa": "psa_ptr"}
@@ -234,11 +241,6 @@ def _check_attrs(attrs: dict) -> dict[str, Any]:
     return out
 
 
-def _temp_name(path: Path) -> Path:
-    """A hidden, unique temp file next to `path` (same file system, so os.replace is atomic)."""
-    return path.parent / f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp"
-
-
 def write_shard(path: str | os.PathLike, data: ShardData, attrs: dict) -> None:
     """Write `data` to the HDF5 file `path` atomically (temp file in the same folder + os.replace).
 
@@ -253,8 +255,7 @@ def write_shard(path: str | os.PathLike, data: ShardData, attrs: dict) -> None:
     data.validate(str(path))
     stored = _check_attrs(attrs)
     stored["schema_version"] = SCHEMA_VERSION
-    tmp = _temp_name(path)
-    try:
+    with atomic_path(path) as tmp:
         with h5py.File(tmp, "w", track_order=True) as h5:
             for key in sorted(stored):
                 h5.attrs[key] = stored[key]
@@ -264,15 +265,16 @@ def write_shard(path: str | os.PathLike, data: ShardData, attrs: dict) -> None:
                     h5.create_dataset(name, data=arr.astype(object), dtype=_STR, track_times=False)
                 elif arr.ndim == 2 and arr.shape[0] > 0:
                     h5.create_dataset(
-                        name, data=arr, compression="gzip", compression_opts=4, shuffle=True,
-                        chunks=(min(len(arr), 4096), arr.shape[1]), track_times=False,
+                        name,
+                        data=arr,
+                        compression="gzip",
+                        compression_opts=4,
+                        shuffle=True,
+                        chunks=(min(len(arr), 4096), arr.shape[1]),
+                        track_times=False,
                     )
                 else:
                     h5.create_dataset(name, data=arr, track_times=False)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
         raise
 
 
@@ -432,10 +434,7 @@ def write_manifest(directory: str | os.PathLike, extra: dict | None = None) -> d
         "invalid": invalid,
         **(extra or {}),
     }
-    tmp = _temp_name(directory / MANIFEST)
-    with open(tmp, "w") as f:
-        json.dump(manifest, f, indent=1)
-    os.replace(tmp, directory / MANIFEST)
+    atomic_write_text(directory / MANIFEST, json.dumps(manifest, indent=1))
     return manifest
 
 

@@ -9,6 +9,7 @@ matrix, so a model that learns beats a random ranking by a clear margin.
 
 from __future__ import annotations
 
+import json
 import os
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
@@ -70,7 +71,9 @@ def synthetic_shard_data(
     gemm = rng.random((n, GEMM_ROWS, ACCESS_DIM), dtype=np.float32) * np.float32(20.0) * gemm_found[:, None, None]
 
     row_score = np.concatenate([[0.0], np.cumsum((pool @ w_stmt)[pick])])  # w . (sum of a record's rows)
-    score = row_score[ptr[1:]] - row_score[ptr[:-1]] + (gemm * w_gemm).sum(axis=(1, 2)) + rng.normal(scale=noise, size=n)
+    score = (
+        row_score[ptr[1:]] - row_score[ptr[:-1]] + (gemm * w_gemm).sum(axis=(1, 2)) + rng.normal(scale=noise, size=n)
+    )
     latency = np.exp(-0.4 * score + rng.normal(size=num_tasks)[record_task]) * 1e-4  # log-latency std ~1 per task
     latency[rng.random(n) < failed_fraction] = np.inf
     label = np.concatenate([normalized_throughput(lat) for lat in np.split(latency, num_tasks)] or [np.zeros(0)])
@@ -90,7 +93,7 @@ def synthetic_shard_data(
         task_networks=task_networks,
         task_target=np.array(['{"kind": "llvm"}'] * num_tasks),
         task_weight=np.ones(num_tasks),
-        task_network_weights=np.array(['{"%s": 1}' % nets.split(",")[0] for nets in task_networks]),
+        task_network_weights=np.array([json.dumps({nets.split(",")[0]: 1}) for nets in task_networks]),
         task_flops=np.full(num_tasks, 1e6),
         task_tags=tags,
         record_task=record_task.astype(np.int64),

@@ -68,7 +68,11 @@ class Bottleneck(BasicBlock):
         super().__init__(cin, width, stride)
         cout = width * self.expansion
         self.body = nn.Sequential(
-            *_conv_bn(cin, width, 1), nn.ReLU(), *_conv_bn(width, width, 3, stride), nn.ReLU(), *_conv_bn(width, cout, 1)
+            *_conv_bn(cin, width, 1),
+            nn.ReLU(),
+            *_conv_bn(width, width, 3, stride),
+            nn.ReLU(),
+            *_conv_bn(width, cout, 1),
         )
 
 
@@ -244,9 +248,7 @@ def _relax_module(network: str, size: int | None) -> tvm.IRModule:
     return from_exported_program(exported)
 
 
-def extract_network_tasks(
-    name: str, target: str | dict | tvm.target.Target, size: int | None = None
-) -> list[TaskSpec]:
+def extract_network_tasks(name: str, target: str | dict | tvm.target.Target, size: int | None = None) -> list[TaskSpec]:
     """The MetaSchedule tasks of a zoo network, in extraction order.
 
     Args:
@@ -278,7 +280,9 @@ def extract_network_tasks(
                 relax.transform.FuseTIR(),
             ]
         )(mod)
-    return [TaskSpec.from_mod(t.task_name, t.mod, int(t.weight)) for t in ms.relax_integration.extract_tasks(mod, target)]
+    return [
+        TaskSpec.from_mod(t.task_name, t.mod, int(t.weight)) for t in ms.relax_integration.extract_tasks(mod, target)
+    ]
 
 
 def select_tasks(

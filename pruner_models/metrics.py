@@ -160,12 +160,12 @@ class _TaskGroupedMetric(Metric):
         raise NotImplementedError
 
 
-
 def _positive_int(k: int) -> int:
     """`k` of a top-k metric, checked."""
     if not isinstance(k, int) or isinstance(k, bool) or k < 1:
         raise ValueError(f"k must be a positive int, got {k!r}")
     return k
+
 
 class PairwiseAccuracy(_TaskGroupedMetric):
     """Pairwise comparison accuracy (TenSet), taken literally from metrics.md.

@@ -257,4 +257,3 @@ def load_net(path: str, map_location: str | torch.device = "cpu") -> nn.Module:
     module = _MODULES[name](**{k: v for k, v in hparams.items() if not k.startswith("_")})
     module.load_state_dict(checkpoint["state_dict"])
     return module.net.to(map_location).eval()
-

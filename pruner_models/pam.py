@@ -188,4 +188,3 @@ class PAMNet(CostNet):
         gemm = (attended + gemm).sum(dim=1)  # (B, E)
         fused = self.fuse(torch.cat([stmt, gemm.to(stmt.dtype)], dim=1))
         return self.decoder(fused).float()
-

@@ -21,11 +21,23 @@ quality = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(quality)
 
 TINY_PAM = [
-    "--model.init_args.net.stmt_hidden", "32", "--model.init_args.net.fuse_hidden", "32",
-    "--model.init_args.net.gemm_embed", "16", "--model.init_args.net.heads", "2",
-    "--data.batch_size", "48", "--trainer.accelerator", "cpu",
-    "--trainer.enable_progress_bar", "false", "--trainer.enable_model_summary", "false",
-]  # fmt: skip
+    "--model.init_args.net.stmt_hidden",
+    "32",
+    "--model.init_args.net.fuse_hidden",
+    "32",
+    "--model.init_args.net.gemm_embed",
+    "16",
+    "--model.init_args.net.heads",
+    "2",
+    "--data.batch_size",
+    "48",
+    "--trainer.accelerator",
+    "cpu",
+    "--trainer.enable_progress_bar",
+    "false",
+    "--trainer.enable_model_summary",
+    "false",
+]
 
 
 def pack_sum_learnable(data: ShardData) -> ShardData:
@@ -57,10 +69,28 @@ def shards(tmp_path_factory):
 
 def test_one_run_scores_every_model_on_the_same_held_out_records(shards, tmp_path, capsys):
     argv = [
-        "--shards", str(shards), "--split", "hold-out", "--test-networks", "net_a", "--epochs", "2",
-        "--models", "random", "psa", "xgb", "pam", "--random-seeds", "3", "--xgb-threads", "1",
-        "--out", str(tmp_path), "--", *TINY_PAM,
-    ]  # fmt: skip
+        "--shards",
+        str(shards),
+        "--split",
+        "hold-out",
+        "--test-networks",
+        "net_a",
+        "--epochs",
+        "2",
+        "--models",
+        "random",
+        "psa",
+        "xgb",
+        "pam",
+        "--random-seeds",
+        "3",
+        "--xgb-threads",
+        "1",
+        "--out",
+        str(tmp_path),
+        "--",
+        *TINY_PAM,
+    ]
     out = quality.main(argv)
     printed = capsys.readouterr().out
     assert "XGB iter" in printed and "pairwise" in printed  # XGBModel's own progress lines, then the table
@@ -91,9 +121,22 @@ def _test_records(shards):
 
 def test_xgb_row_is_n_a_without_xgboost(shards, tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "xgboost", None)  # what an environment without xgboost looks like
-    out = quality.main([
-        "--shards", str(shards), "--models", "xgb", "random", "--random-seeds", "1", "--seed", "0", "1", "--out", str(tmp_path),
-    ])  # fmt: skip
+    out = quality.main(
+        [
+            "--shards",
+            str(shards),
+            "--models",
+            "xgb",
+            "random",
+            "--random-seeds",
+            "1",
+            "--seed",
+            "0",
+            "1",
+            "--out",
+            str(tmp_path),
+        ]
+    )
     assert out["results"]["xgb"]["note"] == "n/a: xgboost not installed (pip install xgboost)"
     assert "test_pairwise_acc" not in out["results"]["xgb"] and math.isnan(out["results"]["xgb"]["train_s"])
     # two seeds: two within-task splits, the table shows their mean and std

@@ -35,10 +35,22 @@ def shards(tmp_path_factory):
 
 def _fit_args(config, shards, root, *extra):
     return [
-        "fit", "--config", str(REPO / "configs" / config), "--data.shards", str(shards),
-        "--data.batch_size", "48", "--trainer.max_epochs", "2", "--trainer.accelerator", "cpu",
-        "--trainer.logger.init_args.save_dir", str(root), *QUIET, *extra,
-    ]  # fmt: skip
+        "fit",
+        "--config",
+        str(REPO / "configs" / config),
+        "--data.shards",
+        str(shards),
+        "--data.batch_size",
+        "48",
+        "--trainer.max_epochs",
+        "2",
+        "--trainer.accelerator",
+        "cpu",
+        "--trainer.logger.init_args.save_dir",
+        str(root),
+        *QUIET,
+        *extra,
+    ]
 
 
 def _last_val_row(metrics_csv):
@@ -52,7 +64,9 @@ def test_every_config_loads(config, shards, tmp_path, monkeypatch):
     cli = main(["--config", str(config), "--data.shards", str(shards)], run=False)
     assert isinstance(cli.datamodule, ShardDataModule)
     assert cli.model.hparams.lr == pytest.approx(7e-4)
-    monitors = sorted((type(c).__name__, str(c.monitor), c.mode) for c in cli.trainer.callbacks if hasattr(c, "monitor"))
+    monitors = sorted(
+        (type(c).__name__, str(c.monitor), c.mode) for c in cli.trainer.callbacks if hasattr(c, "monitor")
+    )
     assert monitors == [
         ("EarlyStopping", "val_pairwise_acc", "max"),
         ("ModelCheckpoint", "None", "min"),  # last.ckpt after every epoch, for resuming
@@ -80,10 +94,17 @@ def test_fit_then_test_prints_the_metric_table(pam_run, shards, capsys, tmp_path
     row = _last_val_row(pam_run / "metrics.csv")
     assert 0.0 <= float(row["val_pairwise_acc"]) <= 1.0 and float(row["val_peak@1"]) > 0
     capsys.readouterr()
-    main([
-        "test", "--config", str(pam_run / "config.yaml"), "--ckpt_path", str(pam_run / "checkpoints" / "last.ckpt"),
-        "--trainer.logger", "false",
-    ])  # fmt: skip
+    main(
+        [
+            "test",
+            "--config",
+            str(pam_run / "config.yaml"),
+            "--ckpt_path",
+            str(pam_run / "checkpoints" / "last.ckpt"),
+            "--trainer.logger",
+            "false",
+        ]
+    )
     out = capsys.readouterr().out
     assert "test_pairwise_acc" in out and "test_peak@1" in out and "┃" in out  # the rich table
 
@@ -94,10 +115,18 @@ def test_finetune_flag_keeps_the_pretrained_normalization(pam_run, shards, tmp_p
     data.gemm *= 3.0
     write_shard(tmp_path / "other_device.h5", data, {"source": "test"})
     pretrained = pam_run / "checkpoints" / "last.ckpt"
-    main(_fit_args(
-        "finetune.yaml", tmp_path / "other_device.h5", tmp_path, *TINY_PAM,
-        "--model.init_args.init_from", str(pretrained), "--trainer.max_epochs", "1",
-    ))  # fmt: skip
+    main(
+        _fit_args(
+            "finetune.yaml",
+            tmp_path / "other_device.h5",
+            tmp_path,
+            *TINY_PAM,
+            "--model.init_args.init_from",
+            str(pretrained),
+            "--trainer.max_epochs",
+            "1",
+        )
+    )
     tuned = load_net(str(tmp_path / "finetune" / "version_0" / "checkpoints" / "last.ckpt"))
     before = load_net(str(pretrained))
     torch.testing.assert_close(tuned.stmt_scale, before.stmt_scale)
@@ -110,13 +139,29 @@ def test_wandb_offline_run_leaves_its_files(shards, tmp_path):
     pytest.importorskip("wandb")
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(REPO), WANDB_MODE="offline", WANDB_SILENT="true")
     args = _fit_args(
-        "mlp.yaml", shards, tmp_path, "--model.init_args.net.hidden", "16", "--trainer.max_epochs", "1",
-        "--trainer.logger", "lightning.pytorch.loggers.WandbLogger",
-        "--trainer.logger.init_args.save_dir", str(tmp_path), "--trainer.logger.init_args.offline", "true",
-        "--trainer.logger.init_args.project", "pruner-test",
-    )  # fmt: skip
+        "mlp.yaml",
+        shards,
+        tmp_path,
+        "--model.init_args.net.hidden",
+        "16",
+        "--trainer.max_epochs",
+        "1",
+        "--trainer.logger",
+        "lightning.pytorch.loggers.WandbLogger",
+        "--trainer.logger.init_args.save_dir",
+        str(tmp_path),
+        "--trainer.logger.init_args.offline",
+        "true",
+        "--trainer.logger.init_args.project",
+        "pruner-test",
+    )
     proc = subprocess.run(
-        [sys.executable, str(REPO / "train.py"), *args], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600
+        [sys.executable, str(REPO / "train.py"), *args],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     assert proc.returncode == 0, proc.stderr[-4000:]
     runs = list((tmp_path / "wandb").glob("offline-run-*"))
@@ -130,11 +175,24 @@ def test_wandb_offline_run_leaves_its_files(shards, tmp_path):
 def test_ddp_two_processes_on_cpu_sync_metrics_exactly(shards, tmp_path):
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(REPO))
     args = _fit_args(
-        "pam.yaml", shards, tmp_path, *TINY_PAM, "--data.batch_size", "32",
-        "--trainer.devices", "2", "--trainer.strategy", "ddp",
-    )  # fmt: skip
+        "pam.yaml",
+        shards,
+        tmp_path,
+        *TINY_PAM,
+        "--data.batch_size",
+        "32",
+        "--trainer.devices",
+        "2",
+        "--trainer.strategy",
+        "ddp",
+    )
     proc = subprocess.run(
-        [sys.executable, str(REPO / "train.py"), *args], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600
+        [sys.executable, str(REPO / "train.py"), *args],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     assert proc.returncode == 0, proc.stderr[-4000:]
     assert "MEMBER: 2/2" in proc.stderr + proc.stdout  # two processes joined the gloo group
@@ -143,7 +201,9 @@ def test_ddp_two_processes_on_cpu_sync_metrics_exactly(shards, tmp_path):
     # the same checkpoint, validated by one process on the same validation split
     dm = ShardDataModule(str(shards), batch_size=32)
     module = PAMModule.load_from_checkpoint(run / "checkpoints" / "last.ckpt")
-    trainer = L.Trainer(accelerator="cpu", devices=1, logger=False, enable_progress_bar=False, enable_model_summary=False)
+    trainer = L.Trainer(
+        accelerator="cpu", devices=1, logger=False, enable_progress_bar=False, enable_model_summary=False
+    )
     single = trainer.validate(module, dm, verbose=False)[0]
     assert len(dm.val_dataloader()) >= 2  # the 2 ranks each scored part of the validation records
     for name in ("val_pairwise_acc", "val_peak@1", "val_peak@5", "val_kendall_tau", "val_rmse", "val_loss"):
@@ -161,11 +221,26 @@ def test_pam_learns_the_embedded_measured_cpu_dataset(tmp_path):
     shutil.copy(EMBEDDED / "index.json", records)
     assert featurize([str(records), "--out", str(tmp_path / "shards"), "--workers", "2"]).kept >= 200
     L.seed_everything(0)
-    main(_fit_args(
-        "pam.yaml", tmp_path / "shards", tmp_path, *TINY_PAM, "--model.init_args.lr", "3e-3",
-        "--data.batch_size", "64", "--data.test_fraction", "0.3", "--data.val_fraction", "0.15",
-        "--trainer.max_epochs", "20", "--early_stopping.patience", "100",
-    ))  # fmt: skip
+    main(
+        _fit_args(
+            "pam.yaml",
+            tmp_path / "shards",
+            tmp_path,
+            *TINY_PAM,
+            "--model.init_args.lr",
+            "3e-3",
+            "--data.batch_size",
+            "64",
+            "--data.test_fraction",
+            "0.3",
+            "--data.val_fraction",
+            "0.15",
+            "--trainer.max_epochs",
+            "20",
+            "--early_stopping.patience",
+            "100",
+        )
+    )
     last = tmp_path / "pam" / "version_0" / "checkpoints" / "last.ckpt"
     args = ["--config", str(tmp_path / "pam" / "version_0" / "config.yaml"), "--trainer.logger", "false"]
     trained = main(["test", *args, "--ckpt_path", str(last)]).trainer.callback_metrics

@@ -6,8 +6,8 @@ import math
 import pytest
 
 import tune
-from tvm_env import PooledLocalBuilder, ms, tvm_ffi
 from data import zoo
+from tvm_env import PooledLocalBuilder, ms, tvm_ffi
 
 TARGET = '{"kind": "llvm", "mcpu": "native", "num-cores": 2}'
 WORKLOAD = "matmul:64,64,64"
@@ -40,7 +40,10 @@ def artifacts(tmp_path_factory):
         ])
         # fmt: on
         out[name] = str(root / f"{name}.pt")
-        assert export.main([str(next((root / name).glob("best-*.ckpt"))), "--out", out[name], "--device", "synthetic"]) == 0
+        assert (
+            export.main([str(next((root / name).glob("best-*.ckpt"))), "--out", out[name], "--device", "synthetic"])
+            == 0
+        )
     return out
 
 
@@ -86,7 +89,19 @@ def test_each_cost_model_mode_runs_a_short_tune(mode, artifacts, builder, tmp_pa
 
 
 def test_cli_resumes_from_the_work_dir(tmp_path, capsys):
-    args = ["--workload", WORKLOAD, "--target", TARGET, "--cost-model", "xgb", "--trials-per-round", "3", "--work-dir", str(tmp_path), *QUICK]
+    args = [
+        "--workload",
+        WORKLOAD,
+        "--target",
+        TARGET,
+        "--cost-model",
+        "xgb",
+        "--trials-per-round",
+        "3",
+        "--work-dir",
+        str(tmp_path),
+        *QUICK,
+    ]
     first = tune.main([*args, "--trials", "6"])
     assert first.tasks[0].trials == 6
     out = capsys.readouterr().out
@@ -106,9 +121,26 @@ def test_cli_resumes_from_the_work_dir(tmp_path, capsys):
 
 def test_network_is_tuned_compiled_and_timed(tmp_path, capsys):
     result = tune.main(
-        ["--network", "bert_tiny", "--input-size", "8", "--max-tasks", "1", "--target", TARGET, "--cost-model", "random",
-         "--trials", "3", "--trials-per-round", "3", "--work-dir", str(tmp_path), *QUICK]
-    )  # fmt: skip
+        [
+            "--network",
+            "bert_tiny",
+            "--input-size",
+            "8",
+            "--max-tasks",
+            "1",
+            "--target",
+            TARGET,
+            "--cost-model",
+            "random",
+            "--trials",
+            "3",
+            "--trials-per-round",
+            "3",
+            "--work-dir",
+            str(tmp_path),
+            *QUICK,
+        ]
+    )
     assert len(result.tasks) == 1 and result.tasks[0].trials == 3
     out = capsys.readouterr().out
     line = next(x for x in out.splitlines() if "end-to-end mean inference time" in x)

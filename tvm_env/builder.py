@@ -56,13 +56,18 @@ class PooledLocalBuilder(ms.builder.LocalBuilder._cls):
             self._pool = PopenPoolExecutor(max_workers=self.max_workers, timeout=self.timeout_sec)
             self._batches = 0
         self._batches += 1
-        args = [(self.f_build, self.f_export, b.mod, b.target, local_builder._serialize_params(b.params)) for b in build_inputs]
+        args = [
+            (self.f_build, self.f_export, b.mod, b.target, local_builder._serialize_params(b.params))
+            for b in build_inputs
+        ]
         results = []
         for res in self._pool.map_with_error_catching(lambda x: local_builder._worker_func(*x), args):
             if res.status == StatusKind.COMPLETE:
                 results.append(ms.builder.BuilderResult(res.value, None))
             elif res.status == StatusKind.TIMEOUT:
-                results.append(ms.builder.BuilderResult(None, f"LocalBuilder: Timeout, killed after {self.timeout_sec} seconds"))
+                results.append(
+                    ms.builder.BuilderResult(None, f"LocalBuilder: Timeout, killed after {self.timeout_sec} seconds")
+                )
             else:
                 results.append(ms.builder.BuilderResult(None, f"LocalBuilder: An exception occurred\n{res.value}"))
         return results

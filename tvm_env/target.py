@@ -28,7 +28,7 @@ def parse_target(target: str | dict | tvm.target.Target) -> tvm.target.Target:
         elif " -" in text:
             raise ValueError(
                 f"target {target!r}: the CLI form is not accepted by apache-tvm 0.27; pass a tag "
-                "('nvidia/nvidia-h100') or a JSON dict ('{\"kind\": \"llvm\", \"num-cores\": 2}')"
+                '(\'nvidia/nvidia-h100\') or a JSON dict (\'{"kind": "llvm", "num-cores": 2}\')'
             )
         elif text == "llvm":
             target = {"kind": "llvm"}

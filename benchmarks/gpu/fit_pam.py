@@ -23,11 +23,20 @@ args = parser.parse_args()
 L.seed_everything(0, verbose=False)
 gpu = args.accelerator == "gpu"
 dm = ShardDataModule(args.shards, split="within-task", test_fraction=0.0, val_fraction=0.15, data_on_device=gpu)
-best = ModelCheckpoint(dirpath=args.out, filename="best", monitor="val_pairwise_acc", mode="max", enable_version_counter=False)
+best = ModelCheckpoint(
+    dirpath=args.out, filename="best", monitor="val_pairwise_acc", mode="max", enable_version_counter=False
+)
 trainer = L.Trainer(
-    accelerator=args.accelerator, precision="bf16-mixed" if gpu else "32-true", max_epochs=args.epochs,
-    gradient_clip_val=0.5, callbacks=[best, EarlyStopping("val_pairwise_acc", mode="max", patience=10)],
-    logger=False, enable_progress_bar=False, enable_model_summary=False,
-)  # fmt: skip
+    accelerator=args.accelerator,
+    precision="bf16-mixed" if gpu else "32-true",
+    max_epochs=args.epochs,
+    gradient_clip_val=0.5,
+    callbacks=[best, EarlyStopping("val_pairwise_acc", mode="max", patience=10)],
+    logger=False,
+    enable_progress_bar=False,
+    enable_model_summary=False,
+)
 trainer.fit(PAMModule(), dm)
-print(f"best {best.best_model_path}: val_pairwise_acc {float(best.best_model_score):.3f} (epoch {trainer.current_epoch})")
+print(
+    f"best {best.best_model_path}: val_pairwise_acc {float(best.best_model_score):.3f} (epoch {trainer.current_epoch})"
+)

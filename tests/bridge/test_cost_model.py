@@ -6,9 +6,9 @@ import torch
 
 from bridge.cost_model import MODES, PrunerCostModel
 from bridge.export import export_checkpoint, load_artifact
+from data.batch import make_batch
 from data.features import featurize_candidates, workload_tags
 from data.labels import mean_latency
-from data.batch import make_batch
 
 
 @pytest.fixture(scope="module")

@@ -14,9 +14,9 @@ from bridge.export import (
     load_model,
     main,
 )
+from data.batch import make_batch
 from data.schema import SCHEMA_VERSION
 from data.shards import read_shards
-from data.batch import make_batch
 from pruner_models.module import load_net
 
 NET = {"PAMModule": "PAMNet", "MLPModule": "MLPNet", "MoAModule": "MoANet"}

@@ -21,7 +21,19 @@ from tvm_env import ms, parse_target, setup, tvm
 A100 = Device("a100", peak_gflops=19490, bandwidth_gbs=1935, sm_count=108)
 
 
-def row(flops_thread=0.0, total=0.0, regs=0.0, mem=0.0, shared=0.0, dram=0.0, reuse=1.0, gpu=1.0, grid=1.0, block=1.0, vthread=1.0):
+def row(
+    flops_thread=0.0,
+    total=0.0,
+    regs=0.0,
+    mem=0.0,
+    shared=0.0,
+    dram=0.0,
+    reuse=1.0,
+    gpu=1.0,
+    grid=1.0,
+    block=1.0,
+    vthread=1.0,
+):
     return np.array([flops_thread, total, regs, mem, shared, dram, reuse, gpu, grid, block, vthread], dtype=np.float32)
 
 
@@ -92,9 +104,15 @@ def test_naive_heuristic_counts_threads():
 def test_device_table_has_the_published_rows():
     devices = load_devices()
     published = {
-        "k80": (8226, 480, 26), "t4": (8141, 320, 40), "titanv": (14900, 651, 80), "orin": (2660, 204, 16),
-        "a100": (19490, 1935, 108), "a100_40": (19490, 1555, 108), "h100": (66900, 3350, 132), "h200": (66900, 4800, 132),
-    }  # fmt: skip
+        "k80": (8226, 480, 26),
+        "t4": (8141, 320, 40),
+        "titanv": (14900, 651, 80),
+        "orin": (2660, 204, 16),
+        "a100": (19490, 1935, 108),
+        "a100_40": (19490, 1555, 108),
+        "h100": (66900, 3350, 132),
+        "h200": (66900, 4800, 132),
+    }
     for name, (peak, bandwidth, sms) in published.items():
         d = devices[name]
         assert (d.peak_gflops, d.bandwidth_gbs, d.sm_count) == (peak, bandwidth, sms)
@@ -184,13 +202,19 @@ def cuda_candidates():
     target = parse_target("nvidia/nvidia-v100")
     setup()
     mod = tvm.IRModule({"main": te.create_prim_func(te_workload.matmul(256, 256, 256))})
-    context = ms.TuneContext(mod=mod, target=target, space_generator="post-order-apply", num_threads=2, rand_state=0).clone()
+    context = ms.TuneContext(
+        mod=mod, target=target, space_generator="post-order-apply", num_threads=2, rand_state=0
+    ).clone()
     search = ms.search_strategy.EvolutionarySearch(population_size=16)
     search._initialize_with_tune_context(context)
-    search.pre_tuning(16, 16, context.generate_design_space(), ms.database.MemoryDatabase(), ms.cost_model.RandomModel())
+    search.pre_tuning(
+        16, 16, context.generate_design_space(), ms.database.MemoryDatabase(), ms.cost_model.RandomModel()
+    )
     sample = tvm_ffi.get_global_func("s_tir.meta_schedule.SearchStrategyEvolutionarySearchSampleInitPopulation")
     schedules = list(sample(search, 16))
-    return context, [ms.MeasureCandidate(s, ms.arg_info.ArgInfo.from_entry_func(s.mod, remove_preproc=True)) for s in schedules]
+    return context, [
+        ms.MeasureCandidate(s, ms.arg_info.ArgInfo.from_entry_func(s.mod, remove_preproc=True)) for s in schedules
+    ]
 
 
 def test_cuda_candidates_get_distinct_gpu_scores(cuda_candidates):

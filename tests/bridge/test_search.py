@@ -53,7 +53,13 @@ def context_for(mod, strategy, seed=0, clone=False):
     target = parse_target(TARGET)
     setup(target)
     context = ms.TuneContext(
-        mod=mod, target=target, space_generator="post-order-apply", search_strategy=strategy, task_name="task", num_threads=2, rand_state=seed
+        mod=mod,
+        target=target,
+        space_generator="post-order-apply",
+        search_strategy=strategy,
+        task_name="task",
+        num_threads=2,
+        rand_state=seed,
     )
     return context.clone() if clone else context
 
@@ -69,7 +75,11 @@ def key(sch):
 def unpicked(potential, picks):
     """The potential-space schedules that were not picked, as candidates."""
     chosen = {key(c.sch) for c in picks}
-    return [ms.MeasureCandidate(s, ms.arg_info.ArgInfo.from_entry_func(s.mod, remove_preproc=True)) for s in potential if key(s) not in chosen]
+    return [
+        ms.MeasureCandidate(s, ms.arg_info.ArgInfo.from_entry_func(s.mod, remove_preproc=True))
+        for s in potential
+        if key(s) not in chosen
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -160,14 +170,20 @@ def test_resume_counts_and_skips_measured_schedules(measured_matmul, kind):
     workload = database.commit_workload(context0.mod)
     target = context0.target
     for cand, res in zip(candidates, results):
-        database.commit_tuning_record(ms.database.TuningRecord(cand.sch.trace, workload, res.run_secs, target, cand.args_info))
+        database.commit_tuning_record(
+            ms.database.TuningRecord(cand.sch.trace, workload, res.run_secs, target, cand.args_info)
+        )
     measured = {key(c.sch) for c in candidates}
     if kind == "draft-verify":
-        strategy = DraftVerifySearch(draft=PSACostModel(device="a100"), population_size=POPULATION, potential_size=POTENTIAL)
+        strategy = DraftVerifySearch(
+            draft=PSACostModel(device="a100"), population_size=POPULATION, potential_size=POTENTIAL
+        )
     else:
         strategy = ResumableEvolutionarySearch(population_size=POPULATION)
     context = context_for(context0.mod, strategy)
-    strategy.pre_tuning(len(candidates) + 6, 4, context.generate_design_space(), database, ms.cost_model.RandomModel(seed=0))
+    strategy.pre_tuning(
+        len(candidates) + 6, 4, context.generate_design_space(), database, ms.cost_model.RandomModel(seed=0)
+    )
     assert strategy.budget == 6
     proposed = []
     while (batch := strategy.generate_measure_candidates()) is not None:
@@ -190,7 +206,9 @@ def test_bad_options_are_refused():
 
 def test_malformed_curve_file_names_the_line(tmp_path):
     path = tmp_path / "curve.csv"
-    path.write_text(",".join(SearchLog.FIELDS) + "\n" + ",".join(["t"] + ["1"] * (len(SearchLog.FIELDS) - 1)) + "\n" + "t,x\n")
+    path.write_text(
+        ",".join(SearchLog.FIELDS) + "\n" + ",".join(["t"] + ["1"] * (len(SearchLog.FIELDS) - 1)) + "\n" + "t,x\n"
+    )
     with pytest.raises(ValueError, match=f"{path}:3: malformed"):
         read_rounds(path)
     (tmp_path / "other.csv").write_text("a,b\n1,2\n")
@@ -209,9 +227,13 @@ class Sleepy(ms.cost_model.PyCostModel):
 
 
 def test_counting_model_counts_and_times_only_real_scoring():
-    strategy = DraftVerifySearch(draft=PSACostModel(device="a100"), population_size=POPULATION, potential_size=POTENTIAL)
+    strategy = DraftVerifySearch(
+        draft=PSACostModel(device="a100"), population_size=POPULATION, potential_size=POTENTIAL
+    )
     context = context_for(matmul(), strategy)
-    strategy.pre_tuning(8, 4, context.generate_design_space(), ms.database.MemoryDatabase(), ms.cost_model.RandomModel())
+    strategy.pre_tuning(
+        8, 4, context.generate_design_space(), ms.database.MemoryDatabase(), ms.cost_model.RandomModel()
+    )
     picks = strategy.generate_measure_candidates()
     assert strategy.draft_model.scored >= POPULATION and strategy.draft_model.seconds > 0
 

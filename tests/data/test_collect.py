@@ -8,7 +8,6 @@ import numpy as np
 import pytest
 from tvm import te
 
-from tvm_env import ms, parse_target, target_device_name, tvm, tvm_ffi
 from data.collect import (
     CollectConfig,
     TaskPlan,
@@ -20,6 +19,7 @@ from data.collect import (
 )
 from data.labels import mean_latency
 from data.zoo import TaskSpec, operator_task
+from tvm_env import ms, parse_target, target_device_name, tvm, tvm_ffi
 
 TARGET = '{"kind": "llvm", "mcpu": "native", "num-cores": 2}'
 DEVICE = target_device_name(parse_target(TARGET))  # the host CPU: measurements run here
@@ -36,7 +36,9 @@ def _task_dir(out):
 
 
 def _records(task_dir):
-    db = ms.database.JSONDatabase(str(task_dir / "database_workload.json"), str(task_dir / "database_tuning_record.json"))
+    db = ms.database.JSONDatabase(
+        str(task_dir / "database_workload.json"), str(task_dir / "database_tuning_record.json")
+    )
     return db.get_all_tuning_records()
 
 
@@ -183,8 +185,20 @@ def test_sigterm_stops_after_the_batch_in_flight_and_rerun_resumes(tmp_path):
     import time
 
     out = tmp_path / "ds"
-    cmd = [sys.executable, "-m", "data.collect", "--target", TARGET, "--ops", SPEC, "--per-task", "24",
-           "--out", str(out), *FAST]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "data.collect",
+        "--target",
+        TARGET,
+        "--ops",
+        SPEC,
+        "--per-task",
+        "24",
+        "--out",
+        str(out),
+        *FAST,
+    ]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     records = _task_dir(out) / "database_tuning_record.json"
     deadline = time.time() + 240
@@ -206,10 +220,22 @@ def test_deadline_stops_before_the_next_batch(tmp_path):
     """The deadline passes before any batch: nothing is measured, and every task (the one sampled and
     queued as well as the one the stop came before) reports "interrupted", not "complete"."""
     other = "matmul:16,16,16"
-    results = main([
-        "--target", TARGET, "--ops", SPEC, other, "--per-task", "24", "--out", str(tmp_path), *FAST,
-        "--deadline", "0.001",
-    ])  # fmt: skip
+    results = main(
+        [
+            "--target",
+            TARGET,
+            "--ops",
+            SPEC,
+            other,
+            "--per-task",
+            "24",
+            "--out",
+            str(tmp_path),
+            *FAST,
+            "--deadline",
+            "0.001",
+        ]
+    )
     assert [(r.new, r.status) for r in results] == [(0, "interrupted"), (0, "interrupted")]
     assert count_records(_task_dir(tmp_path))[0] == 0
     assert count_records(tmp_path / DEVICE / operator_task(other).task_dir)[0] == 0

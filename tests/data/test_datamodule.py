@@ -4,10 +4,10 @@ import numpy as np
 import pytest
 import torch
 
+from data.batch import compute_scales, make_batch
 from data.datamodule import ShardDataModule, TaskBatchSampler, split_within_task
 from data.shards import read_shards
 from data.synthetic import write_synthetic_shards
-from data.batch import compute_scales, make_batch
 
 
 @pytest.fixture(scope="module")
@@ -49,7 +49,9 @@ def test_split_within_task_rounds_per_task():
 
 
 def test_hold_out_keeps_every_task_of_held_out_networks_out_of_training(shard_dir):
-    dm = ShardDataModule(str(shard_dir), split="hold-out", test_networks=["net_a"], val_fraction=0.25, drop_failed=False)
+    dm = ShardDataModule(
+        str(shard_dir), split="hold-out", test_networks=["net_a"], val_fraction=0.25, drop_failed=False
+    )
     dm.setup("fit")
     data = read_shards(shard_dir)
     nets = [set(n.split(",")) for n in data.task_networks]
@@ -100,7 +102,9 @@ def test_gathered_batch_equals_make_batch_from_per_program_arrays(shard_dir):
     data = read_shards(shard_dir)
     idx = dm.splits["train"][[5, 0, 17, 3, 60]]
     stmt = [data.stmt[data.stmt_ptr[i] : data.stmt_ptr[i + 1]] for i in idx]
-    expected = make_batch(stmt, data.task_tags[data.record_task[idx]], data.gemm[idx], data.label[idx], data.record_task[idx])
+    expected = make_batch(
+        stmt, data.task_tags[data.record_task[idx]], data.gemm[idx], data.label[idx], data.record_task[idx]
+    )
     got = dm.store[idx]
     for key in expected:
         assert torch.equal(got[key], expected[key]), key
@@ -124,7 +128,10 @@ def test_sampler_shards_batches_over_ranks():
     task = np.repeat(np.arange(10), 20)
     full = TaskBatchSampler(records, task, batch_size=50, shuffle=True, seed=1).all_batches()
     for pad in (False, True):
-        parts = [list(TaskBatchSampler(records, task, 50, shuffle=True, seed=1, num_replicas=3, rank=r, pad=pad)) for r in range(3)]
+        parts = [
+            list(TaskBatchSampler(records, task, 50, shuffle=True, seed=1, num_replicas=3, rank=r, pad=pad))
+            for r in range(3)
+        ]
         got = sorted(torch.cat([b for part in parts for b in part]).tolist())
         if pad:  # training: equal step counts, the first batches repeated
             assert len({len(p) for p in parts}) == 1 and len(got) >= 200

@@ -13,7 +13,6 @@ from tvm import te
 from tvm.s_tir.meta_schedule.testing import te_workload
 
 import tvm_env
-from tvm_env import ms, tvm, tvm_ffi
 from data.features import (
     ACCESS_COLUMNS,
     GEMM_NEEDLE,
@@ -23,6 +22,7 @@ from data.features import (
     workload_tags,
 )
 from data.schema import TAG_NAMES
+from tvm_env import ms, tvm, tvm_ffi
 
 CPU = {"kind": "llvm", "mcpu": "native", "num-cores": 2}
 A = {name: i for i, name in enumerate(ACCESS_COLUMNS)}
@@ -44,10 +44,22 @@ def candidate(sch):
 def sample(mod, target, n, seed=0):
     """n MetaSchedule candidates of `mod` (design space + random decisions, post-processed)."""
     strategy = ms.search_strategy.EvolutionarySearch(init_measured_ratio=0.0, population_size=n)
-    ctx = ms.TuneContext(mod=mod, target=target, space_generator="post-order-apply", search_strategy=strategy,
-                         task_name="t", num_threads=1, rand_state=seed)  # fmt: skip
-    ctx.pre_tuning(max_trials=n, num_trials_per_iter=n, design_spaces=ctx.generate_design_space(),
-                   database=ms.database.MemoryDatabase(), cost_model=ms.cost_model.RandomModel())  # fmt: skip
+    ctx = ms.TuneContext(
+        mod=mod,
+        target=target,
+        space_generator="post-order-apply",
+        search_strategy=strategy,
+        task_name="t",
+        num_threads=1,
+        rand_state=seed,
+    )
+    ctx.pre_tuning(
+        max_trials=n,
+        num_trials_per_iter=n,
+        design_spaces=ctx.generate_design_space(),
+        database=ms.database.MemoryDatabase(),
+        cost_model=ms.cost_model.RandomModel(),
+    )
     sample_init = tvm_ffi.get_global_func("s_tir.meta_schedule.SearchStrategyEvolutionarySearchSampleInitPopulation")
     return ctx, [candidate(s) for s in list(sample_init(strategy, n))[:n]]
 
@@ -110,8 +122,9 @@ def test_golden_slices_of_a_hand_written_cpu_matmul(cpu_target):
     f = walk_features(tiny_cpu_matmul().mod, is_gpu=False)
     # records: init (C write), update (A read, B read, C read-write); all function arguments in global
     assert f.scopes == "0000" and f.access.shape == (4, 23)
-    np.testing.assert_array_equal(f.access[:, [A["read"], A["write"], A["read_write"]]],
-                                  [[0, 1, 0], [1, 0, 0], [1, 0, 0], [0, 0, 1]])  # fmt: skip
+    np.testing.assert_array_equal(
+        f.access[:, [A["read"], A["write"], A["read_write"]]], [[0, 1, 0], [1, 0, 0], [1, 0, 0], [0, 0, 1]]
+    )
     np.testing.assert_array_equal(f.access[:, A["scope_global"]], 1)
     np.testing.assert_array_equal(f.access[:, A["alloc_bytes"]], 0)
     flops = 32 * 4 * 32 * 8 * 2  # loop product x (add + mul)
@@ -133,7 +146,7 @@ def test_golden_slices_of_a_hand_written_cpu_matmul(cpu_target):
 def test_cached_buffer_allocation_and_scope(cpu_target):
     f = walk_features(tiny_cpu_matmul(cache=True).mod, is_gpu=False)
     # init (C_global), update (A, B, C_global rw), write-back (C_global read, C write)
-    assert f.scopes == "0" "000" "00"
+    assert f.scopes == "000000"
     alloc = f.access[:, A["alloc_bytes"]]
     np.testing.assert_allclose(alloc, [slog(8 * 4), 0, 0, slog(8 * 4), slog(8 * 4), 0])  # compacted to 8 floats
 
@@ -145,7 +158,10 @@ def test_empty_program_gives_empty_arrays():
 
 
 def test_cpu_candidates_match_per_store_feature_and_have_no_gemm(cpu_target):
-    for mod in (te_module(te_workload.matmul(64, 64, 64)), te_module(te_workload.conv2d_nhwc(1, 8, 8, 16, 16, 3, 1, 1))):
+    for mod in (
+        te_module(te_workload.matmul(64, 64, 64)),
+        te_module(te_workload.conv2d_nhwc(1, 8, 8, 16, 16, 3, 1, 1)),
+    ):
         ctx, cands = sample(mod, cpu_target, 6)
         assert_matches_per_store(ctx, cands, is_gpu=False)
         feats = featurize_candidates(ctx, cands)
@@ -228,11 +244,13 @@ def hand_written_cuda_matmul():
 def test_hand_written_cuda_matmul_gemm_and_psa(cuda_target):
     f = walk_features(hand_written_cuda_matmul().mod, is_gpu=True)
     # C_local init | A_shared <- A | B_shared <- B | C_local += A_shared * B_shared | C <- C_local
-    assert f.scopes == "2" "01" "01" "112" "20" and f.scopes.startswith(GEMM_NEEDLE)
+    assert f.scopes == "2010111220" and f.scopes.startswith(GEMM_NEEDLE)
     assert f.gemm_found
     np.testing.assert_array_equal(f.gemm, f.access[:8])
     update = f.access[5:8]
-    np.testing.assert_array_equal(update[:, [A["read"], A["write"], A["read_write"]]], [[1, 0, 0], [1, 0, 0], [0, 0, 1]])
+    np.testing.assert_array_equal(
+        update[:, [A["read"], A["write"], A["read_write"]]], [[1, 0, 0], [1, 0, 0], [0, 0, 1]]
+    )
     assert update[0, A["flops"]] == pytest.approx(slog(2 * 64**3))  # threads included
     assert update[0, A["alloc_bytes"]] == pytest.approx(slog(16 * 8 * 4))  # A_shared tile
     # PSA rows: C_local, A_shared, B_shared, C (order of first store)

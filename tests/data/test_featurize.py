@@ -59,7 +59,10 @@ def test_end_to_end_shards(tree, tmp_path, capsys):
     assert (np.diff(data.access_ptr) >= 3).all() and not data.gemm_found.any()
     assert data.record_source[0] == f"{tree / DEVICE / CONV / 'database_tuning_record.json.xz'}:1"
     manifest = read_manifest(out)
-    assert manifest["num_records"] == 10 and [s["file"] for s in manifest["shards"]] == ["shard-00000.h5", "shard-00001.h5"]
+    assert manifest["num_records"] == 10 and [s["file"] for s in manifest["shards"]] == [
+        "shard-00000.h5",
+        "shard-00001.h5",
+    ]
     attrs = read_shard_attrs(out / "shard-00001.h5")
     assert attrs["tasks"] == [f"{DEVICE}/{MATMUL}"] and attrs["featurizer"]["failed"] == "zero" and attrs["tvm_version"]
 
@@ -70,7 +73,9 @@ def test_bad_records_are_counted_and_printed(tree, tmp_path, capsys):
     wl_index, (trace, run_secs, *rest) = json.loads(lines[0])
     insts, decisions = trace
     # a trace recorded on another workload: its first block does not exist here
-    renamed = [[k, ins, ["no_such_block", *attrs[1:]] if k == "GetSBlock" else attrs, outs] for k, ins, attrs, outs in insts]
+    renamed = [
+        [k, ins, ["no_such_block", *attrs[1:]] if k == "GetSBlock" else attrs, outs] for k, ins, attrs, outs in insts
+    ]
     lines += [
         json.dumps([wl_index, [[renamed, decisions], run_secs, *rest]]),
         json.dumps([wl_index, [trace, [1e10], *rest]]),
@@ -85,7 +90,9 @@ def test_bad_records_are_counted_and_printed(tree, tmp_path, capsys):
     summary = run(tree, "--out", out, "--failed", "zero")
     printed = capsys.readouterr().out
     assert summary.counts["unknown workload"] == 1
-    assert summary.examples["unknown workload"][0].startswith(f"{path}:{PER_TASK + 4}: workload {wl_path}:2 does not decode")
+    assert summary.examples["unknown workload"][0].startswith(
+        f"{path}:{PER_TASK + 4}: workload {wl_path}:2 does not decode"
+    )
     assert summary.counts["trace no longer applies"] == 1
     assert summary.examples["trace no longer applies"][0].startswith(f"{path}:{PER_TASK + 1}: ScheduleError")
     assert "no_such_block" in summary.examples["trace no longer applies"][0]

@@ -66,7 +66,11 @@ def test_networks_and_weights_from_index(tree):
     index_path.write_text(json.dumps(index))
     tasks = read_records([tree]).tasks
     mm = tasks[f"{DEVICE}/{MATMUL}"]
-    assert mm.networks == ("bert", "resnet_50") and mm.network_weights == {"bert": 1.0, "resnet_50": 3.0} and mm.weight == 3
+    assert (
+        mm.networks == ("bert", "resnet_50")
+        and mm.network_weights == {"bert": 1.0, "resnet_50": 3.0}
+        and mm.weight == 3
+    )
     assert tasks[f"{DEVICE}/{CONV}"].network_weights == {"bert": 2.0}
 
 
@@ -81,7 +85,9 @@ def test_bad_lines_are_skipped_and_counted_with_file_and_line(tree):
     assert s.counts["malformed line"] == 2 and s.counts["unknown workload"] == 1
     assert s.examples["malformed line"][0].startswith(f"{path}:{first}: ")
     assert s.examples["malformed line"][1].startswith(f"{path}:{first + 1}: trace is not")
-    assert s.examples["unknown workload"] == [f"{path}:{first + 2}: workload index 7 not in {path.parent / 'database_workload.json'}"]
+    assert s.examples["unknown workload"] == [
+        f"{path}:{first + 2}: workload index 7 not in {path.parent / 'database_workload.json'}"
+    ]
     assert len(result.tasks[f"{DEVICE}/{MATMUL}"].records) == 25  # the last appended line is good
     assert s.lines == 52 and s.kept == 49 and s.skipped() == 3
     text = s.format()

@@ -51,7 +51,12 @@ def make_data(keys, records_per_task, networks=None, seed=0):
         record_source=np.array([f"db/database_tuning_record.json:{i + 1}" for i in range(n)]),
         latency=latency,
         label=rng.random(n, dtype=np.float32),
-        stmt_ptr=stmt_ptr, stmt=stmt, access_ptr=access_ptr, access=access, psa_ptr=psa_ptr, psa=psa,
+        stmt_ptr=stmt_ptr,
+        stmt=stmt,
+        access_ptr=access_ptr,
+        access=access,
+        psa_ptr=psa_ptr,
+        psa=psa,
         gemm=rng.random((n, 8, 23), dtype=np.float32),
         gemm_found=rng.random(n) < 0.5,
     )
@@ -107,7 +112,9 @@ def test_schema_version_refused_naming_file_and_versions(tmp_path):
     write_shard(path, make_data(["cpu/a"], [2]), {})
     with h5py.File(path, "a") as h5:
         h5.attrs["schema_version"] = SCHEMA_VERSION + 1
-    with pytest.raises(ShardError, match=rf"old\.h5: shard schema version {SCHEMA_VERSION + 1} .* version {SCHEMA_VERSION}"):
+    with pytest.raises(
+        ShardError, match=rf"old\.h5: shard schema version {SCHEMA_VERSION + 1} .* version {SCHEMA_VERSION}"
+    ):
         read_shards(tmp_path)
     assert not shard_is_valid(path)
 
@@ -166,6 +173,8 @@ def test_manifest_rebuilt_from_files(tmp_path):
 
 def test_reading_does_not_import_tvm(tmp_path):
     write_shard(tmp_path / "s0.h5", make_data(["cpu/a"], [2]), {})
-    code = f"import sys; from data.shards import read_shards; read_shards({str(tmp_path)!r}); print('tvm' in sys.modules)"
+    code = (
+        f"import sys; from data.shards import read_shards; read_shards({str(tmp_path)!r}); print('tvm' in sys.modules)"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"

@@ -5,7 +5,6 @@ import re
 import pytest
 import torch
 
-from tvm_env import tvm_ffi
 from data.zoo import (
     NETWORKS,
     OPERATORS,
@@ -14,6 +13,7 @@ from data.zoo import (
     operator_task,
     select_tasks,
 )
+from tvm_env import tvm_ffi
 
 TARGET = {"kind": "llvm", "mcpu": "native", "num-cores": 2}
 
@@ -45,7 +45,9 @@ def test_extract_bert_tiny_tasks():
     dense = [t for t in tasks if "matmul" in t.name and t.flops > 0]
     assert dense, names
     # Q/K/V/output projections: 16 tokens x 128 x 128 multiply-adds (+ bias) per call
-    assert any(t.flops == pytest.approx(2 * 16 * 128 * 128, rel=0.01) for t in dense), [(t.name, t.flops) for t in dense]
+    assert any(t.flops == pytest.approx(2 * 16 * 128 * 128, rel=0.01) for t in dense), [
+        (t.name, t.flops) for t in dense
+    ]
     for t in tasks:
         assert re.fullmatch(re.escape(t.name) + r"_[0-9a-f]{8}", t.task_dir)
         assert t.workload_hash == str(tvm_ffi.structural_hash(t.mod))
@@ -104,7 +106,10 @@ def test_bad_operator_specs(spec, message):
 
 def _fake_tasks():
     mod = operator_task("matmul:4,4,4").mod
-    return [TaskSpec(f"t{i}", mod, weight, flops, str(i)) for i, (weight, flops) in enumerate([(1, 10.0), (3, 5.0), (1, 100.0), (2, 0.0)])]
+    return [
+        TaskSpec(f"t{i}", mod, weight, flops, str(i))
+        for i, (weight, flops) in enumerate([(1, 10.0), (3, 5.0), (1, 100.0), (2, 0.0)])
+    ]
 
 
 def test_select_tasks_by_flops_and_count():

@@ -313,8 +313,19 @@ class SyncOps(TorchDispatchMode):
     whose size depends on the data (unique, nonzero, masked_select, bincount, repeat_interleave
     without output_size, indexing with a boolean mask) or a data-dependent answer (equal)."""
 
-    ALWAYS = {"_local_scalar_dense", "_unique", "_unique2", "unique_dim", "unique_consecutive", "nonzero",
-              "argwhere", "masked_select", "bincount", "is_nonzero", "equal"}  # fmt: skip
+    ALWAYS = {
+        "_local_scalar_dense",
+        "_unique",
+        "_unique2",
+        "unique_dim",
+        "unique_consecutive",
+        "nonzero",
+        "argwhere",
+        "masked_select",
+        "bincount",
+        "is_nonzero",
+        "equal",
+    }
     INDEXING = {"index", "index_put", "index_put_", "_index_put_impl_"}
 
     def __init__(self) -> None:
@@ -361,4 +372,6 @@ def test_default_path_runs_without_data(name):
     loss.backward()
     assert loss.shape == () and preds.grad.shape == (512,)
     with pytest.raises(NotImplementedError, match="_unique2"):
-        LOSSES[name](preds, torch.empty(512, device="meta"), torch.empty(512, dtype=torch.long, device="meta"), dense=False)
+        LOSSES[name](
+            preds, torch.empty(512, device="meta"), torch.empty(512, dtype=torch.long, device="meta"), dense=False
+        )

@@ -196,7 +196,12 @@ def test_collection_names_and_shared_state():
     update_in_batches(collection, *data)
     values = collection.compute()
     assert set(values) == {
-        "val_pairwise_acc", "val_peak@1", "val_peak@5", "val_top5_recall", "val_kendall_tau", "val_rmse",
+        "val_pairwise_acc",
+        "val_peak@1",
+        "val_peak@5",
+        "val_top5_recall",
+        "val_kendall_tau",
+        "val_rmse",
     }
     assert values["val_pairwise_acc"].item() == pytest.approx(CASES["pairwise"][1](*data), abs=1e-9)
     assert values["val_peak@5"].item() == pytest.approx(CASES["peak@5"][1](*data), abs=1e-9)
@@ -300,6 +305,8 @@ def test_ddp_gloo_sync_equals_single_process(tmp_path):
     for name, value in single.items():
         assert results[0][name] == pytest.approx(value.item(), abs=1e-12), name
     shard0 = update_in_batches(ranking_metrics("val_"), preds[0::2], labels[0::2], task[0::2]).compute()
-    assert any(results[0][name] != pytest.approx(value.item()) for name, value in shard0.items()), "sync changed nothing"
+    assert any(results[0][name] != pytest.approx(value.item()) for name, value in shard0.items()), (
+        "sync changed nothing"
+    )
     alone = update_in_batches(PairwiseAccuracy(), preds, labels, task).compute().item()
     assert results[0]["lonely_pairwise"] == pytest.approx(alone, abs=1e-12)

@@ -3,8 +3,8 @@
 import numpy as np
 import torch
 
-from data.schema import ACCESS_DIM, GEMM_ROWS, STMT_DIM
 from data.batch import make_batch
+from data.schema import ACCESS_DIM, GEMM_ROWS, STMT_DIM
 from pruner_models.mlp import MLPConfig, MLPNet
 from pruner_models.pam import PAMNet, StatementEncoder
 

@@ -3,8 +3,8 @@
 import pytest
 import torch
 
-from data.synthetic import synthetic_shard_data
 from data.batch import make_batch
+from data.synthetic import synthetic_shard_data
 from pruner_models.moa import MoANet, train_online
 from pruner_models.pam import PAMConfig, PAMNet
 

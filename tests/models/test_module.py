@@ -70,7 +70,11 @@ def test_checkpoint_round_trip_gives_the_same_predictions(cls, config, shards, t
     expected = _predict(module, dm)
     raw = torch.load(path, map_location="cpu", weights_only=True)  # plain types only
     assert raw["hyper_parameters"]["net"] == vars(config)
-    assert (raw["cost_model"], raw["schema_version"], raw["source_device"]) == (cls.__name__, SCHEMA_VERSION, "synthetic")
+    assert (raw["cost_model"], raw["schema_version"], raw["source_device"]) == (
+        cls.__name__,
+        SCHEMA_VERSION,
+        "synthetic",
+    )
     torch.testing.assert_close(_predict(cls.load_from_checkpoint(path), dm), expected)
     net = load_net(str(path))
     assert not net.training and net.config == config

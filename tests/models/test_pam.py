@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 import torch
 
-from data.schema import ACCESS_DIM, GEMM_ROWS, ROW_DIM, STMT_DIM, TAG_DIM
 from data.batch import make_batch
+from data.schema import ACCESS_DIM, GEMM_ROWS, ROW_DIM, STMT_DIM, TAG_DIM
 from pruner_models.pam import PAMConfig, PAMNet, segment_sum
 
 
