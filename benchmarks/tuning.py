@@ -29,9 +29,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import tune
+from bridge.config import CostModelConfig, MeasureConfig, SearchConfig, TuneConfig
+from bridge.report import plot_curves
+from bridge.tuning import tune_tasks
 from data.zoo import operator_task
-from tvm_env import ms
 
 TASKS = (
     "conv2d:1,56,56,64,64,3,1,1",  # ResNet-50 stage 1, 3x3
@@ -83,17 +84,17 @@ def main(argv: list[str] | None = None) -> dict[str, list[dict]]:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     tasks = [operator_task(spec) for spec in args.tasks]
-    evaluator = ms.runner.EvaluatorConfig(
-        number=3, repeat=1, min_repeat_ms=args.min_repeat_ms, enable_cpu_cache_flush=False
-    )
+    measure = MeasureConfig(number=3, repeat=1, min_repeat_ms=args.min_repeat_ms)
     pruner_mode = "pam-siamese-update" if args.checkpoint else "pam"
     methods = {
-        "MetaSchedule (evolution + XGBoost)": dict(cost_model="xgb", psa=None, checkpoint=None),
+        "MetaSchedule (evolution + XGBoost)": dict(
+            cost_model=CostModelConfig(name="xgb", epochs=args.epochs, seed=args.seed), search=SearchConfig()
+        ),
         f"Pruner (PSA draft + {pruner_mode})": dict(
-            cost_model=pruner_mode,
-            psa=args.psa,
-            checkpoint=args.checkpoint,
-            strategy_options={"population": args.population, "potential": args.potential},
+            cost_model=CostModelConfig(
+                name=pruner_mode, checkpoint=args.checkpoint, epochs=args.epochs, seed=args.seed
+            ),
+            search=SearchConfig(psa=args.psa, population=args.population, potential=args.potential),
         ),
     }
     curves: dict[str, list[dict]] = {}
@@ -103,26 +104,21 @@ def main(argv: list[str] | None = None) -> dict[str, list[dict]]:
         if work.exists():
             shutil.rmtree(work)
         print(f"== {name}: {args.trials} trials, deadline {share:.0f} s", flush=True)
-        result = tune.tune_tasks(
-            tasks,
-            args.target,
-            work,
+        config = TuneConfig(
+            out=str(work),
             trials=args.trials,
             trials_per_round=args.trials_per_round,
             seed=args.seed,
-            epochs=args.epochs,
-            evaluator=evaluator,
-            deadline_s=max(share, 1.0),
-            progress=False,
-            **method,
+            deadline=max(share, 1.0),
         )
+        result = tune_tasks(tasks, args.target, config, measure=measure, progress=False, **method)
         curves[name] = result.rows
     with open(out / "tuning_curves.csv", "w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=FIELDS, extrasaction="ignore")
         writer.writeheader()
         for name, rows in curves.items():
             writer.writerows({**r, "method": name} for r in rows)
-    tune.plot_curves(curves, out / "tuning_curves.png")
+    plot_curves(curves, out / "tuning_curves.png")
 
     baseline_name, baseline = next(iter(curves.items()))
     baseline_final = min((r["estimated_ms"] for r in baseline), default=math.inf)

@@ -25,11 +25,9 @@ would not lower) get the smallest positive float.
 from __future__ import annotations
 
 import collections
-import dataclasses
 import io
 import os
 from collections.abc import Sequence
-from typing import Any
 
 import numpy as np
 import torch
@@ -42,23 +40,27 @@ from data.batch import compute_scales, make_batch
 from data.features import featurize_candidates, workload_tags
 from data.labels import mean_latency, normalized_throughput
 from data.schema import ACCESS_DIM, GEMM_ROWS, STMT_DIM
+from pruner_models import registry
 from pruner_models.losses import LOSSES
-from pruner_models.mlp import MLPConfig, MLPNet
 from pruner_models.moa import MoANet, train_online
-from pruner_models.pam import PAMConfig, PAMNet
+from pruner_models.pam import PAMNet
 from tvm_env import ms, tvm_ffi
 
 __all__ = ["MODES", "PrunerCostModel"]
 
-MODES = ("pam", "pam-siamese-update", "pam-no-update", "mlp", "mlp-no-update")
-_PRETRAINED = {"pam-siamese-update", "pam-no-update", "mlp-no-update"}
+_MODES = registry.tuning_modes()
+MODES = tuple(_MODES)
+"""Tuning modes, derived from the model registry: pam, pam-siamese-update, pam-no-update, mlp, mlp-no-update."""
+_PRETRAINED = {mode for mode, (_, policy) in _MODES.items() if policy != "scratch"}
 _FEATURE_CACHE = 4096
 """Features of this many recent candidates are kept, so a measured candidate that was scored
 before is not featurized again in `update`."""
 
 
 def _nets_for(mode: str) -> tuple[str, ...]:
-    return ("MLPNet",) if mode.startswith("mlp") else ("PAMNet", "MoANet")
+    """Network classes a pretrained artifact of `mode` may hold: the entry's own and its siamese one's."""
+    entry = _MODES[mode][0]
+    return (entry.net_class, *((registry.MODELS[entry.siamese].net_class,) if entry.siamese else ()))
 
 
 @derived_object
@@ -194,7 +196,11 @@ class PrunerCostModel(ms.cost_model.PyCostModel):
         for start in range(0, len(stmt), chunk):
             batch = make_batch(stmt[start : start + chunk], tags, gemm[start : start + chunk])
             out.append(self.net({k: v.to(self.device) for k, v in batch.items()}).double().cpu().numpy())
-        return np.concatenate(out)
+        raw = np.concatenate(out)
+        if not np.isfinite(raw).all():  # a NaN score would silently rank at random: refuse it
+            source = getattr(self, "source", f"the {self.mode} network trained in this run")
+            raise ValueError(f"{source}: {int((~np.isfinite(raw)).sum())} of {len(raw)} scores are NaN or inf")
+        return raw
 
     def update(self, context, candidates, results) -> None:
         """Record the measured batch, then train per the mode (see the module docstring)."""
@@ -221,7 +227,7 @@ class PrunerCostModel(ms.cost_model.PyCostModel):
             self.net.adapt(on_device, epochs=self.epochs, seed=self.seed + self.rounds, **self.train_options)
             return
         torch.manual_seed(self.seed + self.rounds)
-        net = PAMNet(PAMConfig()) if self.mode == "pam" else MLPNet(MLPConfig())
+        net = _MODES[self.mode][0].new()
         net.set_scales(*compute_scales(batches))
         net = net.to(self.device)
         train_online(net, on_device, epochs=self.epochs, seed=self.seed + self.rounds, **self.train_options)
@@ -265,15 +271,13 @@ class PrunerCostModel(ms.cost_model.PyCostModel):
         return make_batch(stmt, np.concatenate(tags), np.stack(gemm), np.concatenate(label), np.concatenate(task))
 
     def save(self, path: str) -> None:
-        """Write the mode, the network (if any) and this run's records, atomically (torch.save)."""
+        """Write the mode, the network (`pruner_models.registry.net_state`, if any) and this run's
+        records, atomically (torch.save of tensors and plain types; `load` reads it with weights_only)."""
         state = {
             "mode": self.mode,
             "rounds": self.rounds,
             "trained": self.trained,
-            "net_class": None if self.net is None else type(self.net).__name__,
-            "config": None if self.net is None else dataclasses.asdict(self.net.config),
-            "momentum": getattr(self.net, "momentum", None),
-            "state_dict": None if self.net is None else {k: v.cpu() for k, v in self.net.state_dict().items()},
+            "net": None if self.net is None else registry.net_state(self.net),
             "tags": {k: torch.from_numpy(v) for k, v in self.tags.items()},
             "data": {
                 k: {
@@ -292,28 +296,20 @@ class PrunerCostModel(ms.cost_model.PyCostModel):
         """Restore what `save` wrote (the mode must match this model's).
 
         Raises:
-            ValueError: a file that is not a saved PrunerCostModel, or one saved in another mode
-                (names the file).
+            ValueError: a file that is not a saved PrunerCostModel, one saved in another mode, or one
+                whose network holds non-finite weights (names the file and tensor).
         """
         try:
             state = torch.load(path, map_location="cpu", weights_only=True)
         except Exception as err:
             raise ValueError(f"{path}: cannot read a saved cost model ({type(err).__name__}: {err})") from None
-        if not isinstance(state, dict) or "mode" not in state:
+        if not isinstance(state, dict) or "mode" not in state or "net" not in state:
             raise ValueError(f"{path}: not a saved PrunerCostModel")
         if state["mode"] != self.mode:
             raise ValueError(f"{path}: saved in mode {state['mode']!r}, this model runs mode {self.mode!r}")
         self.rounds, self.trained = int(state["rounds"]), bool(state["trained"])
-        if state["net_class"] is not None:
-            net: Any
-            if state["net_class"] == "MLPNet":
-                net = MLPNet(MLPConfig(**state["config"]))
-            elif state["net_class"] == "MoANet":
-                net = MoANet(PAMConfig(**state["config"]), state["momentum"])
-            else:
-                net = PAMNet(PAMConfig(**state["config"]))
-            net.load_state_dict(state["state_dict"])
-            self.net = net.to(self.device).eval()
+        if state["net"] is not None:
+            self.net = registry.build_net(state["net"], path).to(self.device).eval()
         self.tags = {k: v.numpy() for k, v in state["tags"].items()}
         self.data = {
             k: {

@@ -7,23 +7,24 @@ and our `nn.Module` classes only (no Lightning, no Trainer, no data):
 | key | content |
 |---|---|
 | format, format_version | "pruner-lightning-artifact", `FORMAT_VERSION` |
-| net_class | "PAMNet", "MLPNet" or "MoANet" |
-| config | the net's layer sizes (the config dataclass as a dict) |
-| net_kwargs | other constructor arguments (MoA: momentum) |
-| state_dict | weights and the normalization buffers |
+| net_class, config, net_kwargs, state_dict | the network state (`pruner_models.registry.net_state`) |
 | stmt_scale, access_scale | the normalization vectors (174,) and (23,) (ones for the MLP) |
 | schema_version | `data.schema.SCHEMA_VERSION` of the features the model was trained on |
 | source_device | the device whose measurements trained it, e.g. "cuda-sm_90a" |
 | checkpoint | the path it was exported from |
 
 Loading refuses an artifact of another feature-schema version, and names the file in every error
-(missing, unreadable, not an artifact, inconsistent weights). CLI:
-`python -m bridge.export CKPT --out ARTIFACT [--device NAME]`.
+(missing, unreadable, not an artifact, inconsistent weights). Export and loading refuse non-finite
+weights or scales, naming the tensor; export refuses to write over its own input. CLI (jsonargparse:
+config files, `--print_config`): `python -m bridge.export CKPT --out ARTIFACT [--device NAME]`.
+
+`source_device` starts with the device kind ("cuda", "llvm", ...; `device_kind`). The tuning run warns
+loudly when an artifact of one kind scores candidates of another (bridge/factory.py): transfer across
+devices is legitimate (MoA adapts a model from another device), so it is a warning, not a refusal.
 """
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import os
 import sys
@@ -35,15 +36,15 @@ from torch import nn
 
 from data.atomic import atomic_path
 from data.schema import ACCESS_DIM, ROW_DIM, SCHEMA_VERSION
-from pruner_models.mlp import MLPConfig, MLPNet
+from pruner_models import registry
 from pruner_models.moa import MoANet
-from pruner_models.pam import PAMConfig, PAMNet
 
 __all__ = [
     "FORMAT",
     "FORMAT_VERSION",
     "Artifact",
     "ArtifactError",
+    "device_kind",
     "export_checkpoint",
     "load_artifact",
     "load_model",
@@ -53,14 +54,7 @@ __all__ = [
 FORMAT = "pruner-lightning-artifact"
 FORMAT_VERSION = 1
 
-_NETS: dict[str, tuple[type[nn.Module], type]] = {
-    "PAMNet": (PAMNet, PAMConfig),
-    "MLPNet": (MLPNet, MLPConfig),
-    "MoANet": (MoANet, PAMConfig),
-}
-"""net_class -> (network class, its config dataclass)."""
-_MODULE_NETS = {"PAMModule": "PAMNet", "MLPModule": "MLPNet", "MoAModule": "MoANet"}
-"""LightningModule name stored in a train.py checkpoint -> the network it wraps."""
+_DEVICE_KINDS = ("cuda", "llvm", "rocm", "metal", "vulkan", "opencl")
 
 
 class ArtifactError(ValueError):
@@ -86,6 +80,12 @@ class Artifact:
     path: str
 
 
+def device_kind(source_device: str) -> str | None:
+    """The TVM target kind a source-device name starts with ("cuda-sm_90a" -> "cuda"); None if unknown."""
+    head = str(source_device).split("-")[0].lower()
+    return head if head in _DEVICE_KINDS else None
+
+
 def _read(path: str | os.PathLike, what: str) -> dict:
     path = os.fspath(path)
     if not os.path.isfile(path):
@@ -99,22 +99,11 @@ def _read(path: str | os.PathLike, what: str) -> dict:
     return data
 
 
-def _build(
-    net_class: str,
-    config: Mapping[str, Any],
-    net_kwargs: Mapping[str, Any],
-    state: Mapping[str, torch.Tensor],
-    path: str,
-) -> nn.Module:
-    if net_class not in _NETS:
-        raise ArtifactError(f"{path}: unknown net_class {net_class!r}; expected one of {sorted(_NETS)}")
-    cls, config_cls = _NETS[net_class]
+def _build(state: Mapping[str, Any], path: str) -> nn.Module:
     try:
-        net = cls(config_cls(**config), **net_kwargs)
-        net.load_state_dict(state)
-    except (TypeError, ValueError, RuntimeError) as err:
-        raise ArtifactError(f"{path}: the weights do not fit {net_class}({dict(config)}): {err}") from None
-    return net.eval()
+        return registry.build_net(state, path)
+    except registry.NetStateError as err:
+        raise ArtifactError(str(err)) from None
 
 
 def _scales(net: nn.Module) -> tuple[torch.Tensor, torch.Tensor]:
@@ -137,37 +126,39 @@ def export_checkpoint(checkpoint: str | os.PathLike, out: str | os.PathLike, *, 
         ArtifactError: missing or unreadable checkpoint, not a train.py checkpoint, weights that do
             not fit, or a checkpoint of another feature-schema version (all name the file).
     """
-    path = os.fspath(checkpoint)
+    path, out = os.fspath(checkpoint), os.fspath(out)
+    if os.path.abspath(out) == os.path.abspath(path) or _same_file(path, out):
+        raise ArtifactError(f"--out {out!r} is the input checkpoint; writing it would destroy the checkpoint")
     ckpt = _read(path, "checkpoint")
     module = ckpt.get("cost_model")
-    if module not in _MODULE_NETS or "state_dict" not in ckpt:
+    modules = sorted(e.module.split(":")[1] for e in registry.MODELS.values())
+    if module not in modules or "state_dict" not in ckpt:
         raise ArtifactError(
-            f"{path}: not a train.py checkpoint (cost_model={module!r}, expected one of {sorted(_MODULE_NETS)} and a state_dict)"
+            f"{path}: not a train.py checkpoint (cost_model={module!r}, expected one of {modules} and a state_dict)"
         )
     schema = int(ckpt.get("schema_version", SCHEMA_VERSION))
     if schema != SCHEMA_VERSION:
         raise ArtifactError(f"{path}: trained on feature schema {schema}, this code computes schema {SCHEMA_VERSION}")
     hparams = ckpt.get("hyper_parameters", {})
-    net_class = _MODULE_NETS[module]
-    config = dict(hparams.get("net") or {})
-    net_kwargs = {"momentum": float(hparams.get("momentum", 0.99))} if net_class == "MoANet" else {}
-    state = {k[len("net.") :]: v for k, v in ckpt["state_dict"].items() if k.startswith("net.")}
-    net = _build(net_class, config, net_kwargs, state, path)
+    entry = registry.by_module(module, path)
+    state = {
+        "net_class": entry.net_class,
+        "config": dict(hparams.get("net") or {}),
+        "net_kwargs": {k: hparams[k] for k in entry.net_kwargs if k in hparams},
+        "state_dict": {k[len("net.") :]: v for k, v in ckpt["state_dict"].items() if k.startswith("net.")},
+    }
+    net = _build(state, path)
     stmt_scale, access_scale = _scales(net)
     artifact = {
         "format": FORMAT,
         "format_version": FORMAT_VERSION,
-        "net_class": net_class,
-        "config": dataclasses.asdict(net.config),
-        "net_kwargs": net_kwargs,
-        "state_dict": {k: v.detach().cpu() for k, v in net.state_dict().items()},
+        **registry.net_state(net),
         "stmt_scale": stmt_scale,
         "access_scale": access_scale,
         "schema_version": schema,
         "source_device": device or str(ckpt.get("source_device", "unknown")),
         "checkpoint": os.path.abspath(path),
     }
-    out = os.fspath(out)
     with atomic_path(out) as tmp:
         torch.save(artifact, tmp)
     return load_artifact(out)
@@ -198,7 +189,11 @@ def load_artifact(path: str | os.PathLike, map_location: str | torch.device = "c
             f"{path}: feature schema version {data.get('schema_version')!r} does not match this code's "
             f"{SCHEMA_VERSION}; re-featurize and retrain, or use matching code"
         )
-    net = _build(data["net_class"], data["config"], data.get("net_kwargs", {}), data["state_dict"], path)
+    try:
+        registry.check_finite({"stmt_scale": data["stmt_scale"], "access_scale": data["access_scale"]}, path)
+    except registry.NetStateError as err:
+        raise ArtifactError(str(err)) from None
+    net = _build(data, path)
     stmt_scale, access_scale = _scales(net)
     consistent = torch.equal(stmt_scale, data["stmt_scale"]) and torch.equal(access_scale, data["access_scale"])
     if stmt_scale.shape != (ROW_DIM,) or not consistent:
@@ -222,12 +217,35 @@ def load_model(path: str | os.PathLike, map_location: str | torch.device = "cpu"
     return load_artifact(path, map_location)
 
 
+def _same_file(a: str, b: str) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
+
+
+def build_parser() -> Any:
+    """The jsonargparse parser of `python -m bridge.export` (config files, `--print_config`)."""
+    from jsonargparse import ActionConfigFile, ArgumentParser, DefaultHelpFormatter
+
+    parser = ArgumentParser(
+        prog="python -m bridge.export", description=__doc__.split("\n\n")[0], formatter_class=DefaultHelpFormatter
+    )
+    parser.add_argument("--config", action=ActionConfigFile, help="a YAML file with any of these options")
+    parser.add_argument("checkpoint", type=str, help="a .ckpt written by train.py")
+    parser.add_argument("--out", type=str, required=True, help="artifact path to write (.pt); never the checkpoint")
+    parser.add_argument(
+        "--device",
+        type=str | None,
+        default=None,
+        help="source device name to record, e.g. cuda-sm_90a (default: the checkpoint's, else 'unknown')",
+    )
+    return parser
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bridge.export", description=__doc__.split("\n\n")[0])
-    parser.add_argument("checkpoint", help="a .ckpt written by train.py")
-    parser.add_argument("--out", required=True, help="artifact path to write (.pt)")
-    parser.add_argument("--device", default=None, help="source device name to record, e.g. cuda-sm_90a")
-    args = parser.parse_args(argv)
+    """Export; 0 on success, 2 with an `error:` line on a bad argument or unusable file."""
+    args = build_parser().parse_args(argv)
     try:
         artifact = export_checkpoint(args.checkpoint, args.out, device=args.device)
     except ArtifactError as err:

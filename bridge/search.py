@@ -348,6 +348,22 @@ class DraftVerifySearch(_ResumableSearch):
     def clone(self) -> DraftVerifySearch:
         return DraftVerifySearch(draft=self.draft, log=self.log, **self.options)
 
+    @classmethod
+    def from_config(cls, search: Any, *, log: SearchLog | None = None) -> DraftVerifySearch:
+        """The search of a `bridge.config.SearchConfig` (psa set): PSA on that device row drafts."""
+        from bridge.psa import PSACostModel
+
+        return cls(
+            draft=PSACostModel(device=search.psa, formula=search.psa_formula, devices_file=search.psa_devices),
+            population_size=search.population or 1536,
+            potential_size=search.potential,
+            draft_generations=search.draft_generations,
+            verify_generations=search.verify_generations,
+            redraft_every=search.redraft_every,
+            eps_greedy=search.eps_greedy,
+            log=log,
+        )
+
     def _evolutionary_search(self, population: int, generations: int, cost_model: Any) -> Any:
         inner = ms.search_strategy.EvolutionarySearch(
             population_size=population,

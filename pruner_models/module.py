@@ -24,6 +24,7 @@ from torch import Tensor, nn
 from torchmetrics import MeanMetric, MetricCollection
 
 from data.schema import SCHEMA_VERSION
+from pruner_models import registry
 from pruner_models.losses import LOSSES, LossName
 from pruner_models.metrics import ranking_metrics
 from pruner_models.mlp import MLPConfig, MLPNet
@@ -236,9 +237,6 @@ class MoAModule(CostModelModule):
         self.net.ema_update()
 
 
-_MODULES: dict[str, type[CostModelModule]] = {"PAMModule": PAMModule, "MLPModule": MLPModule, "MoAModule": MoAModule}
-
-
 def load_net(path: str, map_location: str | torch.device = "cpu") -> nn.Module:
     """The trained network of a checkpoint (weights + normalization), in eval mode, without a Trainer.
 
@@ -250,10 +248,8 @@ def load_net(path: str, map_location: str | torch.device = "cpu") -> nn.Module:
         A PAMNet, MLPNet or MoANet (its `config` attribute holds the layer sizes).
     """
     checkpoint = torch.load(path, map_location=map_location, weights_only=True)
-    name = checkpoint.get("cost_model")
-    if name not in _MODULES:
-        raise ValueError(f"{path}: unknown or missing cost_model {name!r}; expected one of {sorted(_MODULES)}")
+    module_class = registry.by_module(checkpoint.get("cost_model"), path).module_class()
     hparams = checkpoint.get("hyper_parameters", {})
-    module = _MODULES[name](**{k: v for k, v in hparams.items() if not k.startswith("_")})
+    module = module_class(**{k: v for k, v in hparams.items() if not k.startswith("_")})
     module.load_state_dict(checkpoint["state_dict"])
     return module.net.to(map_location).eval()

@@ -6,6 +6,8 @@ import math
 import pytest
 
 import tune
+from bridge.config import CostModelConfig, MeasureConfig, SearchConfig, TuneConfig
+from bridge.tuning import CURVE_CSV, CURVE_PNG, tune_tasks
 from data import zoo
 from tvm_env import PooledLocalBuilder, ms, tvm_ffi
 
@@ -62,19 +64,14 @@ MODES = {
 @pytest.mark.parametrize("mode", list(MODES))
 def test_each_cost_model_mode_runs_a_short_tune(mode, artifacts, builder, tmp_path):
     artifact, draft_verify = MODES[mode]
-    result = tune.tune_tasks(
+    result = tune_tasks(
         [zoo.operator_task(WORKLOAD)],
         json.loads(TARGET),
-        tmp_path,
-        cost_model=mode,
-        checkpoint=artifacts[artifact] if artifact else None,
-        psa="a100" if draft_verify else None,
-        strategy_options={"population": 32, "potential": 8} if draft_verify else {"population": 32},
-        trials=6,
-        trials_per_round=3,
-        epochs=3,
+        TuneConfig(out=str(tmp_path), trials=6, trials_per_round=3),
+        cost_model=CostModelConfig(name=mode, checkpoint=artifacts[artifact] if artifact else None, epochs=3),
+        search=SearchConfig(psa="a100", population=32, potential=8) if draft_verify else SearchConfig(population=32),
+        measure=MeasureConfig(number=2, min_repeat_ms=5),
         builder=builder,
-        evaluator=ms.runner.EvaluatorConfig(number=2, min_repeat_ms=5),
         progress=False,
     )
     (task,) = result.tasks
@@ -83,7 +80,7 @@ def test_each_cost_model_mode_runs_a_short_tune(mode, artifacts, builder, tmp_pa
     assert [r["total_trials"] for r in result.rows] == [3, 6]
     assert all(r["verify_scored"] > 0 for r in result.rows)
     assert all((r["draft_scored"] > 0) == (draft_verify and bool(r["drafted"])) for r in result.rows)
-    assert (tmp_path / tune.CURVE_CSV).exists() and (tmp_path / tune.CURVE_PNG).stat().st_size > 1000
+    assert (tmp_path / CURVE_CSV).exists() and (tmp_path / CURVE_PNG).stat().st_size > 1000
     assert (tmp_path / "database_tuning_record.json").exists()
     assert (tmp_path / f"cost_model.{mode}.bin").exists() == (mode != "random")
 

@@ -1,0 +1,114 @@
+"""Typed knob sets of a tuning run: the search, the cost model, the measurement and the run itself.
+
+Each knob is spelled once, here, with its default and its help text (`field(metadata={"help": ...})`).
+tune.py builds its command line from these fields (`bridge.cli.add_dataclass_arguments`), and the
+Python API takes the same objects:
+
+    tune_tasks(tasks, target, TuneConfig(out="runs/mm", trials=64),
+               search=SearchConfig(psa="a100"), cost_model=CostModelConfig(name="xgb"))
+
+Validation that needs no TVM (ranges, required pairs) happens in `__post_init__` and raises
+ValueError naming the argument and its value.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Literal
+
+__all__ = ["CostModelConfig", "MeasureConfig", "SearchConfig", "TuneConfig"]
+
+
+def _knob(default, help: str, **metadata):  # noqa: A002 - "help" is the CLI's word
+    return dataclasses.field(default=default, metadata={"help": help, **metadata})
+
+
+@dataclasses.dataclass
+class SearchConfig:
+    """The search strategy: Pruner's draft-then-verify (`psa` set) or MetaSchedule's evolution."""
+
+    psa: str | None = _knob(
+        None, "draft-then-verify with this PSA device row (configs/devices.yaml; 'auto': this GPU); unset: evolution"
+    )
+    psa_devices: str | None = _knob(None, "YAML file with more PSA device rows")
+    psa_formula: str = _knob("published", "PSA scoring formula (bridge.psa.FORMULAS)")
+    population: int | None = _knob(
+        None, "population size (unset: 1536 for the draft, 512 for MetaSchedule's evolution)"
+    )
+    potential: int = _knob(512, "potential-space size the draft keeps (published: 512)")
+    draft_generations: int = _knob(2, "evolution generations scored by PSA (published: 2)")
+    verify_generations: int = _knob(1, "further generations scored by the cost model (published: 1)")
+    redraft_every: int = _knob(2, "draft a new potential space every this many rounds of a task (published: 2)")
+    eps_greedy: float = _knob(0.1, "share of each batch measured at random from the draft's samples")
+
+    def __post_init__(self) -> None:
+        if self.population is not None and self.population < 1:
+            raise ValueError(f"--population {self.population!r} must be >= 1")
+
+
+@dataclasses.dataclass
+class CostModelConfig:
+    """The cost model that ranks candidates (bridge.factory.COST_MODELS)."""
+
+    name: str = _knob(
+        "pam", "cost model: our modes (registry-derived), MetaSchedule's 'xgb' or 'random'", flag="cost-model"
+    )
+    checkpoint: str | None = _knob(None, "artifact (bridge.export) or train.py .ckpt for the pretrained modes")
+    epochs: int = _knob(50, "online-training epochs of our cost models")
+    seed: int = _knob(0, "seed of the cost model (the CLI's --seed sets it)", cli=False)
+
+    def __post_init__(self) -> None:
+        if self.epochs < 1:
+            raise ValueError(f"--epochs {self.epochs!r} must be >= 1")
+
+
+@dataclasses.dataclass
+class MeasureConfig:
+    """How candidates are built and measured."""
+
+    runner: Literal["local", "rpc"] = _knob("local", "measure here, or on an RPC device through --tracker")
+    tracker: str | None = _knob(None, "RPC tracker HOST:PORT (with --runner rpc)")
+    key: str | None = _knob(None, "RPC device key (with --runner rpc)")
+    number: int = _knob(3, "runs per measurement")
+    repeat: int = _knob(1, "measurements per candidate")
+    min_repeat_ms: int = _knob(100, "minimum milliseconds of one measurement")
+    timeout: float = _knob(30.0, "build / run timeout (s)")
+    workers: int | None = _knob(None, "parallel builds (unset: the target's cores)", aliases=("--builder-workers",))
+
+    def __post_init__(self) -> None:
+        if self.runner == "rpc" and (not self.tracker or not self.key or ":" not in self.tracker):
+            raise ValueError(
+                f"--runner rpc needs --tracker HOST:PORT and --key KEY (got tracker={self.tracker!r}, key={self.key!r})"
+            )
+        for name in ("number", "repeat"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"--{name} {getattr(self, name)!r} must be >= 1")
+        if self.timeout <= 0:
+            raise ValueError(f"--timeout {self.timeout!r} must be > 0")
+
+
+@dataclasses.dataclass
+class TuneConfig:
+    """The run: budget, seed, deadline and where everything goes."""
+
+    out: str = dataclasses.field(
+        metadata={
+            "help": "output dir: database, curve, cost-model state, summary.json, logs",
+            "aliases": ("--work-dir",),
+        }
+    )
+    trials: int = _knob(200, "total trial budget of the output dir (earlier runs included)")
+    trials_per_round: int = _knob(10, "measurements per batch (published: 10)")
+    max_trials_per_task: int | None = _knob(None, "per-task cap (unset: only --trials)")
+    seed: int = _knob(0, "seeds the task contexts, the task scheduler and the cost model")
+    deadline: float | None = _knob(None, "stop starting new batches after this many seconds of this run")
+
+    def __post_init__(self) -> None:
+        if not str(self.out):
+            raise ValueError(f"--out {self.out!r} must name an output dir")
+        if self.trials < 1 or self.trials_per_round < 1:
+            raise ValueError(
+                f"--trials ({self.trials!r}) and --trials-per-round ({self.trials_per_round!r}) must be >= 1"
+            )
+        if self.max_trials_per_task is not None and self.max_trials_per_task < 1:
+            raise ValueError(f"--max-trials-per-task {self.max_trials_per_task!r} must be >= 1")

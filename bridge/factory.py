@@ -1,0 +1,110 @@
+"""Build a tuning run's parts from the typed configs: the cost model, its state file, the search.
+
+`COST_MODELS` is the `--cost-model` list: our modes (`bridge.cost_model.MODES`, derived from the model
+registry) plus MetaSchedule's XGBoost and random models. Every cost model's state is saved as
+`cost_model.<name>.bin` in the output dir, in a format that runs no code when loaded (torch
+weights_only for ours, `bridge.xgb.SafeXGBModel` for XGBoost; random keeps none).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import warnings
+from pathlib import Path
+from typing import Any
+
+from bridge.config import CostModelConfig, SearchConfig
+from tvm_env import ms
+
+__all__ = ["COST_MODELS", "load_state", "make_cost_model", "make_strategy", "save_state", "state_file"]
+
+log = logging.getLogger(__name__)
+
+
+def _modes() -> tuple[str, ...]:
+    from pruner_models.registry import tuning_modes
+
+    return (*tuning_modes(), "xgb", "random")
+
+
+COST_MODELS = _modes()
+"""pam, pam-siamese-update, pam-no-update, mlp, mlp-no-update, xgb, random."""
+
+
+def make_cost_model(config: CostModelConfig, *, target: Any = None, cores: int = 1) -> Any:
+    """The cost model of `config`.
+
+    xgb is MetaSchedule's XGBModel (with a pickle-free state file) and no warm-up (by default it
+    predicts at random until 100 measurements, so a short run would never use it). With `target`,
+    an artifact trained on another device kind (a cuda artifact on llvm) draws a loud warning:
+    transfer is legitimate (MoA adapts across devices) but rarely what a user meant.
+
+    Raises:
+        ValueError: unknown name, or a checkpoint given to / missing for a mode (see PrunerCostModel).
+    """
+    name = config.name
+    if name not in COST_MODELS:
+        raise ValueError(f"--cost-model {name!r} must be one of {COST_MODELS}")
+    if name in ("xgb", "random"):
+        if config.checkpoint is not None:
+            raise ValueError(f"--cost-model {name} takes no --checkpoint (got {config.checkpoint!r})")
+        if name == "random":
+            return ms.cost_model.RandomModel(seed=config.seed)
+        from bridge.xgb import SafeXGBModel
+
+        return SafeXGBModel(num_warmup_samples=0, num_tuning_cores=cores)
+    from bridge.cost_model import PrunerCostModel
+    from bridge.export import device_kind, load_model
+    from pruner_models.registry import tuning_modes
+
+    artifact: Any = config.checkpoint  # a scratch mode refuses it in PrunerCostModel, naming it
+    if config.checkpoint is not None and tuning_modes()[name][1] != "scratch":
+        artifact = load_model(config.checkpoint)
+        source, here = device_kind(artifact.source_device), None if target is None else target.kind.name
+        if source is not None and here is not None and source != here:
+            message = (
+                f"{config.checkpoint}: a model trained on {artifact.source_device!r} measurements scores {here} "
+                "candidates; its ranking may not transfer (pam-siamese-update adapts it, the others do not)"
+            )
+            warnings.warn(message, UserWarning, stacklevel=2)
+            log.warning(message)
+    return PrunerCostModel(mode=name, artifact=artifact, epochs=config.epochs, seed=config.seed)
+
+
+def state_file(out: str | os.PathLike, name: str) -> Path:
+    """Where the state of cost model `name` lives in an output dir."""
+    return Path(out) / f"cost_model.{name}.bin"
+
+
+def save_state(model: Any, out: str | os.PathLike, name: str) -> None:
+    """Save the cost model's state atomically (random keeps none)."""
+    if name != "random":
+        model.save(str(state_file(out, name)))
+
+
+def load_state(model: Any, out: str | os.PathLike, name: str) -> bool:
+    """Load the state an earlier run left in `out`, if any; whether one was loaded.
+
+    Raises:
+        ValueError: a state file that is unreadable, of another mode, or not pickle-free (names it).
+    """
+    path = state_file(out, name)
+    if name == "random" or not path.exists():
+        return False
+    model.load(str(path))
+    log.info("resumed the %s cost model from %s", name, path)
+    return True
+
+
+def make_strategy(search: SearchConfig, *, log: Any = None) -> Any:
+    """DraftVerifySearch with PSA on device row `search.psa`, or MetaSchedule's evolutionary search.
+
+    `search.population` defaults to the published 1536 for draft-then-verify and to MetaSchedule's
+    512 for the evolutionary search; the other knobs concern draft-then-verify only.
+    """
+    from bridge.search import DraftVerifySearch, ResumableEvolutionarySearch
+
+    if search.psa is None:
+        return ResumableEvolutionarySearch(log=log, population_size=search.population or 512)
+    return DraftVerifySearch.from_config(search, log=log)

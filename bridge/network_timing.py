@@ -1,0 +1,121 @@
+"""Time a zoo network end to end: tuned (the database's best schedules), untuned, and torch eager.
+
+Every timing runs in a child process (`tvm.support.popen_pool.PopenWorker`): a kernel that cannot run
+on this machine (a database tuned for another CPU, whose code traps with SIGILL) fails the call with
+a RuntimeError instead of killing the caller.
+
+* tuned: `compile_relax` with the output dir's database, relax VM `time_evaluator` mean.
+* untuned: the same compile with an EMPTY database (llvm: TVM's default lowering of each operator;
+  GPU targets: DLight's default schedules, which compile_relax applies to functions without records).
+* torch eager: the same torch module and input on the same device (CPU with the target's cores as
+  torch threads, or CUDA), mean of `repeat` runs of `number` calls after a warm-up.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from typing import Any
+
+from tvm_env import ms, parse_target, setup, tvm
+
+__all__ = ["measure_network", "time_torch_eager"]
+
+
+def _time_network(
+    work_dir: str | None, network: str, size: int | None, target_json: str, number: int, repeat: int
+) -> float:
+    """Child process: compile with the database of `work_dir` (None: an empty one) and time the relax VM."""
+    from tvm import relax
+
+    from data import zoo
+
+    target = parse_target(target_json)
+    setup(target)
+    if work_dir is None:
+        database = ms.database.MemoryDatabase()
+    else:
+        database = ms.database.JSONDatabase(work_dir=work_dir, module_equality="structural")
+    mod = zoo._relax_module(network, size)  # the unfused module: compile_relax fuses like extraction did
+    executable = ms.relax_integration.compile_relax(database, mod, target, params=None)
+    dev = tvm.cpu() if target.kind.name == "llvm" else tvm.device(target.kind.name, 0)
+    vm = relax.VirtualMachine(executable, dev)
+    net = zoo.NETWORKS[network]
+    example = tvm.runtime.tensor(net.example(size or net.default_size).numpy(), dev)
+    return float(vm.time_evaluator("main", dev, number=number, repeat=repeat)(example).mean)
+
+
+def _time_eager(network: str, size: int | None, device: str, threads: int, number: int, repeat: int) -> float:
+    """Child process: mean seconds of one torch eager call of the zoo network."""
+    import torch
+
+    from data import zoo
+
+    torch.set_num_threads(threads)
+    torch.manual_seed(0)
+    net = zoo.NETWORKS[network]
+    model = net.build().eval().to(device)
+    example = net.example(size or net.default_size).to(device)
+    sync = torch.cuda.synchronize if device.startswith("cuda") else (lambda: None)
+    means = []
+    with torch.inference_mode():
+        model(example)  # warm-up
+        sync()
+        for _ in range(repeat):
+            start = time.perf_counter()
+            for _ in range(number):
+                model(example)
+            sync()
+            means.append((time.perf_counter() - start) / number)
+    return float(sum(means) / len(means))
+
+
+def _in_child(function: Any, args: tuple, what: str, timeout: float) -> float:
+    from tvm.support.popen_pool import PopenWorker
+
+    worker = PopenWorker()
+    try:
+        worker.send(function, args, timeout=timeout)
+        return float(worker.recv())
+    except (ChildProcessError, TimeoutError) as err:
+        raise RuntimeError(f"{what} failed in its child process ({type(err).__name__}: {err})") from err
+    finally:
+        worker.kill()
+
+
+def measure_network(
+    work_dir: str | os.PathLike | None,
+    network: str,
+    size: int | None,
+    target: Any,
+    number: int = 20,
+    repeat: int = 5,
+    timeout: float = 600.0,
+) -> float:
+    """Mean inference time (s) of the zoo network compiled with the best schedules of `work_dir`'s
+    database (None: untuned, an empty database), timed in a child process.
+
+    Raises:
+        RuntimeError: the compile or the run failed or crashed in the child (a SIGILL included).
+    """
+    from bridge.tuning import target_spec
+
+    target = parse_target(target)
+    what = f"timing the {'untuned' if work_dir is None else 'tuned'} {network}"
+    directory = None if work_dir is None else str(work_dir)
+    args = (directory, network, size, json.dumps(target_spec(target)), number, repeat)
+    return _in_child(_time_network, args, what, timeout)
+
+
+def time_torch_eager(
+    network: str, size: int | None, target: Any, number: int = 20, repeat: int = 5, timeout: float = 600.0
+) -> float:
+    """Mean seconds of one torch eager call of the zoo network on the target's device (child process)."""
+    target = parse_target(target)
+    kind = target.kind.name
+    device = "cpu" if kind == "llvm" else "cuda" if kind == "cuda" else None
+    if device is None:
+        raise ValueError(f"torch eager timing supports llvm and cuda targets, not {kind!r}")
+    threads = int(target.export().get("num-cores", os.cpu_count() or 1))
+    return _in_child(_time_eager, (network, size, device, threads, number, repeat), f"timing torch {network}", timeout)

@@ -1,0 +1,304 @@
+"""Tune a list of tasks with MetaSchedule, one of our cost models and (optionally) draft-then-verify.
+
+The Python API behind tune.py and benchmarks/:
+
+    from bridge.config import CostModelConfig, SearchConfig, TuneConfig
+    from bridge.tuning import tune_tasks
+    result = tune_tasks([data.zoo.operator_task("matmul:512,512,512")], "nvidia/nvidia-h100",
+                        TuneConfig(out="runs/mm", trials=200), search=SearchConfig(psa="h100"),
+                        cost_model=CostModelConfig(name="pam-siamese-update", checkpoint="pam.pt"))
+
+Everything goes to `TuneConfig.out`: the MetaSchedule database (database_*.json), the tuning curve
+(tuning_curve.csv: one row per measured batch with the per-round search statistics), the cost
+model's state (cost_model.<name>.bin) and MetaSchedule's logs. The curve and the cost model's state
+are rewritten atomically after EVERY measured batch, so a `kill -9` loses at most the batch in
+flight. Running again on the same dir resumes: torn database lines are skipped and reported
+(bridge.database), trials already spent count against `trials`, measured schedules are not measured
+again, the cost model and the curve continue.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import logging
+import math
+import os
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from bridge.config import CostModelConfig, MeasureConfig, SearchConfig, TuneConfig
+from bridge.database import open_database
+from bridge.factory import load_state, make_cost_model, make_strategy, save_state
+from bridge.report import plot_tuning
+from tvm_env import PooledLocalBuilder, ms, parse_target, setup, task_loggers, tvm
+
+__all__ = [
+    "CURVE_CSV",
+    "CURVE_PNG",
+    "TaskResult",
+    "TuneResult",
+    "check_device",
+    "records_by_task",
+    "target_label",
+    "target_spec",
+    "title",
+    "tune_tasks",
+]
+
+log = logging.getLogger(__name__)
+
+CURVE_CSV, CURVE_PNG = "tuning_curve.csv", "tuning_curve.png"
+
+
+@dataclasses.dataclass
+class TaskResult:
+    """One task after tuning: trials in the database and the best mean latency (inf: none valid)."""
+
+    name: str
+    weight: float
+    flops: float
+    trials: int
+    best_s: float
+
+    @property
+    def gflops(self) -> float:
+        return self.flops / self.best_s / 1e9 if math.isfinite(self.best_s) and self.best_s > 0 else 0.0
+
+
+@dataclasses.dataclass
+class TuneResult:
+    """What a tuning run leaves: per-task results, the curve rows (earlier runs' first) and times.
+
+    Attributes:
+        skipped_lines: database lines skipped as torn or corrupt on opening (`file:line: reason`).
+    """
+
+    tasks: list[TaskResult]
+    rows: list[dict]
+    search_s: float
+    database: Any
+    skipped_lines: list[str] = dataclasses.field(default_factory=list)
+
+    @property
+    def estimated_s(self) -> float:
+        """Sum over tasks of weight x best latency (inf while a task has no valid measurement)."""
+        return float(sum(t.weight * t.best_s for t in self.tasks))
+
+
+def records_by_task(database: Any, tasks: Sequence[Any]) -> dict[str, tuple[int, float]]:
+    """Task name -> (records in the database, best mean latency in seconds)."""
+    from data.labels import mean_latency
+
+    out = {}
+    records = database.get_all_tuning_records() if len(tasks) else []
+    for task in tasks:
+        if not database.has_workload(task.mod):
+            out[task.name] = (0, math.inf)
+            continue
+        workload = database.commit_workload(task.mod)
+        mine = [r for r in records if r.workload.same_as(workload)]
+        lat = [mean_latency(None if r.run_secs is None else [float(s) for s in r.run_secs]) for r in mine]
+        out[task.name] = (len(mine), min(lat, default=math.inf))
+    return out
+
+
+def target_spec(target: Any) -> Any:
+    """The target's export as plain JSON types (TVM returns Map / Array / String)."""
+
+    def plain(value: Any) -> Any:
+        if hasattr(value, "items"):
+            return {str(k): plain(v) for k, v in value.items()}
+        if isinstance(value, (str, int, float, bool)) or value is None:
+            return value if not isinstance(value, str) else str(value)
+        try:
+            return [plain(v) for v in value]
+        except TypeError:
+            return str(value)
+
+    return plain(target.export())
+
+
+def target_label(target: Any) -> str:
+    """Short name of a target for titles: its kind and CPU / architecture ("llvm native", "cuda sm_90a")."""
+    spec = target.export()
+    detail = spec.get("mcpu") or spec.get("arch") or spec.get("model") or ""
+    return f"{spec.get('kind')} {detail}".strip()
+
+
+def title(workload: str, target: Any, cost_model: CostModelConfig, search: SearchConfig) -> str:
+    """Plot title: workload, target, cost model and search."""
+    if len(workload) > 80:
+        workload = workload[:77] + "..."
+    draft = f" + PSA({search.psa}) draft" if search.psa else ""
+    return f"{workload} on {target_label(target)}; cost model {cost_model.name}{draft}"
+
+
+def check_device(target: Any, measure: MeasureConfig) -> None:
+    """Fail fast when a local runner cannot run the target here (a CUDA target on a machine without a
+    GPU would otherwise run every trial to failure and report nothing).
+
+    Raises:
+        ValueError: the target's device is missing on this machine (names the target).
+    """
+    if measure.runner != "local":
+        return
+    kind = target.kind.name
+    if kind in ("cuda", "rocm", "vulkan", "opencl", "metal") and not tvm.device(kind, 0).exist:
+        raise ValueError(
+            f"--target {kind}: no {kind} device on this machine (tvm.device({kind!r}, 0).exist is False); "
+            "measure on a machine that has one, or through --runner rpc"
+        )
+
+
+def _runner(measure: MeasureConfig) -> Any:
+    evaluator = ms.runner.EvaluatorConfig(
+        number=measure.number, repeat=measure.repeat, min_repeat_ms=measure.min_repeat_ms, enable_cpu_cache_flush=False
+    )
+    if measure.runner == "local":
+        return ms.runner.LocalRunner(evaluator_config=evaluator, timeout_sec=measure.timeout)
+    host, port = measure.tracker.rsplit(":", 1)
+    config = ms.runner.RPCConfig(
+        tracker_host=host, tracker_port=int(port), tracker_key=measure.key, session_timeout_sec=int(measure.timeout)
+    )
+    return ms.runner.RPCRunner(rpc_config=config, evaluator_config=evaluator)
+
+
+def _progress(total: int, initial: int, enabled: bool) -> tuple[Any, Callable[[dict], None]]:
+    """A tqdm bar over trials that moves once per measured batch, with the estimate ("n/a" until valid)."""
+    from tqdm import tqdm
+
+    bar = tqdm(total=total, initial=initial, unit="trial", desc="tune", dynamic_ncols=True, disable=not enabled)
+    bar.set_postfix_str("est n/a")
+
+    def update(row: dict) -> None:
+        est = row["estimated_ms"]
+        bar.set_postfix_str(f"est {est:.4g} ms" if math.isfinite(est) else "est n/a", refresh=False)
+        bar.update(int(row["trials"]))
+
+    return bar, update
+
+
+def tune_tasks(
+    tasks: Sequence[Any],
+    target: Any,
+    config: TuneConfig,
+    *,
+    search: SearchConfig | None = None,
+    cost_model: CostModelConfig | None = None,
+    measure: MeasureConfig | None = None,
+    builder: Any = None,
+    progress: bool = True,
+    on_round: Callable[[dict], None] | None = None,
+    label: str | None = None,
+) -> TuneResult:
+    """Tune `tasks` (data.zoo.TaskSpec list) on `target` into `config.out`, resuming what is there.
+
+    Args:
+        tasks: the workloads (name, mod, weight, flops).
+        target: a Target, tag, dict or JSON string.
+        config: budget, seed, deadline and output dir.
+        search: draft-then-verify (psa set) or MetaSchedule's evolution (default: evolution).
+        cost_model: which cost model (default: pam); its seed defaults to `config.seed`.
+        measure: builder and runner settings (default: local, number=3, repeat=1, min_repeat_ms=100).
+        builder: a MetaSchedule Builder to use instead of a new PooledLocalBuilder (e.g. one shared by
+            several runs of one process, so its workers start once).
+        progress: show a progress bar of the trials.
+        on_round: called with each curve row after it is saved (e.g. W&B logging).
+        label: the workload's name in the plot title (default: the task names).
+
+    Returns:
+        The TuneResult (the database is left in `config.out`).
+
+    Raises:
+        ValueError: a bad argument, a missing device, or unusable saved state (names the file).
+    """
+    search = search or SearchConfig()
+    cost_model = cost_model or CostModelConfig(seed=config.seed)
+    measure = measure or MeasureConfig()
+    from bridge.search import SearchLog, read_rounds
+
+    target = parse_target(target)
+    setup(target)
+    check_device(target, measure)
+    out = Path(config.out)
+    out.mkdir(parents=True, exist_ok=True)
+    cores = int(target.export().get("num-cores", os.cpu_count() or 1))
+    database, skipped = open_database(out)
+    before = records_by_task(database, tasks)
+    previous_rows = read_rounds(out / CURVE_CSV)
+    spent = sum(n for n, _ in before.values())
+    search_log = SearchLog(
+        best={name: best for name, (_, best) in before.items() if math.isfinite(best)},
+        trials_before=spent,
+        seconds_before=previous_rows[-1]["elapsed_s"] if previous_rows else 0.0,
+        rounds_before=collections.Counter(r["task"] for r in previous_rows),
+        deadline_s=config.deadline,
+    )
+    model = make_cost_model(cost_model, target=target, cores=cores)
+    load_state(model, out, cost_model.name)
+    strategy = make_strategy(search, log=search_log)
+    loggers = task_loggers(str(out), [t.name for t in tasks])
+    contexts = [
+        ms.TuneContext(
+            mod=task.mod,
+            target=target,
+            space_generator="post-order-apply",
+            search_strategy=strategy,
+            task_name=task.name,
+            logger=logger,
+            rand_state=rand_state,
+            num_threads=cores,
+        ).clone()
+        for task, logger, rand_state in zip(tasks, loggers, ms.utils.fork_seed(config.seed, n=len(tasks)))
+    ]
+    remaining = config.trials - spent
+    if remaining > 0:
+        bar, advance = _progress(config.trials, spent, progress)
+
+        def after_round(row: dict) -> None:
+            # The database already holds this batch (AddToDatabase runs first) and the cost model
+            # was updated on it (UpdateCostModel): save both companions now, atomically.
+            search_log.write_csv(out / CURVE_CSV, previous_rows)
+            save_state(model, out, cost_model.name)
+            advance(row)
+            if on_round is not None:
+                on_round(row)
+
+        search_log.on_round = after_round
+        if builder is None:
+            builder = PooledLocalBuilder(max_workers=measure.workers or cores, timeout_sec=measure.timeout)
+        try:
+            ms.tune_tasks(
+                tasks=contexts,
+                task_weights=[float(t.weight) for t in tasks],
+                work_dir=str(out),
+                max_trials_global=remaining,
+                max_trials_per_task=config.max_trials_per_task or config.trials,
+                num_trials_per_iter=config.trials_per_round,
+                builder=search_log.builder(builder),
+                runner=search_log.runner(_runner(measure)),
+                database=database,
+                cost_model=model,
+                measure_callbacks=[*ms.measure_callback.MeasureCallback.create("default"), search_log.callback()],
+                task_scheduler=ms.task_scheduler.GradientBased(seed=config.seed),
+            )
+        finally:
+            bar.close()
+            search_log.write_csv(out / CURVE_CSV, previous_rows)
+            save_state(model, out, cost_model.name)
+    else:
+        log.info("the output dir already holds %d trials (budget %d): nothing to tune", spent, config.trials)
+    after = records_by_task(database, tasks)
+    rows = [*previous_rows, *search_log.rows]
+    plot_tuning(
+        rows, out / CURVE_PNG, title=title(label or ", ".join(t.name for t in tasks), target, cost_model, search)
+    )
+    return TuneResult(
+        tasks=[TaskResult(t.name, float(t.weight), float(t.flops), *after[t.name]) for t in tasks],
+        rows=rows,
+        search_s=search_log.elapsed() if remaining > 0 else search_log.seconds_before,
+        database=database,
+        skipped_lines=skipped,
+    )
