@@ -64,7 +64,7 @@ def main() -> None:
     strategy.pre_tuning(16 * args.rounds, 16, context.generate_design_space(), ms.database.MemoryDatabase(), verify)
     print(
         f"target {args.target}, population {args.population}, potential {args.potential}, "
-        f"{int(context.num_threads)} threads, walk workers {draft.model.walker.workers}"
+        f"{int(context.num_threads)} threads, walk workers {draft.model.pool.workers}"
     )
 
     table = Table(title="drafting rounds (seconds)")

@@ -34,12 +34,11 @@ import torch
 from tvm.ir.utils import derived_object
 
 from bridge.export import Artifact, load_model
-from bridge.psa import WalkPool, default_walk_workers
 from data.atomic import atomic_write_bytes
 from data.batch import compute_scales, make_batch
-from data.features import featurize_candidates, workload_tags
+from data.features import WalkPool, default_walk_workers, featurize_candidates, workload_tags
 from data.labels import mean_latency, normalized_throughput
-from data.schema import ACCESS_DIM, GEMM_ROWS, STMT_DIM
+from data.schema import STMT_DIM
 from pruner_models import registry
 from pruner_models.losses import LOSSES
 from pruner_models.moa import MoANet, train_online
@@ -98,7 +97,7 @@ class PrunerCostModel(ms.cost_model.PyCostModel):
             batch_size: records per training batch (whole tasks are kept together when they fit).
             seed: seeds network initialization and batch order.
             workers: processes walking the TIR of large batches for PAM's GEMM input
-                (`bridge.psa.WalkPool`); None: `bridge.psa.default_walk_workers()`.
+                (`data.features.WalkPool`); None: `data.features.default_walk_workers()`.
         """
         super().__init__()
         if mode not in MODES:
@@ -119,7 +118,7 @@ class PrunerCostModel(ms.cost_model.PyCostModel):
         self.train_options = dict(lr=lr, weight_decay=weight_decay, loss=loss, patience=patience)
         self.epochs, self.adapt_every, self.batch_size, self.seed = epochs, adapt_every, batch_size, seed
         self.uses_gemm = mode.startswith("pam")
-        self.walker = WalkPool(default_walk_workers() if workers is None else workers)
+        self.pool = WalkPool(default_walk_workers() if workers is None else workers)
         self.net: torch.nn.Module | None = None
         self.trained = False
         if artifact is not None:
@@ -154,15 +153,10 @@ class PrunerCostModel(ms.cost_model.PyCostModel):
         todo = [i for i, k in enumerate(keys) if k not in self._features]
         if todo:
             chosen = [candidates[i] for i in todo]
-            if self.uses_gemm:
-                feats = self.walker.featurize(context, chosen, stmt=True)
-            else:
-                feats = featurize_candidates(context, chosen, stmt=True, walk=False)
+            feats = featurize_candidates(context, chosen, stmt=True, walk=self.uses_gemm, pool=self.pool)
             for i, f in zip(todo, feats):
-                if f is None:
-                    continue
-                gemm = f.gemm if f.gemm is not None else np.zeros((GEMM_ROWS, ACCESS_DIM), np.float32)
-                self._features[keys[i]] = (f.stmt.reshape(-1, STMT_DIM), gemm)
+                if f is not None:
+                    self._features[keys[i]] = (f.stmt.reshape(-1, STMT_DIM), f.gemm_matrix)
         out = []
         for k in keys:
             if k in self._features:

@@ -6,8 +6,7 @@ analytic latency estimate; the score is its inverse. It never trains, which is w
 enough to score every member of a 1536-schedule population per generation.
 
 The scoring function (`psa_scores`) is plain numpy on the rows, so benchmarks score shard records
-directly; `PSACostModel` is the MetaSchedule adapter used by `bridge.search.DraftVerifySearch`, and
-`WalkPool` spreads the (Python) feature walk of large batches over processes.
+directly; `PSACostModel` is the MetaSchedule adapter used by `bridge.search.DraftVerifySearch`.
 
 Device table: `configs/devices.yaml` holds every row of psa.md section 3; a user adds a device with
 a YAML file of the same shape (`load_devices(path)`), and `get_device("auto")` picks the row of the
@@ -27,16 +26,15 @@ import yaml
 from tvm.ir.utils import derived_object
 
 from data.atomic import atomic_write_text
+from data.features import WalkPool, default_walk_workers, featurize_candidates
 from data.schema import PSA_DIM
-from tvm_env import ms, tvm
+from tvm_env import ms
 
 __all__ = [
     "DEVICES_FILE",
     "FORMULAS",
     "Device",
     "PSACostModel",
-    "WalkPool",
-    "default_walk_workers",
     "get_device",
     "load_devices",
     "naive_scores",
@@ -243,77 +241,6 @@ def naive_scores(programs: Sequence[np.ndarray | None]) -> np.ndarray:
     return threads
 
 
-def _walk_texts(texts: list[str], is_gpu: bool) -> list:
-    """Worker side of `WalkPool`: `walk_features` of serialized scheduled modules (None on failure)."""
-    from data.features import walk_features
-
-    out = []
-    for text in texts:
-        try:
-            out.append(walk_features(tvm.ir.load_json(text), is_gpu=is_gpu))
-        except Exception:
-            out.append(None)
-    return out
-
-
-def default_walk_workers() -> int:
-    """Walk processes by default: one per core, none below 4 cores (measured on a 2-core VM: the
-    serialization and the workers' contention with the main process made a pool of 2 slower than
-    walking in-process, 56 vs 36 ms a candidate)."""
-    cores = os.cpu_count() or 1
-    return cores if cores >= 4 else 0
-
-
-class WalkPool:
-    """`data.features.featurize_candidates`, with the Python TIR walk spread over worker processes.
-
-    The walk (access records, GEMM matrix, PSA rows) is pure Python, 10-70 ms a candidate, and
-    would make a 1536-schedule draft generation take a minute on one core; here the scheduled
-    modules are serialized (`tvm.ir.save_json`, on threads: the FFI releases the GIL) and walked by
-    `workers` long-lived processes (TVM's PopenPoolExecutor; each imports TVM once). PerStoreFeature
-    rows, when asked for, are computed here (C++, parallel). Batches smaller than `min_batch`, or
-    `workers <= 1`, go through `featurize_candidates` in this process; a chunk whose worker fails
-    falls back to it too, so results never depend on the pool.
-    """
-
-    def __init__(self, workers: int, *, chunk: int = 16, min_batch: int = 64):
-        if workers < 0 or chunk < 1:
-            raise ValueError(f"workers={workers!r} must be >= 0 and chunk={chunk!r} >= 1")
-        self.workers, self.chunk, self.min_batch = workers, chunk, min_batch
-        self._pool = None
-
-    def featurize(self, context, candidates, *, stmt: bool) -> list:
-        """Like `featurize_candidates(context, candidates, stmt=stmt, walk=True)`."""
-        from concurrent.futures import ThreadPoolExecutor
-
-        from data.features import featurize_candidates, per_store_rows
-
-        candidates = list(candidates)
-        if self.workers <= 1 or len(candidates) < self.min_batch:
-            return featurize_candidates(context, candidates, stmt=stmt)
-        from tvm.support.popen_pool import PopenPoolExecutor, StatusKind
-
-        from tvm_env import is_gpu
-
-        if self._pool is None:
-            self._pool = PopenPoolExecutor(max_workers=self.workers)
-        rows = per_store_rows(context, candidates) if stmt else [None] * len(candidates)
-        wanted = [i for i, r in enumerate(rows) if not (stmt and r is None)]
-        with ThreadPoolExecutor(max(1, int(context.num_threads))) as threads:
-            texts = list(threads.map(lambda i: tvm.ir.save_json(candidates[i].sch.mod), wanted))
-        chunks = [(texts[s : s + self.chunk], is_gpu(context.target)) for s in range(0, len(texts), self.chunk)]
-        out: list = [None] * len(candidates)
-        for c, result in enumerate(self._pool.map_with_error_catching(lambda args: _walk_texts(*args), chunks)):
-            index = wanted[c * self.chunk : (c + 1) * self.chunk]
-            if result.status == StatusKind.COMPLETE:
-                walked = result.value
-            else:
-                walked = featurize_candidates(context, [candidates[i] for i in index], stmt=False)
-            for i, features in zip(index, walked):
-                out[i] = None if features is None else dataclasses.replace(features, stmt=rows[i])
-        return out
-
-
 @derived_object
 class PSACostModel(ms.cost_model.PyCostModel):
     """PSA as a MetaSchedule cost model: featurizes candidates without PerStoreFeature and scores them.
@@ -335,15 +262,15 @@ class PSACostModel(ms.cost_model.PyCostModel):
             device: a `Device` or the name of a row of the device table ("auto": the running GPU).
             formula: one of `FORMULAS`.
             devices_file: a user YAML file with more device rows.
-            workers: processes walking the TIR of large batches (`WalkPool`); None:
-                `default_walk_workers()`.
+            workers: processes walking the TIR of large batches (`data.features.WalkPool`); None:
+                `data.features.default_walk_workers()`.
         """
         super().__init__()
         if formula not in FORMULAS:
             raise ValueError(f"formula={formula!r} must be one of {FORMULAS}")
         self.device = device if isinstance(device, Device) else get_device(device, devices_file)
         self.formula = formula
-        self.walker = WalkPool(default_walk_workers() if workers is None else workers)
+        self.pool = WalkPool(default_walk_workers() if workers is None else workers)
 
     def load(self, path: str) -> None:
         """Restore the device row and formula written by `save`."""
@@ -360,7 +287,7 @@ class PSACostModel(ms.cost_model.PyCostModel):
 
     def predict(self, context, candidates) -> np.ndarray:
         """(n,) float64 PSA scores, finite and >= 0 (0: lowering failed), higher = faster."""
-        features = self.walker.featurize(context, candidates, stmt=False)
+        features = featurize_candidates(context, candidates, stmt=False, pool=self.pool)
         scores = psa_scores([None if f is None else f.psa for f in features], self.device, self.formula)
         scores[np.isneginf(scores)] = 0.0
         # No estimated work at all: rank first, with a finite weight (the scores are summed into

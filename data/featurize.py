@@ -161,27 +161,16 @@ def featurize_task(task: Task, summary: ReadSummary, *, stmt: bool = True, walk:
         except Exception:
             out.flops = 0.0
     context = ms.TuneContext(mod=mod, target=target, num_threads=1)
-    rows = features.per_store_rows(context, candidates) if stmt else [None] * len(candidates)
-    is_gpu = tvm_env.is_gpu(target)
-    for record, cand, r in zip(kept, candidates, rows):
-        try:
-            if stmt and r is None:
-                raise RuntimeError("PerStoreFeature failed")
-            f = features.walk_features(cand.sch.mod, is_gpu=is_gpu) if walk else None
-        except Exception as err:
-            summary.add(LOWERING_FAILED, record.source, _first_line(err))
-            continue
-        out.records.append(record)
-        out.stmt.append(r if r is not None else np.zeros((0, STMT_DIM), np.float32))
+    failed: dict[int, Exception] = {}
+    feats = features.featurize_candidates(context, candidates, stmt=stmt, walk=walk, on_error=failed.__setitem__)
+    for i, (record, f) in enumerate(zip(kept, feats)):
         if f is None:
-            f = features.ProgramFeatures(
-                None,
-                np.zeros((0, ACCESS_DIM), np.float32),
-                "",
-                np.zeros((GEMM_ROWS, ACCESS_DIM), np.float32),
-                False,
-                np.zeros((0, PSA_DIM), np.float32),
-            )
+            summary.add(LOWERING_FAILED, record.source, _first_line(failed[i]))
+            continue
+        if not walk:
+            f = features.ProgramFeatures.empty(f.stmt)
+        out.records.append(record)
+        out.stmt.append(f.stmt if f.stmt is not None else np.zeros((0, STMT_DIM), np.float32))
         out.access.append(f.access)
         out.psa.append(f.psa)
         out.gemm.append(f.gemm)

@@ -9,7 +9,6 @@ from bridge.psa import (
     FORMULAS,
     Device,
     PSACostModel,
-    WalkPool,
     get_device,
     load_devices,
     naive_scores,
@@ -221,20 +220,3 @@ def test_cuda_candidates_get_distinct_gpu_scores(cuda_candidates):
     context, candidates = cuda_candidates
     scores = PSACostModel(device="h100", workers=0).predict(context, candidates)
     assert np.all(scores > 0) and len(np.unique(scores)) > len(scores) // 2
-
-
-def test_walk_pool_gives_the_in_process_features(cuda_candidates):
-    """The process pool walks serialized modules: same features as featurize_candidates, stmt or not."""
-    from data.features import featurize_candidates
-
-    context, candidates = cuda_candidates
-    pool = WalkPool(2, chunk=8, min_batch=8)
-    for stmt in (False, True):
-        expected = featurize_candidates(context, candidates, stmt=stmt)
-        got = pool.featurize(context, candidates, stmt=stmt)
-        assert len(got) == len(expected)
-        for a, b in zip(got, expected):
-            assert a.scopes == b.scopes and a.gemm_found == b.gemm_found
-            for field in ("psa", "access", "gemm") + (("stmt",) if stmt else ()):
-                np.testing.assert_array_equal(getattr(a, field), getattr(b, field))
-            assert stmt or a.stmt is None

@@ -1,0 +1,42 @@
+"""WalkPool: the walk on worker processes gives exactly the in-process features."""
+
+import numpy as np
+import pytest
+from tvm.s_tir.meta_schedule.testing import te_workload
+
+from data.features import WalkPool, featurize_candidates
+from tvm_env import parse_target, setup
+
+
+@pytest.fixture(scope="module")
+def cuda_candidates(sample, te_module):
+    """(context, candidates) of a CUDA matmul design space, sampled and lowered without a GPU.
+
+    A V100 target (sm_70) has no tensor-core rules, so the slow CUDA tensor-intrinsic import is not
+    needed (setup() without a target registers only the stub).
+    """
+    setup()
+    return sample(te_module(te_workload.matmul(256, 256, 256)), parse_target("nvidia/nvidia-v100"), 16, threads=2)
+
+
+def test_walk_pool_gives_the_in_process_features(cuda_candidates):
+    """The process pool walks serialized modules: same features as in this process, stmt or not."""
+    context, candidates = cuda_candidates
+    pool = WalkPool(2, chunk=8, min_batch=8)
+    assert pool.takes(8) and not pool.takes(7) and not WalkPool(1).takes(1000)
+    for stmt in (False, True):
+        expected = featurize_candidates(context, candidates, stmt=stmt)
+        got = featurize_candidates(context, candidates, stmt=stmt, pool=pool)
+        assert len(got) == len(expected) == len(candidates)
+        for a, b in zip(got, expected):
+            assert a.scopes == b.scopes and a.gemm_found == b.gemm_found
+            for field in ("psa", "access", "gemm") + (("stmt",) if stmt else ()):
+                np.testing.assert_array_equal(getattr(a, field), getattr(b, field))
+            assert stmt or a.stmt is None
+
+
+def test_bad_pool_arguments_are_refused():
+    with pytest.raises(ValueError, match="workers=-1"):
+        WalkPool(-1)
+    with pytest.raises(ValueError, match="chunk=0"):
+        WalkPool(2, chunk=0)
