@@ -275,7 +275,6 @@ def write_shard(path: str | os.PathLike, data: ShardData, attrs: dict) -> None:
                     )
                 else:
                     h5.create_dataset(name, data=arr, track_times=False)
-        raise
 
 
 def _open(path: Path) -> h5py.File:
