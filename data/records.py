@@ -288,10 +288,10 @@ class _Reader:
                 summary.add(FAILED_KEPT, where)
             key = key_of(workload, target)
             seen_key = (key, workload.shash, json.dumps(trace, sort_keys=True))
-            first = self.seen.setdefault(seen_key, where)
-            if first != where:
-                summary.add(DUPLICATE, where, f"same task, workload and trace as {first}; kept once")
+            if seen_key in self.seen:
+                summary.add(DUPLICATE, where, f"same task, workload and trace as {self.seen[seen_key]}; kept once")
                 continue
+            self.seen[seen_key] = where
             record = Record(key, workload, trace, run_secs, mean_latency(run_secs), target, args_info, where)
             task = self.tasks.get(key)
             if task is None:

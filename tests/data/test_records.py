@@ -97,7 +97,9 @@ def test_bad_lines_are_skipped_and_counted_with_file_and_line(tree):
     ]
     # the last appended line repeats line 1: kept once, counted as a duplicate
     assert len(result.tasks[f"{DEVICE}/{MATMUL}"].records) == 24
-    assert s.examples["duplicate record"] == [f"{path}:{first + 3}: same task, workload and trace as {path}:1; kept once"]
+    assert s.examples["duplicate record"] == [
+        f"{path}:{first + 3}: same task, workload and trace as {path}:1; kept once"
+    ]
     assert s.lines == 52 and s.kept == 48 and s.skipped() == 4
     text = s.format()
     assert "malformed line: 2" in text and f"{path}:{first + 2}" in text
