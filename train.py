@@ -16,7 +16,8 @@ from lightning.pytorch.callbacks import EarlyStopping, ModelCheckpoint
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 from lightning.pytorch.loggers import CSVLogger
 
-from data.datamodule import ShardDataModule
+from data.datamodule import ShardDataModule, SplitError
+from data.shards import ShardError
 from pruner_models.module import CostModelModule, NonFiniteLossError
 
 
@@ -68,5 +69,5 @@ def main(args: list[str] | None = None, run: bool = True) -> CLI:
 if __name__ == "__main__":
     try:
         main()
-    except NonFiniteLossError as err:  # a diverged fit: one clear line and exit 1, not a traceback
+    except (NonFiniteLossError, ShardError, SplitError) as err:  # bad data or a diverged fit: one clear line, exit 1
         sys.exit(f"error: {err}")

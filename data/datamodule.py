@@ -41,10 +41,14 @@ from torch.utils.data import DataLoader, DistributedSampler
 from data.batch import ProgramStore, compute_scales
 from data.shards import ShardData, read_shards
 
-__all__ = ["ShardDataModule", "TaskBatchSampler", "split_within_task"]
+__all__ = ["ShardDataModule", "SplitError", "TaskBatchSampler", "split_within_task"]
 
 _SCALE_CHUNK = 16384
 """Records per chunk when streaming the training set through `compute_scales` (bounded memory)."""
+
+
+class SplitError(ValueError):
+    """The data cannot be split as asked (no training or validation records); says what to change."""
 
 
 def split_within_task(record_task: np.ndarray, fraction: float, rng: np.random.Generator) -> np.ndarray:
@@ -261,7 +265,7 @@ class ShardDataModule(L.LightningDataModule):
             train_val = usable[~test]
             train_tasks = np.unique(data.record_task[train_val])
             if not len(train_tasks):
-                raise ValueError(
+                raise SplitError(
                     f"split='hold-out' with test_networks={hp.test_networks!r} leaves no training task: every task "
                     "is used by a held-out network; hold out fewer networks"
                 )
@@ -282,13 +286,13 @@ class ShardDataModule(L.LightningDataModule):
                 val = val_tasks[data.record_task[train_val]]
         self.splits = {"train": train_val[~val], "val": train_val[val], "test": usable[test]}
         if hp.val_fraction > 0 and not len(self.splits["val"]):
-            raise ValueError(
+            raise SplitError(
                 f"val_fraction={hp.val_fraction!r} left no validation records ({len(train_val)} training records "
                 f"in {len(np.unique(data.record_task[train_val]))} tasks): raise --data.val_fraction, or set it to 0 "
                 "and train without validation (--trainer.limit_val_batches 0, no checkpoint/early-stopping monitor)"
             )
         if not len(self.splits["train"]):
-            raise ValueError(
+            raise SplitError(
                 f"the training split is empty ({len(usable)} usable records, test_fraction={hp.test_fraction!r}, "
                 f"val_fraction={hp.val_fraction!r}): lower the fractions or add records"
             )
