@@ -9,13 +9,16 @@ Finetune (weights AND normalization of a pretrained checkpoint): `--config confi
 
 from __future__ import annotations
 
+import sys
+
 from jsonargparse import lazy_instance
 from lightning.pytorch.callbacks import EarlyStopping, ModelCheckpoint
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 from lightning.pytorch.loggers import CSVLogger
 
-from data.datamodule import ShardDataModule
-from pruner_models.module import CostModelModule
+from data.datamodule import ShardDataModule, SplitError
+from data.shards import ShardError
+from pruner_models.module import CostModelModule, NonFiniteLossError
 
 
 class CLI(LightningCLI):
@@ -64,4 +67,7 @@ def main(args: list[str] | None = None, run: bool = True) -> CLI:
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except (NonFiniteLossError, ShardError, SplitError) as err:  # bad data or a diverged fit: one clear line, exit 1
+        sys.exit(f"error: {err}")

@@ -3,7 +3,8 @@
 `python -m data.collect --target '{"kind": "llvm", "mcpu": "sapphirerapids", "num-cores": 2}'
 --networks resnet_50 --ops matmul:512,512,512 --per-task 64 --out datasets`
 
-Layout (docs/architecture.md, "TenSet-style record tree")::
+Layout (docs/architecture.md, "TenSet-style record tree"; paths, index.json and task-folder names in
+`data.record_tree`)::
 
     ROOT/<device>/index.json
     ROOT/<device>/<task_dir>/database_workload.json[.xz]
@@ -32,7 +33,7 @@ import os
 import signal
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 from tqdm import tqdm
@@ -40,6 +41,7 @@ from tvm.s_tir.meta_schedule.utils import _json_de_tvm
 
 from data.atomic import atomic_write_bytes
 from data.labels import FAILED_SECONDS, mean_latency
+from data.record_tree import DB_FILES, IndexFileError, add_task, new_index, read_index, read_lines, write_index
 from data.zoo import (
     NETWORKS,
     TaskSpec,
@@ -64,8 +66,6 @@ log = logging.getLogger(__name__)
 
 MS_POPULATION = 512
 """EvolutionarySearch's default population_size (what a tuning run samples its initial population with)."""
-DB_FILES = ("database_workload.json", "database_tuning_record.json")
-INDEX = "index.json"
 
 
 @dataclasses.dataclass
@@ -171,30 +171,25 @@ class TaskResult:
 # ----------------------------------------------------------------------------------------------
 
 
-def _read_lines(path: Path) -> Iterator[str]:
-    """Non-empty lines of a database file, from `path` or else `path.xz`."""
-    if path.exists():
-        text = path.read_text()
-    elif path.with_name(path.name + ".xz").exists():
-        text = lzma.decompress(path.with_name(path.name + ".xz").read_bytes()).decode()
-    else:
-        return
-    yield from (line for line in text.splitlines() if line.strip())
-
-
 def count_records(task_path: Path) -> tuple[int, int]:
     """(records, valid records) stored in a task directory (plain or xz).
 
     Raises:
-        ValueError: a record line that is not JSON, naming the file and line.
+        ValueError: a record line that is not UTF-8 JSON, naming the file and line.
     """
     total = valid = 0
     path = task_path / DB_FILES[1]
-    for lineno, line in enumerate(_read_lines(path), 1):
+    if not path.exists():
+        path = path.with_name(path.name + ".xz")
+        if not path.exists():
+            return 0, 0
+    for lineno, line in read_lines(path):
         try:
+            if isinstance(line, UnicodeDecodeError):
+                raise line
             run_secs = json.loads(line)[1][1]
-        except (json.JSONDecodeError, IndexError, TypeError) as err:
-            raise ValueError(f"{path}[.xz]:{lineno}: malformed tuning record ({err})") from None
+        except (ValueError, IndexError, TypeError) as err:
+            raise ValueError(f"{path}:{lineno}: malformed tuning record ({err})") from None
         total += 1
         valid += mean_latency(run_secs) != float("inf")
     return total, valid
@@ -217,21 +212,17 @@ def _target_json(target: tvm.target.Target) -> dict:
 
 
 def _load_index(device_path: Path, target: tvm.target.Target) -> dict:
-    path = device_path / INDEX
-    if not path.exists():
-        return {"target": _target_json(target), "networks": {}, "tasks": {}, "skipped": {}}
     try:
-        index = json.loads(path.read_text())
-    except json.JSONDecodeError as err:
-        raise ValueError(f"{path}: not valid JSON ({err})") from None
+        index = read_index(device_path)
+    except IndexFileError as err:
+        raise ValueError(f"{err}; move it aside to start a new index") from None
+    if index is None:
+        return new_index(_target_json(target))
     if index.get("target") != _target_json(target):
-        raise ValueError(f"{path}: collected for target {index.get('target')!r}, not {_target_json(target)!r}")
-    index.setdefault("skipped", {})
+        raise ValueError(
+            f"{device_path / 'index.json'}: collected for target {index.get('target')!r}, not {_target_json(target)!r}"
+        )
     return index
-
-
-def _write_index(device_path: Path, index: dict) -> None:
-    atomic_write_bytes(device_path / INDEX, (json.dumps(index, indent=1, sort_keys=True) + "\n").encode())
 
 
 def _update_index(index: dict, plans: Sequence[TaskPlan], device_path: Path, skipped: dict[str, str]) -> None:
@@ -242,20 +233,8 @@ def _update_index(index: dict, plans: Sequence[TaskPlan], device_path: Path, ski
             continue
         if count_records(device_path / plan.task_dir)[0] == 0:
             continue
-        entry = index["tasks"].setdefault(
-            plan.task_dir,
-            {
-                "name": plan.spec.name,
-                "flops": plan.spec.flops,
-                "workload_hash": plan.spec.workload_hash,
-                "networks": [],
-            },
-        )
-        entry["networks"] = sorted(set(entry["networks"]) | set(plan.networks))
-        for net, weight in plan.networks.items():
-            rows = dict(index["networks"].get(net, []))
-            rows[plan.task_dir] = weight
-            index["networks"][net] = [[d, w] for d, w in rows.items()]
+        spec = plan.spec
+        add_task(index, plan.task_dir, spec.name, spec.flops, spec.workload_hash, plan.networks)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -513,7 +492,7 @@ def collect(cfg: CollectConfig) -> list[TaskResult]:
             del queue[: len(batch)]
             bar.update(len(batch))
             _update_index(index, plans, device_path, skipped)
-            _write_index(device_path, index)
+            write_index(device_path, index)
 
     needed = sum(max(0, cfg.per_task - r.before) for r in results if r.task_dir not in index["skipped"])
     per_net = {net: sum(net in p.networks for p in plans) for net in cfg.networks}
@@ -545,7 +524,7 @@ def collect(cfg: CollectConfig) -> list[TaskResult]:
                 raise
         finally:
             _update_index(index, plans, device_path, skipped)
-            _write_index(device_path, index)
+            write_index(device_path, index)
         if queue or stopping():
             for run, _ in queue:
                 run.result.status = "interrupted"

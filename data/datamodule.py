@@ -10,7 +10,11 @@
   - `hold-out`: every task used by one of `test_networks` goes to test, with all its records (a
     task shared with a training network too goes to the held-out side, so nothing of a held-out
     network is trained on); validation is `val_fraction` of the remaining TASKS, whole, so early
-    stopping measures the same kind of generalization as the test.
+    stopping measures the same kind of generalization as the test. When that rounds to no task
+    (or to all of them), validation falls back to `val_fraction` of every training task's records,
+    with a warning that says so.
+  - A split that leaves no validation record (with `val_fraction` > 0) or no training record fails
+    in `setup`, before training, with a message saying what to change.
 * Batches hold WHOLE task groups (`TaskBatchSampler`): tasks are packed greedily up to
   `batch_size` records; a task larger than `batch_size` is cut into near-equal chunks. The ranking
   losses compare records of one task only, so a batch must hold comparable labels.
@@ -37,10 +41,14 @@ from torch.utils.data import DataLoader, DistributedSampler
 from data.batch import ProgramStore, compute_scales
 from data.shards import ShardData, read_shards
 
-__all__ = ["ShardDataModule", "TaskBatchSampler", "split_within_task"]
+__all__ = ["ShardDataModule", "SplitError", "TaskBatchSampler", "split_within_task"]
 
 _SCALE_CHUNK = 16384
 """Records per chunk when streaming the training set through `compute_scales` (bounded memory)."""
+
+
+class SplitError(ValueError):
+    """The data cannot be split as asked (no training or validation records); says what to change."""
 
 
 def split_within_task(record_task: np.ndarray, fraction: float, rng: np.random.Generator) -> np.ndarray:
@@ -256,15 +264,37 @@ class ShardDataModule(L.LightningDataModule):
             test = held[data.record_task[usable]]
             train_val = usable[~test]
             train_tasks = np.unique(data.record_task[train_val])
+            if not len(train_tasks):
+                raise SplitError(
+                    f"split='hold-out' with test_networks={hp.test_networks!r} leaves no training task: every task "
+                    "is used by a held-out network; hold out fewer networks"
+                )
             n_val = int(round(hp.val_fraction * len(train_tasks)))
-            val_tasks = np.zeros(data.num_tasks, dtype=bool)
-            val_tasks[rng.choice(train_tasks, size=n_val, replace=False)] = True
-            val = val_tasks[data.record_task[train_val]]
+            if hp.val_fraction > 0 and not 0 < n_val < len(train_tasks):
+                # Too few tasks for whole-task validation: validate on records of the training tasks.
+                val = split_within_task(data.record_task[train_val], hp.val_fraction, rng)
+                rank_zero_warn(
+                    f"hold-out: val_fraction={hp.val_fraction!r} of {len(train_tasks)} training tasks is {n_val} "
+                    f"whole tasks, which leaves no {'validation' if n_val == 0 else 'training'} task; validation "
+                    f"falls back to {hp.val_fraction:.0%} of every training task's records (within-task). For a "
+                    "whole-task validation, use more tasks or a val_fraction that rounds to between 1 task and "
+                    "all but one"
+                )
+            else:
+                val_tasks = np.zeros(data.num_tasks, dtype=bool)
+                val_tasks[rng.choice(train_tasks, size=n_val, replace=False)] = True
+                val = val_tasks[data.record_task[train_val]]
         self.splits = {"train": train_val[~val], "val": train_val[val], "test": usable[test]}
         if hp.val_fraction > 0 and not len(self.splits["val"]):
-            rank_zero_warn(
-                f"val_fraction={hp.val_fraction!r} left no validation records (too few tasks?); checkpoint "
-                "selection and early stopping on a val_* metric will fail: raise val_fraction"
+            raise SplitError(
+                f"val_fraction={hp.val_fraction!r} left no validation records ({len(train_val)} training records "
+                f"in {len(np.unique(data.record_task[train_val]))} tasks): raise --data.val_fraction, or set it to 0 "
+                "and train without validation (--trainer.limit_val_batches 0, no checkpoint/early-stopping monitor)"
+            )
+        if not len(self.splits["train"]):
+            raise SplitError(
+                f"the training split is empty ({len(usable)} usable records, test_fraction={hp.test_fraction!r}, "
+                f"val_fraction={hp.val_fraction!r}): lower the fractions or add records"
             )
         self.tasks = {name: getattr(data, name) for name in ("task_key", "task_name", "task_networks", "task_weight")}
         self.record_task = data.record_task

@@ -2,6 +2,7 @@
 
     python -m data.featurize RECORDS... --out SHARDS_DIR --workers N
         [--shard-index i --num-shards n] [--tasks-per-shard K] [--failed drop|zero]
+        [--network NAME] [--overwrite] [--config FILE] [--print_config]
 
 RECORDS are database folders or TenSet-style trees (data.records). For every record the trace is
 replayed on its workload and everything is computed from that schedule (data.features): the
@@ -16,11 +17,19 @@ digest stored in the file) is skipped, so an interrupted run resumes; with `--sh
 --num-shards n` a process only does the groups g with g % n == i, so independent processes can fill
 one folder; each rebuilds manifest.json from the files present (`python -m data.shards DIR` does
 it again at the end). Skipped records are counted by reason with file:line examples.
+
+The manifest records the run's inputs (record folders, options, task and record counts) and the
+digest every shard must carry; shards made from other inputs are never mixed in silently: a planned
+shard file from other inputs is rebuilt (said on stderr), and a shard file the plan does not name
+(other records, another --tasks-per-shard) makes the run refuse, unless --overwrite deletes it.
+
+A tuning work dir keeps its task names and networks when an index.json lies beside its database
+(`data.record_tree.index_tasks`); `--network NAME` names the network of bare databases, so the
+hold-out-by-network split works on a user's own tuning data.
 """
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import hashlib
 import json
@@ -31,6 +40,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
+from jsonargparse import ActionConfigFile, ArgumentParser
 from tqdm import tqdm
 
 from data.records import FAILED_POLICIES, ReadSummary, Record, Task, read_records
@@ -38,6 +48,7 @@ from data.schema import ACCESS_DIM, GEMM_ROWS, PSA_DIM, STMT_DIM, TAG_DIM
 from data.shards import (
     ShardData,
     ShardError,
+    list_shards,
     read_shard_attrs,
     shard_is_valid,
     write_manifest,
@@ -65,6 +76,9 @@ class FeaturizeConfig:
         num_shards: number of independent processes sharing the groups.
         tasks_per_shard: tasks per group / shard file.
         failed: "drop" failed measurements or keep them with label 0 ("zero").
+        network: the network the records of bare databases (tuning work dirs) belong to.
+        overwrite: delete shards in `out` that this run would not write (other records or options)
+            instead of refusing to run.
     """
 
     records: tuple[str, ...]
@@ -74,6 +88,8 @@ class FeaturizeConfig:
     num_shards: int = 1
     tasks_per_shard: int = 16
     failed: str = "zero"
+    network: str | None = None
+    overwrite: bool = False
 
     def __post_init__(self) -> None:
         if not self.records:
@@ -86,6 +102,10 @@ class FeaturizeConfig:
             raise ValueError(f"--tasks-per-shard {self.tasks_per_shard}: must be >= 1")
         if self.failed not in FAILED_POLICIES:
             raise ValueError(f"--failed {self.failed!r}: expected one of {FAILED_POLICIES}")
+        if self.network is not None and (not self.network or "," in self.network):
+            raise ValueError(f"--network {self.network!r}: give one network name without commas")
+        if Path(self.out).exists() and not Path(self.out).is_dir():
+            raise ValueError(f"--out {self.out!r}: exists and is not a folder")
 
 
 @dataclasses.dataclass
@@ -260,16 +280,51 @@ class _Group:
         return sum(len(t.records) for t in self.tasks)
 
 
-def plan_groups(tasks: dict[str, Task], cfg: FeaturizeConfig) -> list[_Group]:
-    """Tasks sorted by key, cut into groups of `tasks_per_shard`; this process's share of them."""
+def plan_groups(tasks: dict[str, Task], cfg: FeaturizeConfig, *, everyone: bool = False) -> list[_Group]:
+    """Tasks sorted by key, cut into groups of `tasks_per_shard`; this process's share of them
+    (every process's with `everyone`: what the folder holds once all processes are done)."""
     keys = sorted(tasks)
     groups = []
     for g, start in enumerate(range(0, len(keys), cfg.tasks_per_shard)):
-        if g % cfg.num_shards != cfg.shard_index:
+        if not everyone and g % cfg.num_shards != cfg.shard_index:
             continue
         members = tuple(tasks[k] for k in keys[start : start + cfg.tasks_per_shard])
         groups.append(_Group(g, str(Path(cfg.out) / f"shard-{g:05d}.h5"), _digest(members, cfg.failed), members))
     return groups
+
+
+def _inputs(cfg: FeaturizeConfig, plan: Sequence[_Group]) -> dict:
+    """What the manifest records about the run that made the folder (its inputs and options)."""
+    return {
+        "records": [str(Path(r).resolve()) for r in cfg.records],
+        "failed": cfg.failed,
+        "tasks_per_shard": cfg.tasks_per_shard,
+        "network": cfg.network,
+        "num_tasks": sum(len(g.tasks) for g in plan),
+        "num_records": sum(g.num_records for g in plan),
+    }
+
+
+def _clear_stale(out: Path, plan: Sequence[_Group], overwrite: bool) -> list[Path]:
+    """Shard files in `out` that the plan does not name (made from other records or another
+    --tasks-per-shard): refused, or deleted with `overwrite`. Planned files made from other inputs
+    are rebuilt by the run anyway (their stored digest differs).
+
+    Raises:
+        ValueError: stale shards are present and `overwrite` is off (nothing is written then).
+    """
+    planned = {Path(g.path).name for g in plan}
+    stale = [p for p in list_shards(out) if p.name not in planned]
+    if stale and not overwrite:
+        names = ", ".join(p.name for p in stale[:3]) + (" ..." if len(stale) > 3 else "")
+        raise ValueError(
+            f"--out {str(out)!r} holds {len(stale)} shard file(s) this run would not write ({names}): they were "
+            "made from other records or another --tasks-per-shard. Featurize into an empty folder, or add "
+            "--overwrite to delete them and rebuild"
+        )
+    for path in stale:
+        path.unlink()
+    return stale
 
 
 def _is_done(group: _Group) -> bool:
@@ -310,10 +365,13 @@ def _run_group(group: _Group, failed: str) -> ReadSummary:
 def featurize(cfg: FeaturizeConfig) -> ReadSummary:
     """Run the featurizer; returns the merged record summary (also printed by `main`)."""
     out = Path(cfg.out)
-    out.mkdir(parents=True, exist_ok=True)
-    record_set = read_records(cfg.records, failed=cfg.failed)
+    record_set = read_records(cfg.records, failed=cfg.failed, network=cfg.network)
     summary = record_set.summary
-    groups = plan_groups(record_set.tasks, cfg)
+    plan = plan_groups(record_set.tasks, cfg, everyone=True)
+    groups = [g for g in plan if g.index % cfg.num_shards == cfg.shard_index]
+    out.mkdir(parents=True, exist_ok=True)
+    removed = _clear_stale(out, plan, cfg.overwrite)
+    rebuilt = [g for g in groups if Path(g.path).exists() and not _is_done(g)]
     todo = [g for g in groups if not _is_done(g)]
     done_records = sum(g.num_records for g in groups if g not in todo)
     print(
@@ -321,6 +379,12 @@ def featurize(cfg: FeaturizeConfig) -> ReadSummary:
         f"({len(groups) - len(todo)} already done)",
         file=sys.stderr,
     )
+    if removed or rebuilt:
+        print(
+            f"--out {str(out)!r}: {len(removed)} stale shard(s) deleted (--overwrite), {len(rebuilt)} rebuilt "
+            "(made from other records or options, or unfinished)",
+            file=sys.stderr,
+        )
     bar = tqdm(total=sum(g.num_records for g in groups), initial=done_records, unit="rec", desc="featurize")
     try:
         if cfg.workers == 1 or len(todo) <= 1:
@@ -335,7 +399,7 @@ def featurize(cfg: FeaturizeConfig) -> ReadSummary:
                     bar.update(n)
     finally:
         bar.close()
-        write_manifest(out)
+        write_manifest(out, inputs=_inputs(cfg, plan), expected={Path(g.path).name: g.digest for g in plan})
     return summary
 
 
@@ -347,32 +411,66 @@ def _quiet_worker() -> None:
     logging.getLogger("tvm.s_tir.meta_schedule").setLevel(logging.WARNING)
 
 
-def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m data.featurize", description=__doc__.split("\n\n")[0])
-    p.add_argument("records", nargs="+", help="database folders or TenSet-style trees (ROOT or ROOT/<device>)")
-    p.add_argument("--out", required=True, help="shard folder")
-    p.add_argument("--workers", type=int, default=1, help="worker processes")
-    p.add_argument("--shard-index", type=int, default=0, help="this process's share (with --num-shards)")
-    p.add_argument("--num-shards", type=int, default=1, help="independent processes sharing the work")
-    p.add_argument("--tasks-per-shard", type=int, default=16, help="tasks per shard file")
+def _parser() -> ArgumentParser:
+    """The CLI (jsonargparse: `--config FILE`, `--print_config`, defaults in --help)."""
+    defaults = {f.name: f.default for f in dataclasses.fields(FeaturizeConfig)}
+    p = ArgumentParser(prog="python -m data.featurize", description=__doc__.split("\n\n")[0], exit_on_error=True)
+    p.add_argument("--config", action=ActionConfigFile, help="a YAML/JSON file of these options")
     p.add_argument(
-        "--failed", choices=FAILED_POLICIES, default="zero", help="failed measurements: drop, or keep with label 0"
+        "records",
+        nargs="+",
+        type=str,
+        help="database folders (tuning work dirs) or TenSet-style trees (ROOT or ROOT/<device>)",
+    )
+    p.add_argument("--out", required=True, type=str, help="shard folder (created)")
+    p.add_argument("--workers", type=int, default=defaults["workers"], help="worker processes")
+    p.add_argument(
+        "--shard-index", type=int, default=defaults["shard_index"], help="this process's share (with --num-shards)"
+    )
+    p.add_argument(
+        "--num-shards", type=int, default=defaults["num_shards"], help="independent processes sharing the work"
+    )
+    p.add_argument("--tasks-per-shard", type=int, default=defaults["tasks_per_shard"], help="tasks per shard file")
+    p.add_argument(
+        "--failed",
+        choices=FAILED_POLICIES,
+        default=defaults["failed"],
+        help="failed measurements: drop, or keep with label 0",
+    )
+    p.add_argument(
+        "--network",
+        type=str | None,
+        default=None,
+        help="network that the records of bare databases (tuning work dirs without an index.json) belong to",
+    )
+    p.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="delete shards in --out that this run would not write, instead of refusing to run",
     )
     return p
 
 
 def main(argv: Sequence[str] | None = None) -> ReadSummary:
-    args = _parser().parse_args(argv)
-    cfg = FeaturizeConfig(
-        tuple(args.records),
-        args.out,
-        args.workers,
-        args.shard_index,
-        args.num_shards,
-        args.tasks_per_shard,
-        args.failed,
-    )
-    summary = featurize(cfg)
+    """Parse, featurize, print the record summary. Bad arguments and unusable inputs exit 2 with an
+    `error:` line (no traceback)."""
+    parser = _parser()
+    args = parser.parse_args(None if argv is None else [str(a) for a in argv])
+    try:
+        cfg = FeaturizeConfig(
+            tuple(args.records),
+            args.out,
+            args.workers,
+            args.shard_index,
+            args.num_shards,
+            args.tasks_per_shard,
+            args.failed,
+            args.network,
+            args.overwrite,
+        )
+        summary = featurize(cfg)
+    except (ValueError, ShardError) as err:
+        parser.error(str(err))
     print(summary.format())
     return summary
 

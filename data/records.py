@@ -6,11 +6,17 @@ Two inputs (docs/architecture.md):
   `database_workload.json` + `database_tuning_record.json` (either may be `.json.xz`);
 * a TenSet-style tree `ROOT/<device>/<task_dir>/` of such folders with `ROOT/<device>/index.json`
   (task names, FLOPs, networks and weights), as `data.collect` writes it. ROOT or a device folder
-  may be given.
+  may be given. The layout and the index format live in `data.record_tree`.
+
+A database folder (a tuning work dir) may hold an index.json of the same format
+(`data.record_tree.index_tasks`), which gives its workloads their task names and networks; without
+one, `network=` names the network its records belong to.
 
 The files are parsed here line by line (plain json), not through `JSONDatabase`, so one bad line
-never loses the others: malformed lines, unknown workload indices and failed measurements are
-skipped (or kept with label 0, by option) and counted with file and line in a `ReadSummary`.
+never loses the others: malformed lines (a byte that is not UTF-8 included), unknown workload
+indices, implausible latencies (`data.labels.latency_problem`), duplicates of a record already read
+and failed measurements are skipped (failed ones kept with label 0, by option) and counted with file
+and line in a `ReadSummary`; an index.json that cannot be used is counted as an unreadable file.
 Traces that no longer apply are only found at replay time; the featurizer counts them in the same
 summary. Nothing here imports TVM except the device naming of a bare database folder.
 """
@@ -27,15 +33,34 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any, Literal
 
-from data.labels import mean_latency
+from data.labels import latency_problem, mean_latency
+from data.record_tree import (
+    INDEX,
+    RECORD_FILE,
+    WORKLOAD_FILE,
+    IndexFileError,
+    database_file,
+    device_dirs,
+    index_weights,
+    read_index,
+    read_lines,
+    task_dir,
+    task_dirs,
+    task_key,
+    task_name,
+)
 
-__all__ = ["FAILED_POLICIES", "INDEX", "ReadSummary", "Record", "RecordSet", "Task", "Workload", "read_records"]
+__all__ = ["FAILED_POLICIES", "ReadSummary", "Record", "RecordSet", "Task", "Workload", "read_records"]
 
-WORKLOAD_FILE = "database_workload.json"
-RECORD_FILE = "database_tuning_record.json"
-INDEX = "index.json"
 FAILED_POLICIES = ("drop", "zero")
 EXAMPLES_PER_REASON = 3
+MALFORMED = "malformed line"
+UNKNOWN_WORKLOAD = "unknown workload"
+FAILED = "failed measurement"
+FAILED_KEPT = "failed measurement (kept, label 0)"
+IMPLAUSIBLE = "implausible latency"
+DUPLICATE = "duplicate record"
+UNREADABLE = "unreadable file"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -108,8 +133,9 @@ class Task:
 class ReadSummary:
     """Counts of what was read, kept and skipped, with up to 3 "file:line: detail" examples per reason.
 
-    Reasons: "malformed line", "unknown workload", "failed measurement" (dropped), "failed
-    measurement (kept, label 0)", "unreadable file", and the featurizer's "trace no longer applies",
+    Reasons: "malformed line", "unknown workload", "implausible latency", "duplicate record",
+    "failed measurement" (dropped), "failed measurement (kept, label 0)", "unreadable file", and the
+    featurizer's "trace no longer applies",
     "lowering failed", "unknown workload" (a workload that does not decode) and "unusable target".
     """
 
@@ -151,25 +177,19 @@ class RecordSet:
     summary: ReadSummary
 
 
-def _open_text(path: Path) -> Path | None:
-    """`path` or `path.xz`, whichever exists."""
-    if path.exists():
-        return path
-    packed = path.with_name(path.name + ".xz")
-    return packed if packed.exists() else None
-
-
-def _lines(path: Path, summary: ReadSummary) -> Iterator[tuple[int, str]]:
-    """(line number, text) of the non-empty lines; a corrupt file is counted after its good lines."""
-    opener = lzma.open if path.suffix == ".xz" else open
+def _lines(path: Path, summary: ReadSummary) -> Iterator[tuple[int, str | None]]:
+    """(line number, text) of the non-empty lines; a line that is not UTF-8 comes back as None after
+    it is counted as malformed (it costs that line only); a torn file is counted after its good lines."""
     lineno = 0
     try:
-        with opener(path, "rt", encoding="utf-8") as f:
-            for lineno, line in enumerate(f, 1):
-                if line.strip():
-                    yield lineno, line
-    except (OSError, EOFError, lzma.LZMAError, UnicodeDecodeError) as err:
-        summary.add("unreadable file", f"{path}:{lineno + 1}", str(err))
+        for lineno, text in read_lines(path):
+            if isinstance(text, UnicodeDecodeError):
+                summary.add(MALFORMED, f"{path}:{lineno}", f"not UTF-8 text (byte {text.object[text.start]:#04x})")
+                yield lineno, None
+                continue
+            yield lineno, text
+    except (OSError, EOFError, lzma.LZMAError) as err:
+        summary.add(UNREADABLE, f"{path}:{lineno + 1}", f"{type(err).__name__}: {err}; the lines before it are read")
 
 
 def _read_workloads(path: Path, summary: ReadSummary) -> dict[int, Workload | str]:
@@ -178,6 +198,9 @@ def _read_workloads(path: Path, summary: ReadSummary) -> dict[int, Workload | st
     out: dict[int, Workload | str] = {}
     for index, (lineno, line) in enumerate(_lines(path, summary)):
         where = f"{path}:{lineno}"
+        if line is None:
+            out[index] = f"workload line {where} is not UTF-8 text"
+            continue
         try:
             shash, b64 = json.loads(line)
             if not isinstance(shash, str) or not isinstance(b64, str):
@@ -202,7 +225,9 @@ def _parse_record(line: str) -> tuple[int, list, tuple[float, ...] | None, dict 
         raise TypeError("trace is not [instructions, decisions]")
     run_secs = body[1] if len(body) > 1 else None
     if run_secs is not None:
-        if not isinstance(run_secs, list) or not all(isinstance(s, (int, float)) for s in run_secs):
+        if not isinstance(run_secs, list) or not all(
+            isinstance(s, (int, float)) and not isinstance(s, bool) for s in run_secs
+        ):
             raise TypeError(f"run_secs {run_secs!r} is not a list of numbers")
         run_secs = tuple(float(s) for s in run_secs)
     target = body[2] if len(body) > 2 else None
@@ -212,54 +237,120 @@ def _parse_record(line: str) -> tuple[int, list, tuple[float, ...] | None, dict 
     return wl_index, trace, run_secs, target, args_info
 
 
-def _read_database(
-    folder: Path, key_of: Any, failed: str, summary: ReadSummary, tasks: dict[str, Task], make_task: Any
-) -> None:
-    """Read one database folder; `key_of(workload, target)` names each record's task, `make_task(key,
-    record)` creates a Task the first time a key is seen."""
-    wl_path = _open_text(folder / WORKLOAD_FILE)
-    rec_path = _open_text(folder / RECORD_FILE)
-    if rec_path is None:
-        summary.add("unreadable file", str(folder / RECORD_FILE), "no database_tuning_record.json[.xz]")
-        return
-    summary.files += 1
-    workloads = _read_workloads(wl_path, summary) if wl_path else {}
-    for lineno, line in _lines(rec_path, summary):
-        summary.lines += 1
-        where = f"{rec_path}:{lineno}"
-        try:
-            wl_index, trace, run_secs, target, args_info = _parse_record(line)
-        except (ValueError, TypeError) as err:
-            summary.add("malformed line", where, str(err))
-            continue
-        workload = workloads.get(wl_index)
-        if not isinstance(workload, Workload):
-            detail = workload or f"workload index {wl_index} not in {wl_path or folder / WORKLOAD_FILE}"
-            summary.add("unknown workload", where, detail)
-            continue
-        latency = mean_latency(run_secs)
-        if not math.isfinite(latency):
-            if failed == "drop":
-                summary.add("failed measurement", where, f"run_secs={list(run_secs) if run_secs else run_secs}")
+@dataclasses.dataclass
+class _Reader:
+    """State shared by every database folder of one `read_records` call.
+
+    seen: (task key, workload hash, trace JSON) -> "file:line" of the record kept, so the same
+    measured schedule read twice (a tree given as ROOT and as ROOT/<device>, a copied line) is kept
+    once and the copy counted as a duplicate.
+    """
+
+    failed: str
+    summary: ReadSummary
+    tasks: dict[str, Task] = dataclasses.field(default_factory=dict)
+    seen: dict[tuple[str, str, str], str] = dataclasses.field(default_factory=dict)
+
+    def database(self, folder: Path, key_of: Any, make_task: Any) -> None:
+        """Read one database folder; `key_of(workload, target)` names each record's task,
+        `make_task(key, record)` creates a Task the first time a key is seen."""
+        summary = self.summary
+        wl_path = database_file(folder, WORKLOAD_FILE)
+        rec_path = database_file(folder, RECORD_FILE)
+        if rec_path is None:
+            summary.add(UNREADABLE, str(folder / RECORD_FILE), "no database_tuning_record.json[.xz]")
+            return
+        summary.files += 1
+        workloads = _read_workloads(wl_path, summary) if wl_path else {}
+        for lineno, line in _lines(rec_path, summary):
+            summary.lines += 1
+            if line is None:
                 continue
-            summary.add("failed measurement (kept, label 0)", where)
-        key = key_of(workload, target)
-        record = Record(key, workload, trace, run_secs, latency, target, args_info, where)
-        task = tasks.get(key)
-        if task is None:
-            task = tasks[key] = make_task(key, record)
-        task.records.append(record)
-        summary.kept += 1
+            where = f"{rec_path}:{lineno}"
+            try:
+                wl_index, trace, run_secs, target, args_info = _parse_record(line)
+            except (ValueError, TypeError) as err:
+                summary.add(MALFORMED, where, str(err))
+                continue
+            workload = workloads.get(wl_index)
+            if not isinstance(workload, Workload):
+                detail = workload or f"workload index {wl_index} not in {wl_path or folder / WORKLOAD_FILE}"
+                summary.add(UNKNOWN_WORKLOAD, where, detail)
+                continue
+            problem = latency_problem(run_secs)
+            if problem is not None and problem != "failed":
+                summary.add(IMPLAUSIBLE, where, problem.removeprefix("implausible: "))
+                continue
+            if problem == "failed":
+                if self.failed == "drop":
+                    summary.add(FAILED, where, f"run_secs={list(run_secs) if run_secs else run_secs}")
+                    continue
+                summary.add(FAILED_KEPT, where)
+            key = key_of(workload, target)
+            seen_key = (key, workload.shash, json.dumps(trace, sort_keys=True))
+            if seen_key in self.seen:
+                summary.add(DUPLICATE, where, f"same task, workload and trace as {self.seen[seen_key]}; kept once")
+                continue
+            self.seen[seen_key] = where
+            record = Record(key, workload, trace, run_secs, mean_latency(run_secs), target, args_info, where)
+            task = self.tasks.get(key)
+            if task is None:
+                task = self.tasks[key] = make_task(key, record)
+            task.records.append(record)
+            summary.kept += 1
 
+    def index(self, folder: Path) -> dict:
+        """The folder's index.json ({} when absent); an unusable one is counted and ignored."""
+        try:
+            return read_index(folder) or {}
+        except IndexFileError as err:
+            self.summary.add(UNREADABLE, str(folder / INDEX), f"{err}; task names and networks unknown")
+            return {}
 
-def _task_dir(name: str, shash: str) -> str:
-    """`<name>_<8 hex digits of the structural hash>` (data.zoo's task folder naming); a folder
-    already named that way keeps its name."""
-    try:
-        suffix = f"_{int(shash) & 0xFFFFFFFF:08x}"
-    except ValueError:
-        suffix = f"_{shash[:8]}"
-    return name if name.endswith(suffix) else name + suffix
+    def tree_device(self, device_dir: Path) -> None:
+        index = self.index(device_dir)
+        weights = index_weights(index)
+        for folder in task_dirs(device_dir):
+            meta = index.get("tasks", {}).get(folder.name, {})
+            key = task_key(device_dir.name, folder.name)
+
+            def make(key: str, record: Record, meta=meta, name=folder.name) -> Task:
+                return Task(
+                    key,
+                    meta.get("name") or task_name(name),
+                    dict(weights.get(name, {})),
+                    float(meta.get("flops") or 0.0),
+                    index.get("target") or record.target,
+                )
+
+            self.database(folder, lambda wl, target, key=key: key, make)
+
+    def work_dir(self, folder: Path, network: str | None) -> None:
+        """A tune_tir / tune_tasks / tune_relax work dir. With an index.json beside the database
+        (`data.record_tree.index_tasks`), a workload listed there keeps its task name, folder and
+        networks; any other is a task named after the folder. `network` adds every task to it."""
+        index = self.index(folder)
+        weights = index_weights(index)
+        by_hash = {meta.get("workload_hash"): name for name, meta in index.get("tasks", {}).items()}
+        devices: dict[str, str] = {}
+
+        def key_of(workload: Workload, target: dict | None) -> str:
+            target = index.get("target") or target
+            text = json.dumps(target, sort_keys=True)
+            if text not in devices:
+                devices[text] = _device_of(target)
+            return task_key(devices[text], by_hash.get(workload.shash) or task_dir(folder.name, workload.shash))
+
+        def make(key: str, record: Record) -> Task:
+            name = key.split("/", 1)[1]
+            meta = index.get("tasks", {}).get(name, {})
+            nets = dict(weights.get(name, {}))
+            if network:
+                nets.setdefault(network, 1.0)
+            target = index.get("target") or record.target
+            return Task(key, meta.get("name") or task_name(name), nets, float(meta.get("flops") or 0.0), target)
+
+        self.database(folder, key_of, make)
 
 
 def _device_of(target: dict | None) -> str:
@@ -273,54 +364,12 @@ def _device_of(target: dict | None) -> str:
     return target_device_name(parse_target(target))
 
 
-def _is_database(folder: Path) -> bool:
-    return _open_text(folder / RECORD_FILE) is not None
-
-
-def _read_tree_device(device_dir: Path, failed: str, summary: ReadSummary, tasks: dict[str, Task]) -> None:
-    index_path = device_dir / INDEX
-    index: dict = {}
-    if index_path.exists():
-        try:
-            index = json.loads(index_path.read_text())
-        except json.JSONDecodeError as err:
-            summary.add("unreadable file", str(index_path), f"not valid JSON ({err}); task names/networks unknown")
-    weights: dict[str, dict[str, float]] = {}
-    for net, rows in (index.get("networks") or {}).items():
-        for task_dir, weight in rows:
-            weights.setdefault(task_dir, {})[net] = float(weight)
-    for task_folder in sorted(p for p in device_dir.iterdir() if p.is_dir() and _is_database(p)):
-        meta = (index.get("tasks") or {}).get(task_folder.name, {})
-        key = f"{device_dir.name}/{task_folder.name}"
-
-        def make(key: str, record: Record, meta=meta, task_dir=task_folder.name) -> Task:
-            name = meta.get("name") or task_dir.rsplit("_", 1)[0]
-            nets = dict(weights.get(task_dir, {}))
-            nets.update({n: nets.get(n, 1.0) for n in meta.get("networks", [])})
-            return Task(key, name, nets, float(meta.get("flops") or 0.0), index.get("target") or record.target)
-
-        _read_database(task_folder, lambda wl, target, key=key: key, failed, summary, tasks, make)
-
-
-def _read_bare_database(folder: Path, failed: str, summary: ReadSummary, tasks: dict[str, Task]) -> None:
-    """A tune_tir / tune_tasks work_dir: each workload is a task named after the folder."""
-    devices: dict[str, str] = {}
-
-    def key_of(workload: Workload, target: dict | None) -> str:
-        text = json.dumps(target, sort_keys=True)
-        if text not in devices:
-            devices[text] = _device_of(target)
-        return f"{devices[text]}/{_task_dir(folder.name, workload.shash)}"
-
-    def make(key: str, record: Record) -> Task:
-        name = key.split("/", 1)[1]
-        return Task(key, name.rsplit("_", 1)[0], {}, 0.0, record.target)
-
-    _read_database(folder, key_of, failed, summary, tasks, make)
-
-
 def read_records(
-    paths: Iterable[str | Path], *, failed: Literal["drop", "zero"] = "zero", summary: ReadSummary | None = None
+    paths: Iterable[str | Path],
+    *,
+    failed: Literal["drop", "zero"] = "zero",
+    summary: ReadSummary | None = None,
+    network: str | None = None,
 ) -> RecordSet:
     """Read records from database folders and TenSet-style trees (ROOT or ROOT/<device>).
 
@@ -328,34 +377,24 @@ def read_records(
         paths: database folders, device folders (with index.json or task subfolders) or tree roots.
         failed: "drop" skips failed measurements; "zero" keeps them (label 0). Counted either way.
         summary: a summary to add to (a new one by default).
+        network: the network the records of bare databases (tuning work dirs) belong to, so a
+            hold-out-by-network split can use them; trees keep their index's networks.
 
     Returns:
-        Tasks by key (in the order found) and the read summary.
+        Tasks by key (in the order found) and the read summary. The same (task, workload, trace)
+        read twice is kept once and counted as "duplicate record".
 
     Raises:
         ValueError: for an unknown `failed` policy or a path that holds no records at all.
     """
     if failed not in FAILED_POLICIES:
         raise ValueError(f"failed={failed!r}: expected one of {FAILED_POLICIES}")
-    summary = summary if summary is not None else ReadSummary()
-    tasks: dict[str, Task] = {}
+    reader = _Reader(failed, summary if summary is not None else ReadSummary())
     for path in map(Path, paths):
-        if not path.is_dir():
-            raise ValueError(f"{path}: not a folder of MetaSchedule records")
-        if _is_database(path):
-            _read_bare_database(path, failed, summary, tasks)
-            continue
-        subdirs = sorted(p for p in path.iterdir() if p.is_dir())
-        if (path / INDEX).exists() or any(_is_database(p) for p in subdirs):
-            _read_tree_device(path, failed, summary, tasks)
-            continue
-        devices = [
-            p for p in subdirs if (p / INDEX).exists() or any(_is_database(q) for q in p.iterdir() if q.is_dir())
-        ]
-        if not devices:
-            raise ValueError(
-                f"{path}: no {RECORD_FILE}[.xz] here, in its subfolders (a device folder) or two levels down (a tree root)"
-            )
-        for device_dir in devices:
-            _read_tree_device(device_dir, failed, summary, tasks)
-    return RecordSet(tasks, summary)
+        kind, folders = device_dirs(path)
+        for folder in folders:
+            if kind == "database":
+                reader.work_dir(folder, network)
+            else:
+                reader.tree_device(folder)
+    return RecordSet(reader.tasks, reader.summary)

@@ -186,6 +186,43 @@ class ShardData:
             raise ShardError(f"{where}: record_task out of range [0, {n_task})")
         if len(set(self.task_key.tolist())) != n_task:
             raise ShardError(f"{where}: task_key has duplicates")
+        self._check_finite(where)
+
+    def _check_finite(self, where: str) -> None:
+        """Every float must be finite, except `latency` (inf = failed; NaN is not); labels in [0, 1].
+
+        Raises:
+            ShardError: naming `where`, the field, how many values are bad and the first one's record
+                (its record_source "file:line") or task.
+        """
+        for name, f in FIELDS.items():
+            arr = getattr(self, name)
+            if f.dtype is str or np.dtype(f.dtype).kind != "f" or arr.size == 0:
+                continue
+            if name == "latency":
+                bad = np.isnan(arr) | (arr <= 0)
+                what = "NaN or non-positive"
+            elif name == "label":
+                bad = ~np.isfinite(arr) | (arr < 0) | (arr > 1)
+                what = "non-finite or outside [0, 1]"
+            else:
+                bad = ~np.isfinite(arr)
+                what = "non-finite (NaN or inf)"
+            bad = bad.reshape(len(arr), -1).any(axis=1)
+            if not bad.any():
+                continue
+            first = int(np.flatnonzero(bad)[0])
+            if f.axis == "task":
+                at = f"task {self.task_key[first]!r}"
+            else:
+                record = (
+                    first if f.axis == "record" else int(np.searchsorted(getattr(self, _CSR[name]), first, "right")) - 1
+                )
+                at = f"record {record} ({self.record_source[record]})"
+            raise ShardError(
+                f"{where}: {name} has {int(bad.sum())} {what} value(s), the first in {at}; "
+                "re-featurize the records (python -m data.featurize)"
+            )
 
     def select_tasks(self, keep: np.ndarray) -> ShardData:
         """The tasks where `keep` (T,) bool is set, with all their records; record_task re-indexed."""
@@ -355,6 +392,30 @@ def shard_is_valid(path: str | os.PathLike) -> bool:
     return True
 
 
+def _check_folder(directory: Path, found: list[Path]) -> None:
+    """Refuse a folder whose manifest names the digest of every shard, when a shard differs (made
+    from other inputs: an interrupted re-featurize, stale files) or is missing."""
+    if not (directory / MANIFEST).exists():
+        return
+    expected = read_manifest(directory).get("expected")
+    if expected is None:
+        return
+    for path in found:
+        digest = read_shard_attrs(path).get("input_digest")
+        if expected.get(path.name) != digest:
+            why = "is not in" if path.name not in expected else "was made from other inputs than"
+            raise ShardError(
+                f"{path}: {why} the run its folder's manifest.json records; re-run data.featurize to finish or "
+                "rebuild the folder (--overwrite deletes stale shards)"
+            )
+    missing = sorted(set(expected) - {p.name for p in found})
+    if missing:
+        raise ShardError(
+            f"{directory}: {len(missing)} shard(s) of its manifest.json are missing ({', '.join(missing[:3])}); "
+            "the featurize run is unfinished: re-run it"
+        )
+
+
 def _expand(paths_or_dir: str | os.PathLike | Iterable[str | os.PathLike]) -> list[Path]:
     if isinstance(paths_or_dir, (str, os.PathLike)):
         paths_or_dir = [paths_or_dir]
@@ -364,6 +425,7 @@ def _expand(paths_or_dir: str | os.PathLike | Iterable[str | os.PathLike]) -> li
             found = list_shards(p)
             if not found:
                 raise ShardError(f"{p}: no *{SHARD_SUFFIX} shard files in this folder")
+            _check_folder(p, found)
             files += found
         elif p.exists():
             files.append(p)
@@ -401,29 +463,55 @@ def read_shards(
     return ShardData.concat(parts)
 
 
-def write_manifest(directory: str | os.PathLike, extra: dict | None = None) -> dict:
+def write_manifest(
+    directory: str | os.PathLike, inputs: dict | None = None, expected: dict[str, str] | None = None
+) -> dict:
     """(Re)build `manifest.json` of a shard folder from the shard files themselves (atomic write).
 
     Independent featurizer processes writing disjoint shards into one folder each call this; the
-    result always reflects the files present, so it can be rebuilt at any time
+    counts always reflect the files present, so it can be rebuilt at any time
     (`python -m data.shards DIR`). Unreadable or other-version shards are listed under "invalid".
+
+    Args:
+        inputs: what the folder was made from (the featurizer's record folders and options).
+        expected: shard file name -> the input digest it must carry (every file of the run's plan).
+            A shard whose digest differs, or that the plan does not name, is listed under "stale" and
+            not counted; a planned file not there yet under "missing". Both default to the existing
+            manifest's, so a rebuild keeps them.
 
     Returns:
         The manifest: {"schema_version", "updated", "num_tasks", "num_records",
-        "shards": [{"file", "records", "tasks": {task_key: records}}], "invalid": [{"file", "error"}]}.
+        "shards": [{"file", "records", "tasks": {task_key: records}}], "invalid": [{"file", "error"}],
+        "inputs", "expected", "stale": [{"file", "error"}], "missing": [file], "complete": bool}.
     """
     directory = Path(directory)
-    shards, invalid = [], []
+    if inputs is None and expected is None:
+        try:
+            previous = read_manifest(directory)
+        except ShardError:
+            previous = {}
+        inputs, expected = previous.get("inputs"), previous.get("expected")
+    shards, invalid, stale = [], [], []
+    present = set()
     for path in list_shards(directory):
         try:
             with _open(path) as h5:
                 _schema_check(path, h5)
                 keys = h5["task_key"].asstr()[()].tolist()
                 counts = np.bincount(h5["record_task"][()], minlength=len(keys)).tolist()
+                digest = h5.attrs.get("input_digest")
         except (ShardError, KeyError, OSError) as err:
             invalid.append({"file": path.name, "error": str(err)})
             continue
+        present.add(path.name)
+        if expected is not None and expected.get(path.name) != (
+            digest.decode() if isinstance(digest, bytes) else digest
+        ):
+            why = "not made by this folder's run" if path.name not in expected else "made from other inputs"
+            stale.append({"file": path.name, "error": f"{why}; re-run data.featurize (--overwrite)"})
+            continue
         shards.append({"file": path.name, "records": int(sum(counts)), "tasks": dict(zip(keys, counts))})
+    missing = sorted(set(expected or ()) - present)
     manifest = {
         "schema_version": SCHEMA_VERSION,
         "updated": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
@@ -431,7 +519,11 @@ def write_manifest(directory: str | os.PathLike, extra: dict | None = None) -> d
         "num_records": sum(s["records"] for s in shards),
         "shards": shards,
         "invalid": invalid,
-        **(extra or {}),
+        "inputs": inputs,
+        "expected": expected,
+        "stale": stale,
+        "missing": missing,
+        "complete": not (invalid or stale or missing),
     }
     atomic_write_text(directory / MANIFEST, json.dumps(manifest, indent=1))
     return manifest
@@ -467,8 +559,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     for d in args.dirs:
         m = write_manifest(d)
         print(f"{d}: {len(m['shards'])} shards, {m['num_tasks']} tasks, {m['num_records']} records")
-        for bad in m["invalid"]:
-            print(f"  invalid {bad['file']}: {bad['error']}", file=sys.stderr)
+        for kind in ("invalid", "stale"):
+            for bad in m[kind]:
+                print(f"  {kind} {bad['file']}: {bad['error']}", file=sys.stderr)
+                status = 1
+        if m["missing"]:
+            print(f"  missing: {', '.join(m['missing'])}", file=sys.stderr)
             status = 1
     return status
 

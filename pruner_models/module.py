@@ -31,7 +31,11 @@ from pruner_models.mlp import MLPConfig, MLPNet
 from pruner_models.moa import MoANet
 from pruner_models.pam import PAMConfig, PAMNet
 
-__all__ = ["CostModelModule", "MLPModule", "MoAModule", "PAMModule", "load_net"]
+__all__ = ["CostModelModule", "MLPModule", "MoAModule", "NonFiniteLossError", "PAMModule", "load_net"]
+
+
+class NonFiniteLossError(FloatingPointError):
+    """The training loss became NaN or inf: the fit stops before that epoch's checkpoint is written."""
 
 
 def _config(cls: type, value: Any, name: str = "net") -> Any:
@@ -91,6 +95,7 @@ class CostModelModule(L.LightningModule):
         self.test_metrics = ranking_metrics("test_")
         self.val_loss = MeanMetric()
         self.test_loss = MeanMetric()
+        self._nonfinite_steps: Tensor | None = None  # on the loss's device: counting costs no sync
 
     def forward(self, batch: Mapping[str, Tensor]) -> Tensor:
         """(B,) scores, higher = predicted faster."""
@@ -132,6 +137,8 @@ class CostModelModule(L.LightningModule):
 
     def training_step(self, batch: Mapping[str, Tensor], batch_idx: int) -> Tensor:
         preds, loss = self._step(batch)
+        bad = (~torch.isfinite(loss.detach())).to(torch.int64)
+        self._nonfinite_steps = bad if self._nonfinite_steps is None else self._nonfinite_steps + bad
         self.log("train_loss", loss, on_step=True, on_epoch=True, prog_bar=True, batch_size=len(preds))
         return loss
 
@@ -150,6 +157,28 @@ class CostModelModule(L.LightningModule):
     def predict_step(self, batch: Mapping[str, Tensor], batch_idx: int) -> Tensor:
         return self(batch)
 
+    def _check_finite_loss(self) -> None:
+        """Stop the fit (NonFiniteLossError) once a training loss was NaN or inf on any rank.
+
+        Checked once per epoch, before validation and before any checkpoint is written (one
+        device sync), so a diverged model never becomes a "best" or last checkpoint.
+        """
+        if self._nonfinite_steps is None or self._trainer is None:
+            return
+        steps = int(self._nonfinite_steps.item())
+        if self.trainer.strategy.reduce_boolean_decision(steps > 0, all=False):
+            raise NonFiniteLossError(
+                f"the training loss was NaN or inf in {steps} step(s) of epoch {self.current_epoch} on this rank; "
+                "training stopped and no checkpoint of this epoch is written. Lower the learning rate "
+                "(--model.init_args.lr) or clip gradients (--trainer.gradient_clip_val)"
+            )
+
+    def on_train_epoch_end(self) -> None:
+        self._check_finite_loss()
+
+    def on_validation_epoch_start(self) -> None:
+        self._check_finite_loss()
+
     def on_validation_epoch_end(self) -> None:
         self._log_epoch("val", self.val_loss, self.val_metrics)
 
@@ -164,6 +193,7 @@ class CostModelModule(L.LightningModule):
         metrics.reset()
 
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        self._check_finite_loss()
         # What readers without a Trainer need (load_net, bridge.export): the module class, the
         # feature schema the model was trained on, and the device(s) of its training data.
         checkpoint["cost_model"] = type(self).__name__
@@ -234,6 +264,7 @@ class MoAModule(CostModelModule):
         self.net.load_pretrained(state)
 
     def on_train_epoch_end(self) -> None:
+        super().on_train_epoch_end()
         self.net.ema_update()
 
 

@@ -71,6 +71,9 @@ def test_bad_records_are_counted_and_printed(tree, tmp_path, capsys):
     path = tree / DEVICE / MATMUL / "database_tuning_record.json"
     lines = path.read_text().splitlines()
     wl_index, (trace, run_secs, *rest) = json.loads(lines[0])
+    # the failed measurement is of a schedule not yet in the file (the same trace again is a duplicate)
+    full = (FIXTURE / DEVICE / MATMUL / "database_tuning_record.json").read_text().splitlines()
+    other_trace = json.loads(full[PER_TASK])[1][0]
     insts, decisions = trace
     # a trace recorded on another workload: its first block does not exist here
     renamed = [
@@ -78,7 +81,7 @@ def test_bad_records_are_counted_and_printed(tree, tmp_path, capsys):
     ]
     lines += [
         json.dumps([wl_index, [[renamed, decisions], run_secs, *rest]]),
-        json.dumps([wl_index, [trace, [1e10], *rest]]),
+        json.dumps([wl_index, [other_trace, [1e10], *rest]]),
         "garbage",
     ]
     # a second workload line that is valid base64 but no module, and a record using it
@@ -145,11 +148,14 @@ def test_partitioned_processes_resume_and_determinism(tree, tmp_path, capsys):
     assert not [p for p in parallel.iterdir() if p.name.startswith(".")]
 
 
-def test_option_errors(tree, tmp_path):
-    with pytest.raises(ValueError, match="--shard-index 2 --num-shards 2"):
-        run(tree, "--out", tmp_path / "x", "--shard-index", 2, "--num-shards", 2)
-    with pytest.raises(ValueError, match="--workers 0"):
-        run(tree, "--out", tmp_path / "x", "--workers", 0)
+def test_option_errors(tree, tmp_path, capsys):
+    for args, message in (
+        (("--shard-index", 2, "--num-shards", 2), "--shard-index 2 --num-shards 2"),
+        (("--workers", 0), "--workers 0"),
+    ):
+        with pytest.raises(SystemExit) as exit_info:
+            run(tree, "--out", tmp_path / "x", *args)
+        assert exit_info.value.code == 2 and message in capsys.readouterr().err
     assert not (tmp_path / "x").exists() or not os.listdir(tmp_path / "x")
 
 

@@ -27,6 +27,13 @@ def record_file(root: Path, task: str) -> Path:
     return root / DEVICE / task / "database_tuning_record.json"
 
 
+def replace_lines(path: Path, first: int, *lines: str) -> None:
+    """Overwrite lines first, first + 1, ... (1-based) of a record file."""
+    text = path.read_text().splitlines()
+    text[first - 1 : first - 1 + len(lines)] = lines
+    path.write_text("\n".join(text) + "\n")
+
+
 def append(path: Path, *lines: str) -> int:
     """Append lines to a record file; returns the (1-based) line number of the first one."""
     text = path.read_text()
@@ -88,8 +95,12 @@ def test_bad_lines_are_skipped_and_counted_with_file_and_line(tree):
     assert s.examples["unknown workload"] == [
         f"{path}:{first + 2}: workload index 7 not in {path.parent / 'database_workload.json'}"
     ]
-    assert len(result.tasks[f"{DEVICE}/{MATMUL}"].records) == 25  # the last appended line is good
-    assert s.lines == 52 and s.kept == 49 and s.skipped() == 3
+    # the last appended line repeats line 1: kept once, counted as a duplicate
+    assert len(result.tasks[f"{DEVICE}/{MATMUL}"].records) == 24
+    assert s.examples["duplicate record"] == [
+        f"{path}:{first + 3}: same task, workload and trace as {path}:1; kept once"
+    ]
+    assert s.lines == 52 and s.kept == 48 and s.skipped() == 4
     text = s.format()
     assert "malformed line: 2" in text and f"{path}:{first + 2}" in text
 
@@ -97,21 +108,18 @@ def test_bad_lines_are_skipped_and_counted_with_file_and_line(tree):
 @pytest.mark.parametrize("failed", ["drop", "zero"])
 def test_failed_measurements_by_policy(tree, failed):
     path = record_file(tree, MATMUL)
-    body = good_line(tree)[1]
-    first = append(
-        path,
-        json.dumps([0, [body[0], [1e10], *body[2:]]]),
-        json.dumps([0, [body[0], None, *body[2:]]]),
-        json.dumps([0, [body[0], [], *body[2:]]]),
-    )
+    bodies = [json.loads(line)[1] for line in path.read_text().splitlines()[1:4]]
+    failed_secs = ([1e10], None, [])
+    first = 2  # the measurements of lines 2-4 become failures (same traces, so no duplicates)
+    replace_lines(path, first, *(json.dumps([0, [b[0], r, *b[2:]]]) for b, r in zip(bodies, failed_secs)))
     result = read_records([tree], failed=failed)
     records = result.tasks[f"{DEVICE}/{MATMUL}"].records
     if failed == "drop":
-        assert len(records) == 24 and result.summary.counts["failed measurement"] == 3
+        assert len(records) == 21 and result.summary.counts["failed measurement"] == 3
         assert result.summary.examples["failed measurement"][0] == f"{path}:{first}: run_secs=[10000000000.0]"
     else:
-        assert len(records) == 27 and result.summary.counts["failed measurement (kept, label 0)"] == 3
-        assert [math.isinf(r.latency) for r in records[-3:]] == [True] * 3 and not records[-1].valid
+        assert len(records) == 24 and result.summary.counts["failed measurement (kept, label 0)"] == 3
+        assert [math.isinf(r.latency) for r in records[1:4]] == [True] * 3 and not records[3].valid
         assert result.summary.skipped() == 0
 
 
