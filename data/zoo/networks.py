@@ -1,0 +1,34 @@
+"""The zoo's registry: network name -> `Network` (builder, example input, default size), all batch 1.
+
+Kinds that Pruner and TenSet evaluate: residual CNNs (ResNet-18/50, ResNeXt-50), a mobile CNN
+(MobileNetV2), a densely connected CNN (DenseNet-121), a multi-branch CNN (Inception-v3), a
+segmentation network (DeepLabV3), encoders (BERT-base/tiny, ViT-B/16) and a decoder (GPT-2 style).
+"""
+
+from __future__ import annotations
+
+from data.zoo.common import Network, image, tokens
+from data.zoo.deeplab import DeepLabV3
+from data.zoo.densenet import DenseNet
+from data.zoo.inception import InceptionV3
+from data.zoo.mobilenet import MobileNetV2
+from data.zoo.resnet import BasicBlock, Bottleneck, ResNet
+from data.zoo.transformer import Bert, Gpt, VisionTransformer
+
+__all__ = ["NETWORKS"]
+
+NETWORKS: dict[str, Network] = {
+    "resnet_18": Network(lambda: ResNet(BasicBlock, (2, 2, 2, 2)), image, 224),
+    "resnet_50": Network(lambda: ResNet(Bottleneck, (3, 4, 6, 3)), image, 224),
+    "mobilenet_v2": Network(MobileNetV2, image, 224),
+    # Two layers suffice: further identical layers only raise the weights of the same tasks.
+    "bert_base": Network(lambda: Bert(hidden=768, heads=12, ffn=3072, layers=2), tokens, 128, max_size=512),
+    "bert_tiny": Network(lambda: Bert(hidden=128, heads=2, ffn=512, layers=2), tokens, 128, max_size=512),
+    "resnext_50": Network(lambda: ResNet(Bottleneck, (3, 4, 6, 3), groups=32, base_width=4), image, 224),
+    "densenet_121": Network(DenseNet, image, 224),
+    "inception_v3": Network(InceptionV3, image, 299, min_size=75),
+    "deeplabv3_resnet50": Network(DeepLabV3, image, 512),
+    "vit_b16": Network(VisionTransformer, image, 224, min_size=16, max_size=512),
+    "gpt2": Network(Gpt, tokens, 128, max_size=1024),
+}
+"""Network name -> definition; all run with batch 1."""

@@ -1,0 +1,110 @@
+"""Task extraction: a relax module -> MetaSchedule tasks (`TaskSpec`), and choosing among them.
+
+A network becomes tasks the way `relax_integration.tune_relax` expects (0.27 finds no tasks in an
+unfused module): DecomposeOpsForInference / CanonicalizeBindings -> LegalizeOps /
+AnnotateTIROpPattern / FoldConstant / FuseOps / FuseTIR -> `extract_tasks`. Identical kernels
+(e.g. the repeated layers of BERT) dedupe into one task with a larger weight.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+
+from tvm_env import ms, parse_target, setup, tvm, tvm_ffi
+
+__all__ = ["TaskSpec", "extract_network_tasks", "relax_tasks", "select_tasks", "workload_hash"]
+
+
+def workload_hash(mod: tvm.IRModule) -> str:
+    """The structural hash that `JSONDatabase` writes as the first field of a workload line."""
+    return str(tvm_ffi.structural_hash(mod))
+
+
+@dataclasses.dataclass
+class TaskSpec:
+    """One tunable workload.
+
+    Attributes:
+        name: MetaSchedule task name (relax fused-function name, or `<op>_<params>` for operators).
+        mod: unscheduled IRModule with one PrimFunc `main`.
+        weight: how many times the network calls it (1 for operators).
+        flops: floating-point operations of one call (`tvm.s_tir.analysis.estimate_tir_flops`).
+        workload_hash: `workload_hash(mod)`.
+    """
+
+    name: str
+    mod: tvm.IRModule
+    weight: int
+    flops: float
+    workload_hash: str
+
+    @property
+    def task_dir(self) -> str:
+        """Directory name in the record tree: task name + 8 hex digits of the structural hash."""
+        return f"{self.name}_{int(self.workload_hash) & 0xFFFFFFFF:08x}"
+
+    @classmethod
+    def from_mod(cls, name: str, mod: tvm.IRModule, weight: int = 1) -> TaskSpec:
+        return cls(name, mod, weight, float(tvm.s_tir.analysis.estimate_tir_flops(mod)), workload_hash(mod))
+
+
+def relax_tasks(mod: tvm.IRModule, target: str | dict | tvm.target.Target) -> list[TaskSpec]:
+    """The MetaSchedule tasks of an unfused relax module (from any frontend), in extraction order."""
+    from tvm import relax
+
+    target = parse_target(target)
+    setup(target)
+    with target:
+        mod = tvm.transform.Sequential(
+            [
+                relax.transform.DecomposeOpsForInference(),
+                relax.transform.CanonicalizeBindings(),
+                relax.transform.LegalizeOps(),
+                relax.transform.AnnotateTIROpPattern(),
+                relax.transform.FoldConstant(),
+                relax.transform.FuseOps(),
+                relax.transform.FuseTIR(),
+            ]
+        )(mod)
+    return [
+        TaskSpec.from_mod(t.task_name, t.mod, int(t.weight)) for t in ms.relax_integration.extract_tasks(mod, target)
+    ]
+
+
+def extract_network_tasks(name: str, target: str | dict | tvm.target.Target, size: int | None = None) -> list[TaskSpec]:
+    """The MetaSchedule tasks of a network, in extraction order.
+
+    Args:
+        name: a zoo network (`NETWORKS` key) or the user's own model: `path.py:factory`, an ONNX
+            file or a relax IRModule saved with `tvm.ir.save_json` (see `data.zoo.sources`).
+        target: where the tasks will be tuned (legalization and fusion depend on it).
+        size: input image side / sequence length of a zoo network; None for its standard one
+            (own models keep their own input shapes).
+
+    Raises:
+        ValueError: unknown network name, a size out of the network's range, or an own-model file
+            that cannot be loaded (the message names the file).
+    """
+    from data.zoo.sources import load_network
+
+    return relax_tasks(load_network(name, size).mod, target)
+
+
+def select_tasks(
+    tasks: Sequence[TaskSpec],
+    max_tasks: int | None = None,
+    min_flops: float = 0.0,
+    max_flops: float | None = None,
+) -> list[TaskSpec]:
+    """Tasks within [min_flops, max_flops], then the `max_tasks` heaviest by weight x FLOPs.
+
+    The original order is kept among the survivors, so a larger cap only adds tasks.
+    """
+    if max_tasks is not None and max_tasks < 0:
+        raise ValueError(f"max_tasks={max_tasks!r} must be >= 0")
+    kept = [t for t in tasks if t.flops >= min_flops and (max_flops is None or t.flops <= max_flops)]
+    if max_tasks is not None and len(kept) > max_tasks:
+        heaviest = sorted(range(len(kept)), key=lambda i: -kept[i].weight * kept[i].flops)[:max_tasks]
+        kept = [kept[i] for i in sorted(heaviest)]
+    return kept
