@@ -25,11 +25,11 @@ DEMO := runs/demo
 DEMO_TARGET ?= {"kind": "llvm", "mcpu": "native", "num-cores": 2}
 demo: setup
 	$(BIN)/python -m data.featurize data/embedded --out $(DEMO)/shards --workers 2
-	$(BIN)/python train.py fit --config configs/pam.yaml --data.shards $(DEMO)/shards \
+	$(BIN)/python train.py fit --config pam --data.shards $(DEMO)/shards \
 	  --data.split hold-out --data.test_networks '[mobilenet_v2]' --trainer.max_epochs 15 \
 	  --trainer.logger.init_args.save_dir $(DEMO) --checkpoint.dirpath $(DEMO)/checkpoints \
 	  --checkpoint.filename best --checkpoint.enable_version_counter false
-	$(BIN)/python train.py test --config configs/pam.yaml --data.shards $(DEMO)/shards \
+	$(BIN)/python train.py test --config pam --data.shards $(DEMO)/shards \
 	  --data.split hold-out --data.test_networks '[mobilenet_v2]' --trainer.logger false \
 	  --ckpt_path $(DEMO)/checkpoints/best.ckpt
 	$(BIN)/python -m bridge.export $(DEMO)/checkpoints/best.ckpt --out $(DEMO)/pam.pt

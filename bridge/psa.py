@@ -8,8 +8,8 @@ enough to score every member of a 1536-schedule population per generation.
 The scoring function (`psa_scores`) is plain numpy on the rows, so benchmarks score shard records
 directly; `PSACostModel` is the MetaSchedule adapter used by `bridge.search.DraftVerifySearch`.
 
-Device table: `configs/devices.yaml` holds every row of psa.md section 3; a user adds a device with
-a YAML file of the same shape (`load_devices(path)`), and `get_device("auto")` picks the row of the
+Device table: `bridge/devices.yaml` (package data, so an installed wheel has it) holds every row
+of psa.md section 3; a user adds a device with a YAML file of the same shape (`load_devices(path)`), and `get_device("auto")` picks the row of the
 running GPU by name and reads its SM count (and warp size) from the driver.
 """
 
@@ -42,7 +42,7 @@ __all__ = [
     "psa_scores",
 ]
 
-DEVICES_FILE = Path(__file__).resolve().parent.parent / "configs" / "devices.yaml"
+DEVICES_FILE = Path(__file__).resolve().parent / "devices.yaml"
 """The built-in device table (psa.md section 3)."""
 
 # Column indices of a PSA row (psa.md section 1).

@@ -1,7 +1,10 @@
 """train.py (LightningCLI) end to end on real HDF5 shards: configs, fit/test, finetune, W&B, 2-process DDP."""
 
+import contextlib
 import csv
+import io
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -14,13 +17,13 @@ import torch
 from data.datamodule import ShardDataModule
 from data.shards import read_shards, write_shard
 from data.synthetic import write_synthetic_shards
+from pruner_lightning.config_files import config_dir
 from pruner_models.module import MoAModule, PAMModule, load_net
 from train import main
 
 REPO = Path(__file__).resolve().parents[1]
 EMBEDDED = REPO / "data" / "embedded" / "llvm-sapphirerapids-2c"
-CONFIGS = sorted((REPO / "configs").glob("*.yaml"))
-MODEL_CONFIGS = [c for c in CONFIGS if c.name != "devices.yaml"]  # devices.yaml is the bridge's device table
+MODEL_CONFIGS = sorted(config_dir().glob("*.yaml"))
 TINY = ["--model.init_args.net.stmt_hidden", "32", "--model.init_args.net.fuse_hidden", "32"]
 TINY_PAM = TINY + ["--model.init_args.net.gemm_embed", "16", "--model.init_args.net.heads", "2"]
 QUIET = ["--trainer.enable_progress_bar", "false", "--trainer.enable_model_summary", "false"]
@@ -37,7 +40,7 @@ def _fit_args(config, shards, root, *extra):
     return [
         "fit",
         "--config",
-        str(REPO / "configs" / config),
+        config,  # a packaged config by file name (pruner_lightning/configs)
         "--data.shards",
         str(shards),
         "--data.batch_size",
@@ -83,8 +86,40 @@ def pam_run(shards, tmp_path_factory):
     """`train.py fit` with configs/pam.yaml (tiny net), in process; returns the run folder."""
     root = tmp_path_factory.mktemp("runs")
     L.seed_everything(0)
-    main(_fit_args("pam.yaml", shards, root, *TINY_PAM))
+    with contextlib.redirect_stdout(io.StringIO()) as out:
+        main(_fit_args("pam.yaml", shards, root, *TINY_PAM))
+    (root / "fit_stdout.txt").write_text(out.getvalue())
     return root / "pam" / "version_0"
+
+
+def test_fit_reports_its_best_checkpoint_and_plots_its_curve(pam_run):
+    printed = (pam_run.parents[1] / "fit_stdout.txt").read_text()
+    best = re.search(r"best val_pairwise_acc: ([0-9.]+)  checkpoint: (\S+)", printed)
+    assert best, printed[-2000:]
+    assert Path(best.group(2)) == next((pam_run / "checkpoints").glob("best-epoch=*.ckpt"))
+    logged = [
+        float(r["val_pairwise_acc"]) for r in csv.DictReader(open(pam_run / "metrics.csv")) if r.get("val_pairwise_acc")
+    ]
+    assert float(best.group(1)) == pytest.approx(max(logged), abs=1e-4)
+    curve = pam_run / "training_curve.png"
+    assert f"training curve: {curve}" in printed
+    assert curve.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and curve.stat().st_size > 10_000
+
+
+def test_predict_is_not_a_subcommand(capsys):
+    with pytest.raises(SystemExit):
+        main(["predict", "--help"])
+    assert "predict" in capsys.readouterr().err
+
+
+def test_runs_without_a_logger_each_keep_their_own_config(pam_run, shards, tmp_path):
+    args = ["--config", str(pam_run / "config.yaml"), "--trainer.logger", "false", *QUIET]
+    args += ["--trainer.default_root_dir", str(tmp_path), "--ckpt_path", str(pam_run / "checkpoints" / "last.ckpt")]
+    main(["test", *args, "--data.batch_size", "48"])
+    main(["test", *args, "--data.batch_size", "64"])
+    first, second = (tmp_path / "test" / f"version_{n}" / "config.yaml" for n in (0, 1))
+    assert "batch_size: 48" in first.read_text() and "batch_size: 64" in second.read_text()
+    assert not (tmp_path / "config.yaml").exists()
 
 
 def test_fit_then_test_prints_the_metric_table(pam_run, shards, capsys, tmp_path, monkeypatch):
@@ -170,6 +205,10 @@ def test_wandb_offline_run_leaves_its_files(shards, tmp_path):
     assert len(data_files) == 1
     recorded = data_files[0].read_bytes()  # the run's protobuf log: metrics and hyper-parameters
     assert b"val_pairwise_acc" in recorded and b"weight_decay" in recorded
+    run_id = runs[0].name.rsplit("-", 1)[1]
+    own = tmp_path / "pruner-test" / run_id  # save_dir/project/run id, where its checkpoints go
+    assert (own / "config.yaml").exists() and (own / "training_curve.png").exists(), list(tmp_path.rglob("*.yaml"))
+    assert not (tmp_path / "config.yaml").exists()
 
 
 def test_ddp_two_processes_on_cpu_sync_metrics_exactly(shards, tmp_path):

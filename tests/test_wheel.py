@@ -1,0 +1,91 @@
+"""The wheel works outside the checkout: `pip wheel .`, installed into a fresh venv, runs
+`pruner-tune --psa h100` (the packaged PSA device table) and `pruner-train --config` (the packaged
+training configs) from a temporary folder, with nothing of the checkout on the path.
+
+The venv reuses this interpreter's installed dependencies (a .pth line to its site-packages; a venv
+made from a venv does not see them through --system-site-packages) and installs the wheel with
+--no-deps --no-index, so the test is offline and quick.
+"""
+
+import csv
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+
+import pytest
+
+from data.synthetic import write_synthetic_shards
+
+REPO = Path(__file__).resolve().parents[1]
+TARGET = '{"kind": "llvm", "mcpu": "native", "num-cores": 2}'
+SKIP = (".git", ".venv", "runs", "build", "dist", "*.egg-info", "__pycache__", ".pytest_cache", ".ruff_cache")
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def venv(tmp_path_factory) -> Path:
+    """bin/ of a fresh venv with only the wheel installed (plus this interpreter's dependencies)."""
+    root = tmp_path_factory.mktemp("wheel")
+    shutil.copytree(REPO, root / "src", ignore=shutil.ignore_patterns(*SKIP))  # builds leave files behind
+    pip = [sys.executable, "-m", "pip"]
+    subprocess.run(
+        [*pip, "wheel", str(root / "src"), "--no-deps", "--no-build-isolation", "-q", "-w", str(root / "dist")],
+        check=True,
+    )
+    (wheel,) = (root / "dist").glob("pruner_lightning-*.whl")
+    subprocess.run(
+        [sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", str(root / "venv")], check=True
+    )
+    python = root / "venv" / "bin" / "python"
+    site = subprocess.run(
+        [python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+    outer = {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]}
+    (Path(site) / "_dependencies.pth").write_text("".join(f"{p}\n" for p in sorted(outer)))
+    subprocess.run([*pip, "--python", str(python), "install", "--no-deps", "--no-index", "-q", str(wheel)], check=True)
+    return root / "venv" / "bin"
+
+
+def _run(command: list, cwd: Path) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env.update(TVM_NUM_THREADS="2", OMP_NUM_THREADS="1", WANDB_MODE="offline")
+    proc = subprocess.run([str(c) for c in command], cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return proc
+
+
+def test_the_installed_packages_come_from_the_wheel(venv, tmp_path):
+    code = "import bridge.psa, pruner_lightning, train, tune; print(bridge.psa.DEVICES_FILE, pruner_lightning.__file__, train.__file__, tune.__file__)"
+    files = _run([venv / "python", "-c", code], tmp_path).stdout.split()
+    assert all(f.startswith(str(venv.parent)) for f in files), files
+    assert Path(files[0]).is_file()
+
+
+def test_tune_with_psa_h100_from_the_wheel(venv, tmp_path):
+    args = ["--workload", "matmul:32,32,32", "--target", TARGET, "--cost-model", "random", "--psa", "h100"]
+    args += ["--trials", "2", "--trials-per-round", "2", "--population", "16", "--potential", "4", "--work-dir", "w"]
+    out = _run([venv / "pruner-tune", *args, "--number", "1", "--min-repeat-ms", "1"], tmp_path).stdout
+    assert "draft-then-verify with PSA(h100)" in out and "estimated total latency" in out
+    rows = list(csv.DictReader(open(tmp_path / "w" / "tuning_curve.csv")))
+    assert rows and float(rows[0]["draft_scored"]) > 0  # PSA (with the h100 row) drafted the batch
+
+
+def test_train_with_the_packaged_configs_from_the_wheel(venv, tmp_path):
+    write_synthetic_shards(tmp_path / "shards", num_shards=1, num_tasks=4, records_per_task=24)
+    tiny = ["--model.init_args.net.stmt_hidden", "16", "--model.init_args.net.fuse_hidden", "16"]
+    tiny += ["--model.init_args.net.gemm_embed", "8", "--model.init_args.net.heads", "2"]
+    quiet = ["--trainer.enable_progress_bar", "false", "--trainer.enable_model_summary", "false"]
+    # the README's spelling, from a folder that has no configs/ in it
+    fit = ["fit", "--config", "configs/pam.yaml", "--data.shards", "shards", "--trainer.max_epochs", "1", *tiny, *quiet]
+    out = _run([venv / "pruner-train", *fit], tmp_path).stdout
+    assert "best val_pairwise_acc:" in out
+    assert "PAMModule" in (tmp_path / "runs" / "pam" / "version_0" / "config.yaml").read_text()
+    printed = _run([venv / "pruner-train", "fit", "--config", "mlp", "--print_config"], tmp_path).stdout
+    assert "pruner_models.module.MLPModule" in printed
