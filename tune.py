@@ -127,7 +127,10 @@ def main(argv: Sequence[str] | None = None) -> Any:
     search, cost_model, out = configs["search"], configs["cost_model"], configs["config"].out
     workload = args.network or args.workload
     draft = f", draft-then-verify with PSA({search.psa})" if search.psa else ""
-    console.print(f"{len(tasks)} task(s), target {target_label(target)}, cost model {cost_model.name}{draft}")
+    # soft_wrap: plain lines are left to the terminal (rich would break them at 80 columns in a pipe)
+    console.print(
+        f"{len(tasks)} task(s), target {target_label(target)}, cost model {cost_model.name}{draft}", soft_wrap=True
+    )
     run_config = {"workload": workload, "target": target_spec(target), "network": args.network}
     for config in configs.values():
         run_config.update({f"{type(config).__name__}.{k}": v for k, v in dataclasses.asdict(config).items()})
@@ -163,7 +166,7 @@ def main(argv: Sequence[str] | None = None) -> Any:
         **times,
     )
     write_summary(f"{out}/summary.json", data)
-    console.print(f"summary.json, database, tuning curve ({CURVE_CSV}, {CURVE_PNG}) and logs in {out}")
+    console.print(f"summary.json, database, tuning curve ({CURVE_CSV}, {CURVE_PNG}) and logs in {out}", soft_wrap=True)
     if tracker is not None:
         tracker.finish(data, plot=f"{out}/{CURVE_PNG}")
     return result

@@ -27,8 +27,9 @@ from tvm import te
 from tvm.s_tir.meta_schedule.testing import te_workload
 
 import tvm_env
+from bridge.draft_verify import DraftVerifySearch
 from bridge.psa import PSACostModel
-from bridge.search import CountingCostModel, DraftVerifySearch
+from bridge.search import CountingCostModel
 from tvm_env import ms, tvm
 
 
@@ -64,7 +65,7 @@ def main() -> None:
     strategy.pre_tuning(16 * args.rounds, 16, context.generate_design_space(), ms.database.MemoryDatabase(), verify)
     print(
         f"target {args.target}, population {args.population}, potential {args.potential}, "
-        f"{int(context.num_threads)} threads, walk workers {draft.model.pool.workers}"
+        f"{int(context.num_threads)} threads, walk workers {draft.model.features.pool.workers}"
     )
 
     table = Table(title="drafting rounds (seconds)")

@@ -38,8 +38,13 @@ class SearchConfig:
     potential: int = _knob(512, "potential-space size the draft keeps (published: 512)")
     draft_generations: int = _knob(2, "evolution generations scored by PSA (published: 2)")
     verify_generations: int = _knob(1, "further generations scored by the cost model (published: 1)")
-    redraft_every: int = _knob(2, "draft a new potential space every this many rounds of a task (published: 2)")
+    verify_pool: int = _knob(128, "the cost model's best this-many of the potential space parent its generations")
+    redraft_every: int = _knob(
+        0, "0: draft when the potential space runs low; k: also every k-th round of a task (published: 2)"
+    )
+    resample_ratio: float = _knob(0.25, "share of a re-draft's population sampled afresh (the rest evolves on)")
     eps_greedy: float = _knob(0.1, "share of each batch measured at random from the draft's samples")
+    pipeline: bool = _knob(True, "search and build the next batch while the current one builds and runs")
 
     def __post_init__(self) -> None:
         if self.population is not None and self.population < 1:

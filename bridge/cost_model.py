@@ -6,11 +6,18 @@ it with the network on the GPU when there is one. The tuning modes of pam.md sec
 
 | mode | network | at start | after each measured batch ("round") |
 |---|---|---|---|
-| pam | PAMNet | untrained: all scores equal | retrain from scratch on every record measured in this run |
-| pam-siamese-update | MoANet | the artifact (PAM or MoA) | every `adapt_every`-th round: `MoANet.adapt` on every record of this run |
+| pam | PAMNet | untrained: all scores equal | train on this run's records (bounded, below) |
+| pam-siamese-update | MoANet | the artifact (PAM or MoA) | every `adapt_every`-th round: `MoANet.adapt` (bounded) |
 | pam-no-update | PAMNet / MoANet | the artifact | nothing |
-| mlp | MLPNet | untrained: all scores equal | retrain from scratch |
+| mlp | MLPNet | untrained: all scores equal | train on this run's records (bounded) |
 | mlp-no-update | MLPNet | the artifact | nothing |
+
+Bounded cost per round: a round trains on at most `replay` records, the newest batch plus a random
+sample of the earlier ones. While the run has measured at most `replay` records, the from-scratch
+modes retrain a fresh network on all of them for up to `epochs` epochs (as pam.md section 5
+describes); past that, they continue training the current network ("warm") for up to
+`warm_epochs` epochs. So the cost of an update stops growing with the number of trials (the
+published flow retrains on everything, which makes late rounds of a long run the slowest).
 
 Labels of the online updates are `data.labels.normalized_throughput` of each task's records in this
 run (best / latency, failed = 0), the same definition as offline training. From-scratch modes take
@@ -24,9 +31,10 @@ would not lower) get the smallest positive float.
 
 from __future__ import annotations
 
-import collections
+import copy
 import io
 import os
+import threading
 from collections.abc import Sequence
 
 import numpy as np
@@ -36,7 +44,7 @@ from tvm.ir.utils import derived_object
 from bridge.export import Artifact, load_model
 from data.atomic import atomic_write_bytes
 from data.batch import compute_scales, make_batch
-from data.features import WalkPool, default_walk_workers, featurize_candidates, workload_tags
+from data.features import FeatureCache, WalkPool, default_walk_workers, workload_tags
 from data.labels import mean_latency, normalized_throughput
 from data.schema import STMT_DIM
 from pruner_models import registry
@@ -51,9 +59,6 @@ _MODES = registry.tuning_modes()
 MODES = tuple(_MODES)
 """Tuning modes, derived from the model registry: pam, pam-siamese-update, pam-no-update, mlp, mlp-no-update."""
 _PRETRAINED = {mode for mode, (_, policy) in _MODES.items() if policy != "scratch"}
-_FEATURE_CACHE = 4096
-"""Features of this many recent candidates are kept, so a measured candidate that was scored
-before is not featurized again in `update`."""
 
 
 def _nets_for(mode: str) -> tuple[str, ...]:
@@ -82,6 +87,9 @@ class PrunerCostModel(ms.cost_model.PyCostModel):
         batch_size: int = 512,
         seed: int = 0,
         workers: int | None = None,
+        features: FeatureCache | None = None,
+        replay: int = 1024,
+        warm_epochs: int = 10,
     ):
         """
         Args:
@@ -98,6 +106,10 @@ class PrunerCostModel(ms.cost_model.PyCostModel):
             seed: seeds network initialization and batch order.
             workers: processes walking the TIR of large batches for PAM's GEMM input
                 (`data.features.WalkPool`); None: `data.features.default_walk_workers()`.
+            features: the run's shared `FeatureCache` (a draft model that featurized a candidate
+                already saves this model the work); None: a cache of its own.
+            replay: records one update trains on at most (the newest batch plus a random sample).
+            warm_epochs: maximum epochs of a warm update (from-scratch modes past `replay` records).
         """
         super().__init__()
         if mode not in MODES:
@@ -110,15 +122,21 @@ class PrunerCostModel(ms.cost_model.PyCostModel):
             )
         if loss not in LOSSES:
             raise ValueError(f"loss={loss!r} must be one of {sorted(LOSSES)}")
-        for name, value in (("epochs", epochs), ("adapt_every", adapt_every), ("batch_size", batch_size)):
+        for name, value in (
+            ("epochs", epochs),
+            ("adapt_every", adapt_every),
+            ("batch_size", batch_size),
+            ("replay", replay),
+            ("warm_epochs", warm_epochs),
+        ):
             if value < 1:
                 raise ValueError(f"{name}={value!r} must be >= 1")
         self.mode = mode
         self.device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
         self.train_options = dict(lr=lr, weight_decay=weight_decay, loss=loss, patience=patience)
         self.epochs, self.adapt_every, self.batch_size, self.seed = epochs, adapt_every, batch_size, seed
+        self.replay, self.warm_epochs = replay, warm_epochs
         self.uses_gemm = mode.startswith("pam")
-        self.pool = WalkPool(default_walk_workers() if workers is None else workers)
         self.net: torch.nn.Module | None = None
         self.trained = False
         if artifact is not None:
@@ -136,7 +154,12 @@ class PrunerCostModel(ms.cost_model.PyCostModel):
         self.data: dict[str, dict[str, list]] = {}
         self.tags: dict[str, np.ndarray] = {}
         self.rounds = 0
-        self._features: collections.OrderedDict[int, tuple[np.ndarray, np.ndarray]] = collections.OrderedDict()
+        if features is None:
+            features = FeatureCache(pool=WalkPool(default_walk_workers() if workers is None else workers))
+        self.features = features
+        self._pending: list[tuple[str, int]] = []  # records not trained on yet (MoA adapts every few rounds)
+        # predict may run on a search's background thread while update runs on the main one
+        self._lock = threading.RLock()
 
     # ------------------------------------------------------------------------------------------
     # Features
@@ -148,23 +171,9 @@ class PrunerCostModel(ms.cost_model.PyCostModel):
         return key
 
     def _featurize(self, context, candidates: Sequence) -> list[tuple[np.ndarray, np.ndarray] | None]:
-        """(stmt (n, 164), gemm (8, 23)) per candidate, None where featurizing failed; cached by module."""
-        keys = [int(tvm_ffi.structural_hash(c.sch.mod)) for c in candidates]
-        todo = [i for i, k in enumerate(keys) if k not in self._features]
-        if todo:
-            chosen = [candidates[i] for i in todo]
-            feats = featurize_candidates(context, chosen, stmt=True, walk=self.uses_gemm, pool=self.pool)
-            for i, f in zip(todo, feats):
-                if f is not None:
-                    self._features[keys[i]] = (f.stmt.reshape(-1, STMT_DIM), f.gemm_matrix)
-        out = []
-        for k in keys:
-            if k in self._features:
-                self._features.move_to_end(k)
-            out.append(self._features.get(k))
-        while len(self._features) > _FEATURE_CACHE:
-            self._features.popitem(last=False)
-        return out
+        """(stmt (n, 164), gemm (8, 23)) per candidate, None where featurizing failed (`self.features`)."""
+        feats = self.features.featurize(context, candidates, stmt=True, walk=self.uses_gemm)
+        return [None if f is None else (f.stmt.reshape(-1, STMT_DIM), f.gemm_matrix) for f in feats]
 
     # ------------------------------------------------------------------------------------------
     # PyCostModel
@@ -172,7 +181,10 @@ class PrunerCostModel(ms.cost_model.PyCostModel):
     @torch.no_grad()
     def predict(self, context, candidates) -> np.ndarray:
         """(n,) float64 positive scores, higher = faster; all equal before any training."""
-        candidates = list(candidates)
+        with self._lock:
+            return self._predict(context, list(candidates))
+
+    def _predict(self, context, candidates: list) -> np.ndarray:
         if not self.trained:
             return np.ones(len(candidates), dtype=np.float64)
         tags = self.tags[self._task(context)]
@@ -200,48 +212,75 @@ class PrunerCostModel(ms.cost_model.PyCostModel):
         """Record the measured batch, then train per the mode (see the module docstring)."""
         if self.mode.endswith("no-update"):
             return
-        candidates, results = list(candidates), list(results)
+        with self._lock:
+            self._update(context, list(candidates), list(results))
+
+    def _update(self, context, candidates: list, results: list) -> None:
         key = self._task(context)
         task = self.data.setdefault(key, {"stmt": [], "gemm": [], "latency": []})
+        newest = []
         for feat, result in zip(self._featurize(context, candidates), results):
             if feat is None:
                 continue
             run_secs = None if result.run_secs is None else [float(s) for s in result.run_secs]
+            newest.append((key, len(task["latency"])))
             task["stmt"].append(feat[0])
             task["gemm"].append(feat[1])
             task["latency"].append(mean_latency(run_secs))
         self.rounds += 1
+        self._pending.extend(newest)
         if self.mode == "pam-siamese-update" and self.rounds % self.adapt_every:
             return
-        batches = self._batches()
+        batches = self._batches(self._pending)
+        self._pending = []
         if not batches:
             return
         on_device = [{k: v.to(self.device) for k, v in b.items()} for b in batches]
+        seed = self.seed + self.rounds
         if self.mode == "pam-siamese-update":
-            self.net.adapt(on_device, epochs=self.epochs, seed=self.seed + self.rounds, **self.train_options)
+            self.net.adapt(on_device, epochs=self.epochs, seed=seed, **self.train_options)
             return
-        torch.manual_seed(self.seed + self.rounds)
-        net = _MODES[self.mode][0].new()
-        net.set_scales(*compute_scales(batches))
-        net = net.to(self.device)
-        train_online(net, on_device, epochs=self.epochs, seed=self.seed + self.rounds, **self.train_options)
+        if self.trained and self.measured() > self.replay:
+            net, epochs = copy.deepcopy(self.net), self.warm_epochs  # warm: continue the current network
+        else:
+            torch.manual_seed(seed)
+            net, epochs = _MODES[self.mode][0].new(), self.epochs
+            net.set_scales(*compute_scales(batches))
+            net = net.to(self.device)
+        train_online(net, on_device, epochs=epochs, seed=seed, **self.train_options)
         self.net, self.trained = net.eval(), True
 
-    def _batches(self) -> list[dict[str, torch.Tensor]]:
-        """Task-grouped training batches of every record of this run that has a label to rank by.
+    def measured(self) -> int:
+        """Records of this run the model holds."""
+        return sum(len(d["latency"]) for d in self.data.values())
 
-        A task enters once it has two records with different labels. Tasks are packed whole into
-        batches of up to `batch_size` records; a larger task is split into random chunks.
+    def _batches(self, newest: Sequence[tuple[str, int]] = ()) -> list[dict[str, torch.Tensor]]:
+        """Task-grouped training batches of at most `replay` records of this run: every record in
+        `newest` ((task key, index) pairs) and a random sample of the others.
+
+        A task enters once it has two records with different labels (labels are per task, over all
+        its records). Tasks are packed whole into batches of up to `batch_size` records; a larger
+        task is split into random chunks.
         """
         rng = np.random.default_rng(self.seed + self.rounds)
+        labels = {key: normalized_throughput(np.asarray(task["latency"])) for key, task in self.data.items()}
+        usable = {key for key, lab in labels.items() if len(lab) >= 2 and np.ptp(lab) > 0}
+        fresh = [(k, i) for k, i in newest if k in usable]
+        chosen = set(fresh)
+        older = [(k, i) for k in sorted(usable) for i in range(len(labels[k])) if (k, i) not in chosen]
+        room = max(0, self.replay - len(fresh))
+        if len(older) > room:
+            older = [older[j] for j in rng.choice(len(older), room, replace=False)]
+        picked: dict[str, list[int]] = {}
+        for k, i in [*fresh[: self.replay], *older]:
+            picked.setdefault(k, []).append(i)
         groups = []
-        for key, task in self.data.items():
-            labels = normalized_throughput(np.asarray(task["latency"]))
-            if len(labels) < 2 or np.ptp(labels) == 0:
+        for key in sorted(picked):
+            order = rng.permutation(np.asarray(picked[key]))
+            if len(order) < 2:
                 continue
-            order = rng.permutation(len(labels))
             for start in range(0, len(order), self.batch_size):
-                groups.append((key, order[start : start + self.batch_size], labels))
+                groups.append((key, order[start : start + self.batch_size], labels[key]))
         batches, current, size = [], [], 0
         for group in groups:
             if current and size + len(group[1]) > self.batch_size:

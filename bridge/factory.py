@@ -32,8 +32,10 @@ COST_MODELS = _modes()
 """pam, pam-siamese-update, pam-no-update, mlp, mlp-no-update, xgb, random."""
 
 
-def make_cost_model(config: CostModelConfig, *, target: Any = None, cores: int = 1) -> Any:
+def make_cost_model(config: CostModelConfig, *, target: Any = None, cores: int = 1, features: Any = None) -> Any:
     """The cost model of `config`.
+
+    `features` is the run's `data.features.FeatureCache` (shared with the PSA draft), for our models.
 
     xgb is MetaSchedule's XGBModel (with a pickle-free state file) and no warm-up (by default it
     predicts at random until 100 measurements, so a short run would never use it). With `target`,
@@ -69,7 +71,7 @@ def make_cost_model(config: CostModelConfig, *, target: Any = None, cores: int =
             )
             warnings.warn(message, UserWarning, stacklevel=2)
             log.warning(message)
-    return PrunerCostModel(mode=name, artifact=artifact, epochs=config.epochs, seed=config.seed)
+    return PrunerCostModel(mode=name, artifact=artifact, epochs=config.epochs, seed=config.seed, features=features)
 
 
 def state_file(out: str | os.PathLike, name: str) -> Path:
@@ -97,14 +99,19 @@ def load_state(model: Any, out: str | os.PathLike, name: str) -> bool:
     return True
 
 
-def make_strategy(search: SearchConfig, *, log: Any = None) -> Any:
+def make_strategy(search: SearchConfig, *, log: Any = None, features: Any = None, pipeline: Any = None) -> Any:
     """DraftVerifySearch with PSA on device row `search.psa`, or MetaSchedule's evolutionary search.
 
     `search.population` defaults to the published 1536 for draft-then-verify and to MetaSchedule's
-    512 for the evolutionary search; the other knobs concern draft-then-verify only.
+    512 for the evolutionary search; the other knobs concern draft-then-verify only. `features` (the
+    run's FeatureCache) and `pipeline` (a `bridge.pipeline.Pipeline`, used when `search.pipeline`)
+    go to draft-then-verify.
     """
-    from bridge.search import DraftVerifySearch, ResumableEvolutionarySearch
+    from bridge.draft_verify import DraftVerifySearch
+    from bridge.search import ResumableEvolutionarySearch
 
     if search.psa is None:
         return ResumableEvolutionarySearch(log=log, population_size=search.population or 512)
-    return DraftVerifySearch.from_config(search, log=log)
+    return DraftVerifySearch.from_config(
+        search, log=log, features=features, pipeline=pipeline if search.pipeline else None
+    )

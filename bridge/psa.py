@@ -26,7 +26,7 @@ import yaml
 from tvm.ir.utils import derived_object
 
 from data.atomic import atomic_write_text
-from data.features import WalkPool, default_walk_workers, featurize_candidates
+from data.features import FeatureCache, WalkPool, default_walk_workers
 from data.schema import PSA_DIM
 from tvm_env import ms
 
@@ -256,6 +256,7 @@ class PSACostModel(ms.cost_model.PyCostModel):
         formula: str = "published",
         devices_file: str | None = None,
         workers: int | None = None,
+        features: FeatureCache | None = None,
     ):
         """
         Args:
@@ -264,13 +265,17 @@ class PSACostModel(ms.cost_model.PyCostModel):
             devices_file: a user YAML file with more device rows.
             workers: processes walking the TIR of large batches (`data.features.WalkPool`); None:
                 `data.features.default_walk_workers()`.
+            features: the run's shared `FeatureCache` (the verifier then reuses PSA's walk of the
+                potential space); None: a cache of its own.
         """
         super().__init__()
         if formula not in FORMULAS:
             raise ValueError(f"formula={formula!r} must be one of {FORMULAS}")
         self.device = device if isinstance(device, Device) else get_device(device, devices_file)
         self.formula = formula
-        self.pool = WalkPool(default_walk_workers() if workers is None else workers)
+        if features is None:
+            features = FeatureCache(pool=WalkPool(default_walk_workers() if workers is None else workers))
+        self.features = features
 
     def load(self, path: str) -> None:
         """Restore the device row and formula written by `save`."""
@@ -287,7 +292,7 @@ class PSACostModel(ms.cost_model.PyCostModel):
 
     def predict(self, context, candidates) -> np.ndarray:
         """(n,) float64 PSA scores, finite and >= 0 (0: lowering failed), higher = faster."""
-        features = featurize_candidates(context, candidates, stmt=False, pool=self.pool)
+        features = self.features.featurize(context, candidates, stmt=False)
         scores = psa_scores([None if f is None else f.psa for f in features], self.device, self.formula)
         scores[np.isneginf(scores)] = 0.0
         # No estimated work at all: rank first, with a finite weight (the scores are summed into

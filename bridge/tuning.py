@@ -189,6 +189,7 @@ def tune_tasks(
     cost_model: CostModelConfig | None = None,
     measure: MeasureConfig | None = None,
     builder: Any = None,
+    runner: Any = None,
     progress: bool = True,
     on_round: Callable[[dict], None] | None = None,
     label: str | None = None,
@@ -204,6 +205,8 @@ def tune_tasks(
         measure: builder and runner settings (default: local, number=3, repeat=1, min_repeat_ms=100).
         builder: a MetaSchedule Builder to use instead of a new PooledLocalBuilder (e.g. one shared by
             several runs of one process, so its workers start once).
+        runner: a MetaSchedule Runner to use instead of the one `measure` describes (the device
+            check is then the runner's business).
         progress: show a progress bar of the trials.
         on_round: called with each curve row after it is saved (e.g. W&B logging).
         label: the workload's name in the plot title (default: the task names).
@@ -217,11 +220,14 @@ def tune_tasks(
     search = search or SearchConfig()
     cost_model = cost_model or CostModelConfig(seed=config.seed)
     measure = measure or MeasureConfig()
-    from bridge.search import SearchLog, read_rounds
+    from bridge.pipeline import Pipeline, PrefetchBuilder
+    from bridge.search_log import SearchLog, read_rounds
+    from data.features import FeatureCache, WalkPool, default_walk_workers
 
     target = parse_target(target)
     setup(target)
-    check_device(target, measure)
+    if runner is None:
+        check_device(target, measure)
     out = Path(config.out)
     out.mkdir(parents=True, exist_ok=True)
     cores = int(target.export().get("num-cores", os.cpu_count() or 1))
@@ -236,9 +242,15 @@ def tune_tasks(
         rounds_before=collections.Counter(r["task"] for r in previous_rows),
         deadline_s=config.deadline,
     )
-    model = make_cost_model(cost_model, target=target, cores=cores)
+    # One feature cache (and walk pool) for the draft and the verifier; one pipeline for all tasks.
+    features = FeatureCache(pool=WalkPool(default_walk_workers()))
+    if builder is None:
+        builder = PooledLocalBuilder(max_workers=measure.workers or cores, timeout_sec=measure.timeout)
+    prefetch = PrefetchBuilder(builder=builder) if search.psa is not None and search.pipeline else None
+    pipeline = Pipeline(prefetch)
+    model = make_cost_model(cost_model, target=target, cores=cores, features=features)
     load_state(model, out, cost_model.name)
-    strategy = make_strategy(search, log=search_log)
+    strategy = make_strategy(search, log=search_log, features=features, pipeline=pipeline)
     loggers = task_loggers(str(out), [t.name for t in tasks])
     contexts = [
         ms.TuneContext(
@@ -267,8 +279,6 @@ def tune_tasks(
                 on_round(row)
 
         search_log.on_round = after_round
-        if builder is None:
-            builder = PooledLocalBuilder(max_workers=measure.workers or cores, timeout_sec=measure.timeout)
         try:
             ms.tune_tasks(
                 tasks=contexts,
@@ -277,14 +287,15 @@ def tune_tasks(
                 max_trials_global=remaining,
                 max_trials_per_task=config.max_trials_per_task or config.trials,
                 num_trials_per_iter=config.trials_per_round,
-                builder=search_log.builder(builder),
-                runner=search_log.runner(_runner(measure)),
+                builder=search_log.builder(prefetch or builder),
+                runner=search_log.runner(runner or _runner(measure)),
                 database=database,
                 cost_model=model,
-                measure_callbacks=[*ms.measure_callback.MeasureCallback.create("default"), search_log.callback()],
+                measure_callbacks=search_log.callbacks(),
                 task_scheduler=ms.task_scheduler.GradientBased(seed=config.seed),
             )
         finally:
+            pipeline.close()
             bar.close()
             search_log.write_csv(out / CURVE_CSV, previous_rows)
             save_state(model, out, cost_model.name)

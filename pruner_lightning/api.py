@@ -39,6 +39,19 @@ if TYPE_CHECKING:
 
 __all__ = ["builder", "cost_model", "draft_verify", "evolutionary", "load_model", "setup"]
 
+_FEATURES: Any = None
+
+
+def _features() -> Any:
+    """The process's `data.features.FeatureCache`, shared by `cost_model` and `draft_verify`, so a
+    schedule PSA drafted is not lowered and walked again when the cost model scores it."""
+    global _FEATURES
+    if _FEATURES is None:
+        from data.features import FeatureCache, WalkPool, default_walk_workers
+
+        _FEATURES = FeatureCache(pool=WalkPool(default_walk_workers()))
+    return _FEATURES
+
 
 def setup(target: str | dict | tvm.target.Target) -> tvm.target.Target:
     """Parse `target` and prepare this process to tune for it; call it before creating tuning objects.
@@ -120,6 +133,7 @@ def cost_model(mode: str = "pam", model: str | os.PathLike | Artifact | None = N
     """
     from bridge.cost_model import PrunerCostModel
 
+    options.setdefault("features", _features())
     return PrunerCostModel(mode=mode, artifact=model, **options)
 
 
@@ -134,7 +148,7 @@ def draft_verify(
 
     PSA (the analytic draft model) evolves a large population and keeps a potential space; the
     tune call's cost model verifies only that space and picks what is measured
-    (docs/pruner.md section 5). The defaults are the published ones (population 1536, potential
+    (docs/pruner.md section 5). The sizes default to the published ones (population 1536, potential
     space 512, 2 draft generations, 1 verify generation, epsilon-greedy 0.1); a CPU or a quick run
     wants smaller ones, e.g. `population_size=128, potential_size=32`.
 
@@ -143,20 +157,25 @@ def draft_verify(
             section 4.3), "auto" for the running GPU, or a `bridge.psa.Device`.
         devices_file: a YAML file with more device rows.
         formula: "published" or "occupancy" (`bridge.psa.FORMULAS`).
-        **search: `bridge.search.DraftVerifySearch` options (population_size, potential_size,
-            draft_generations, verify_generations, redraft_every, eps_greedy, ...).
+        **search: `bridge.draft_verify.DraftVerifySearch` options (population_size, potential_size,
+            draft_generations, verify_generations, redraft_every, eps_greedy, ...). `pipeline`
+            defaults to a `bridge.pipeline.Pipeline()`: each task's next batch is searched while the
+            current one builds and runs (`pipeline=None`: rounds in turn).
 
     Returns:
-        a `bridge.search.DraftVerifySearch` (an `ms.search_strategy.PySearchStrategy`).
+        a `bridge.draft_verify.DraftVerifySearch` (an `ms.search_strategy.PySearchStrategy`).
 
     Raises:
         ValueError: an unknown device or formula, or an option out of range.
     """
+    from bridge.draft_verify import DraftVerifySearch
+    from bridge.pipeline import Pipeline
     from bridge.psa import PSACostModel
-    from bridge.search import DraftVerifySearch
 
     devices = None if devices_file is None else os.fspath(devices_file)
-    return DraftVerifySearch(draft=PSACostModel(device=device, formula=formula, devices_file=devices), **search)
+    search.setdefault("pipeline", Pipeline())
+    draft = PSACostModel(device=device, formula=formula, devices_file=devices, features=_features())
+    return DraftVerifySearch(draft=draft, **search)
 
 
 def evolutionary(**search: Any) -> Any:

@@ -18,8 +18,10 @@ Modules, bottom up:
     tags       workload tags
     extract    `featurize_candidates`, the entry point
     pool       `WalkPool`, the walk on worker processes
+    cache      `FeatureCache`, each schedule featurized once per tuning run, whoever asks
 """
 
+from data.features.cache import FeatureCache, schedule_key
 from data.features.extract import featurize_candidates
 from data.features.gemm import GEMM_NEEDLE, find_gemm, no_gemm
 from data.features.lowering import lower_for_features, per_store_rows
@@ -30,6 +32,7 @@ from data.features.walk import walk_features
 
 __all__ = [
     "ACCESS_COLUMNS",
+    "FeatureCache",
     "GEMM_NEEDLE",
     "PSA_COLUMNS",
     "ProgramFeatures",
@@ -40,6 +43,7 @@ __all__ = [
     "lower_for_features",
     "no_gemm",
     "per_store_rows",
+    "schedule_key",
     "slog",
     "walk_features",
     "workload_tags",

@@ -12,6 +12,7 @@ too, so results never depend on the pool.
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 
@@ -51,6 +52,7 @@ class WalkPool:
             raise ValueError(f"workers={workers!r} must be >= 0 and chunk={chunk!r} >= 1")
         self.workers, self.chunk, self.min_batch = workers, chunk, min_batch
         self._pool = None
+        self._lock = threading.Lock()  # one batch at a time: a drafting thread and the main one share it
 
     def takes(self, batch: int) -> bool:
         """Whether a batch of this size goes to the processes."""
@@ -58,11 +60,14 @@ class WalkPool:
 
     def walk(self, mods: Sequence[tvm.IRModule], is_gpu: bool, threads: int) -> list[ProgramFeatures | Exception]:
         """`walk_modules(mods, is_gpu)` on the worker processes (serialized on `threads` threads)."""
+        with self._lock:
+            return self._walk(list(mods), is_gpu, threads)
+
+    def _walk(self, mods: list, is_gpu: bool, threads: int) -> list[ProgramFeatures | Exception]:
         from tvm.support.popen_pool import PopenPoolExecutor, StatusKind
 
         if self._pool is None:
             self._pool = PopenPoolExecutor(max_workers=self.workers)
-        mods = list(mods)
         with ThreadPoolExecutor(max(1, threads)) as pool:
             texts = list(pool.map(tvm.ir.save_json, mods))
         chunks = [(texts[s : s + self.chunk], is_gpu) for s in range(0, len(texts), self.chunk)]

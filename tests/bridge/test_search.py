@@ -10,14 +10,10 @@ from tvm.ir.utils import derived_object
 from tvm.s_tir.meta_schedule.testing import te_workload
 
 from bridge.cost_model import PrunerCostModel
+from bridge.draft_verify import DraftVerifySearch
 from bridge.psa import PSACostModel
-from bridge.search import (
-    CountingCostModel,
-    DraftVerifySearch,
-    ResumableEvolutionarySearch,
-    SearchLog,
-    read_rounds,
-)
+from bridge.search import CountingCostModel, ResumableEvolutionarySearch
+from bridge.search_log import SearchLog, read_rounds
 from tvm_env import PooledLocalBuilder, ms, parse_target, setup, tvm, tvm_ffi
 
 TARGET = {"kind": "llvm", "mcpu": "native", "num-cores": 2}
@@ -88,7 +84,9 @@ def tuned(tmp_path_factory):
     work = tmp_path_factory.mktemp("dv")
     draft, log = Tally(PSACostModel(device="a100")), SearchLog()
     verify = Tally(PrunerCostModel(mode="pam", epochs=5, device="cpu"))
-    strategy = DraftVerifySearch(draft=draft, population_size=POPULATION, potential_size=POTENTIAL, log=log)
+    strategy = DraftVerifySearch(
+        draft=draft, population_size=POPULATION, potential_size=POTENTIAL, redraft_every=2, log=log
+    )
     database = ms.tune_tasks(
         tasks=[context_for(matmul(), strategy, clone=True)],
         task_weights=[1.0],
@@ -107,7 +105,7 @@ def test_psa_scores_many_and_pam_few(tuned):
     _, log, draft, verify = tuned
     rows = log.rows
     assert len(rows) == 3 and [r["trials"] for r in rows] == [4, 4, 4]
-    assert [r["drafted"] for r in rows] == [1, 0, 1]  # a new potential space every 2nd round
+    assert [r["drafted"] for r in rows] == [1, 0, 1]  # redraft_every=2: a new potential space every 2nd round
     assert sum(r["draft_scored"] for r in rows) == draft.scored  # the log counts what PSA really scored
     assert sum(r["verify_scored"] for r in rows) == verify.scored
     for r in rows:
@@ -200,8 +198,12 @@ def test_bad_options_are_refused():
         DraftVerifySearch(draft=psa, population_size=512, potential_size=600)
     with pytest.raises(ValueError, match="eps_greedy=1.5"):
         DraftVerifySearch(draft=psa, eps_greedy=1.5)
-    with pytest.raises(ValueError, match="redraft_every=0"):
-        DraftVerifySearch(draft=psa, redraft_every=0)
+    with pytest.raises(ValueError, match="redraft_every=-1"):
+        DraftVerifySearch(draft=psa, redraft_every=-1)
+    with pytest.raises(ValueError, match="verify_pool=0"):
+        DraftVerifySearch(draft=psa, verify_pool=0)
+    with pytest.raises(ValueError, match="resample_ratio=2"):
+        DraftVerifySearch(draft=psa, resample_ratio=2)
 
 
 def test_malformed_curve_file_names_the_line(tmp_path):

@@ -1,0 +1,184 @@
+"""Search overhead per measured trial, without a GPU: MetaSchedule's default against Pruner, side by side.
+
+Sampling, evolution, featurization and the cost models' training all run on the host, so the part
+of a CUDA tuning run that is search can be measured here. Building and running are replaced by a
+stand-in device (`SyntheticDevice`): it takes `--build-s` and `--run-s` seconds a trial (defaults:
+what an H100 tuning run spent, docs/benchmarks.md) and reports a latency that is a fixed
+pseudo-random function of the schedule (its structural hash). The search is real and complete;
+the latencies carry no information, so this benchmark measures cost, not tuning quality
+(benchmarks/tuning.py measures that on the GPU).
+
+Per method, on each workload, in one process, same trials, same seed:
+- xgb: MetaSchedule's default (EvolutionarySearch, population 512, 4 generations) with XGBoost;
+- pruner: draft-then-verify (PSA drafts, PAM trained online verifies), pipelined;
+- pruner-serial: the same, rounds in turn (no pipelining);
+- pruner-published: the published schedule (a new draft every 2nd round from a fresh population,
+  whole potential space evolved by the verifier, in turn).
+Reported: search overhead per trial (the loop's wall time minus the stand-in build and run time),
+drafting's share of the wall time, and the share of time the stand-in device sat idle.
+
+    python benchmarks/search_overhead.py --trials 64 --out runs/search_overhead
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from tvm.ir.utils import derived_object
+
+from bridge.config import CostModelConfig, SearchConfig, TuneConfig
+from bridge.search_log import device_idle_share
+from bridge.tuning import tune_tasks
+from data.atomic import atomic_write_text
+from data.features import schedule_key
+from data.zoo import operator_task
+from tvm_env import ms
+
+WORKLOADS = (
+    "dense:128,3072,768",  # a BERT-base feed-forward layer, sequence 128
+    "conv2d:1,28,28,128,128,3,1,1",  # a ResNet-50 stage-2 3x3 conv
+    "depthwise_conv2d:1,56,56,144,3,1,1",  # a MobileNet-V2 depthwise conv
+)
+METHODS = {
+    "xgb": (CostModelConfig(name="xgb"), SearchConfig()),
+    "pruner": (CostModelConfig(name="pam"), SearchConfig(psa="h100")),
+    "pruner-serial": (CostModelConfig(name="pam"), SearchConfig(psa="h100", pipeline=False)),
+    "pruner-published": (
+        CostModelConfig(name="pam"),
+        SearchConfig(psa="h100", pipeline=False, redraft_every=2, resample_ratio=1.0, verify_pool=512),
+    ),
+}
+
+
+class SyntheticDevice:
+    """A stand-in builder and runner: fixed seconds a trial, a latency fixed by the schedule's hash."""
+
+    def __init__(self, build_s: float, run_s: float):
+        self.build_s, self.run_s = build_s, run_s
+        self.latency: dict[str, float] = {}
+        self.dirs: list[str] = []
+
+    def latency_of(self, mod) -> float:
+        """1-100 us, log-uniform in the schedule's structural hash."""
+        return 1e-6 * 10 ** (2 * (schedule_key(mod) % 10007) / 10007)
+
+    def builder(self):
+        device = self
+
+        @derived_object
+        class Builder(ms.builder.PyBuilder):
+            def build(self, build_inputs):
+                time.sleep(device.build_s * len(build_inputs))
+                out = []
+                for b in build_inputs:
+                    folder = tempfile.mkdtemp(prefix="synthetic-")  # RemoveBuildArtifact deletes it
+                    device.dirs.append(folder)
+                    path = f"{folder}/artifact.tar"
+                    device.latency[path] = device.latency_of(b.mod)
+                    out.append(ms.builder.BuilderResult(path, None))
+                return out
+
+        return Builder()
+
+    def runner(self):
+        device = self
+
+        @derived_object
+        class Future(ms.runner.PyRunnerFuture):
+            def __init__(self, latency: float, wait: float):
+                super().__init__()
+                self.latency, self.wait = latency, wait
+
+            def done(self):
+                return True
+
+            def result(self):
+                time.sleep(self.wait)
+                return ms.runner.RunnerResult([self.latency], None)
+
+        @derived_object
+        class Runner(ms.runner.PyRunner):
+            def run(self, runner_inputs):
+                return [Future(device.latency[str(r.artifact_path)], device.run_s) for r in runner_inputs]
+
+        return Runner()
+
+    def clean(self) -> None:
+        for folder in self.dirs:
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+def measure(workload: str, method: str, args, out: Path) -> dict:
+    cost_model, search = METHODS[method]
+    device = SyntheticDevice(args.build_s, args.run_s)
+    start = time.perf_counter()
+    result = tune_tasks(
+        [operator_task(workload)],
+        args.target,
+        TuneConfig(out=str(out), trials=args.trials, trials_per_round=args.trials_per_round, seed=args.seed),
+        search=search,
+        cost_model=CostModelConfig(name=cost_model.name, epochs=cost_model.epochs, seed=args.seed),
+        builder=device.builder(),
+        runner=device.runner(),
+        progress=False,
+    )
+    wall = time.perf_counter() - start
+    device.clean()
+    rows = result.rows
+    trials = int(rows[-1]["total_trials"]) if rows else 0
+    device_s = sum(r["build_s"] + r["run_s"] for r in rows)
+    search_s = rows[-1]["elapsed_s"] - device_s if rows else math.nan
+    draft_s = sum(r["draft_s"] for r in rows if math.isfinite(r["draft_s"]))
+    return {
+        "workload": workload,
+        "method": method,
+        "trials": trials,
+        "wall_s": round(wall, 2),
+        "search_s_per_trial": round(search_s / max(trials, 1), 4),
+        "draft_share": round(draft_s / rows[-1]["elapsed_s"], 4) if rows else math.nan,
+        "device_idle_share": round(device_idle_share(rows), 4),
+        "update_s": round(sum(r["update_s"] for r in rows if math.isfinite(r["update_s"])), 2),
+    }
+
+
+def main(argv: list[str] | None = None) -> list[dict]:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--target", default="nvidia/nvidia-h100", help="the target searched for (nothing is built)")
+    p.add_argument("--workloads", nargs="+", default=list(WORKLOADS), help="operator specs (data.zoo.OPERATORS)")
+    p.add_argument("--methods", nargs="+", default=list(METHODS), choices=list(METHODS))
+    p.add_argument("--trials", type=int, default=64)
+    p.add_argument("--trials-per-round", type=int, default=16)
+    p.add_argument("--build-s", type=float, default=0.2, help="stand-in build seconds a trial")
+    p.add_argument("--run-s", type=float, default=0.3, help="stand-in run seconds a trial")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", default="runs/search_overhead")
+    args = p.parse_args(argv)
+    out = Path(args.out)
+    shutil.rmtree(out, ignore_errors=True)
+    results = []
+    for workload in args.workloads:
+        for method in args.methods:
+            row = measure(workload, method, args, out / f"{workload.replace(':', '_').replace(',', 'x')}-{method}")
+            results.append(row)
+            print(json.dumps(row), flush=True)
+            atomic_write_text(out / "results.json", json.dumps(results, indent=1))
+    print(f"\n{'workload':<38} {'method':<17} {'trials':>6} {'search s/trial':>15} {'draft %':>8} {'idle %':>7}")
+    for r in results:
+        print(
+            f"{r['workload']:<38} {r['method']:<17} {r['trials']:>6} {r['search_s_per_trial']:>15.3f} "
+            f"{100 * r['draft_share']:>8.1f} {100 * r['device_idle_share']:>7.1f}"
+        )
+    return results
+
+
+if __name__ == "__main__":
+    main()

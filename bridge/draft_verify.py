@@ -1,0 +1,334 @@
+"""Pruner's draft-then-verify search on MetaSchedule (docs/pruner.md section 5), made cheap.
+
+Per task and round:
+
+1. Draft, only when the potential space runs low (fewer unmeasured schedules than
+   `redraft_below` x `potential_size`, or than one batch; or every `redraft_every`-th round when
+   that is set, as published): evolve a population for `draft_generations` generations scored by
+   the draft model (PSA) and keep the best `potential_size` distinct, never-measured schedules as
+   the potential space. The first draft samples the whole population from the design space (a
+   share `init_measured_ratio` replayed from the task's best measured records); later drafts start
+   from the previous draft's evolved population, minus what was measured since, and sample only
+   `resample_ratio` of the population afresh. Sampling and evolution are MetaSchedule's own C++
+   (`SampleInitPopulation`, `EvolveWithCostModel`) on an inner `EvolutionarySearch` that this
+   strategy owns; they, not PSA, were three quarters of a published-size draft (docs/benchmarks.md).
+2. Verify: the verify model (the tuning run's cost model, e.g. PAM) ranks the potential space;
+   then its best `verify_pool` plus the best measured schedules (`pool_measured_ratio` of them)
+   evolve `verify_generations` more generations scored by the verifier.
+3. Pick the verifier's top n, with an epsilon-greedy share (`eps_greedy`) of random samples from
+   the draft's fresh samples.
+Cold start: while the verifier scores every schedule the same (no data yet), the potential space
+is measured in PSA's order.
+
+Draft and verifier share one `data.features.FeatureCache` (the tuning run's), so a schedule that
+PSA walked is not lowered and walked again when PAM ranks it or learns from its measurement.
+
+With a `bridge.pipeline.Pipeline`, steps 1-3 of round k+1 run on a background thread while round
+k builds and runs, and (with its `PrefetchBuilder`) round k+1's picks are built there too; the log
+then shows the search's own seconds (`draft_s`, `verify_s`) and the seconds the tuning loop waited
+on it (`wait_s`).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from tvm.ir.utils import derived_object
+
+from bridge.pipeline import Pipeline
+from bridge.search import _UNLIMITED, CountingCostModel, _key, _ResumableSearch, candidate
+from bridge.search_log import SearchLog
+from tvm_env import ms, tvm_ffi
+
+__all__ = ["DraftVerifySearch"]
+
+logger = logging.getLogger(__name__)
+
+_SAMPLE_INIT = tvm_ffi.get_global_func("s_tir.meta_schedule.SearchStrategyEvolutionarySearchSampleInitPopulation")
+_EVOLVE = tvm_ffi.get_global_func("s_tir.meta_schedule.SearchStrategyEvolutionarySearchEvolveWithCostModel")
+
+Pairs = list[tuple[int, Any]]
+"""(schedule key, schedule) pairs, so a schedule is hashed once however many rounds it waits."""
+
+
+@derived_object
+class DraftVerifySearch(_ResumableSearch):
+    """Pruner's draft-then-verify search (module docstring); the tuning run's cost model verifies."""
+
+    def __init__(
+        self,
+        *,
+        draft: Any,
+        population_size: int = 1536,
+        potential_size: int = 512,
+        draft_generations: int = 2,
+        verify_generations: int = 1,
+        verify_pool: int = 128,
+        mutation_prob: float = 0.85,
+        redraft_every: int = 0,
+        redraft_below: float = 0.5,
+        resample_ratio: float = 0.25,
+        init_measured_ratio: float = 0.2,
+        pool_measured_ratio: float = 0.1,
+        eps_greedy: float = 0.1,
+        pipeline: Pipeline | None = None,
+        log: SearchLog | None = None,
+    ):
+        """
+        Args:
+            draft: the draft cost model (a `bridge.psa.PSACostModel`; any MetaSchedule cost model works).
+            population_size: schedules a draft evolves (published: 1536).
+            potential_size: best distinct unmeasured schedules the draft keeps (published: 512).
+            draft_generations: evolution generations scored by the draft model (published: 2).
+            verify_generations: further generations scored by the verify model (published: 1; 0 =
+                only rank the potential space).
+            verify_pool: the verifier's best this-many of the potential space are the parents of
+                its generations (published: the whole potential space and the random samples).
+            mutation_prob: probability that a child is a mutation rather than a copy (published: 0.85).
+            redraft_every: 0 = draft when the potential space runs low (`redraft_below`); k > 0 =
+                also draft every k-th round of the task (published: 2).
+            redraft_below: draft when fewer than this share of `potential_size` is left unmeasured.
+            resample_ratio: share of the population sampled afresh by a re-draft (the rest is the
+                previous draft's evolved population and the best measured schedules).
+            init_measured_ratio: share of the draft's population replayed from the best measured records.
+            pool_measured_ratio: share of the measured records (at most this share of the population)
+                added to the verifier's parents (published: 10%, up to 153).
+            eps_greedy: share of each batch measured at random from the draft's samples (published: 0.1).
+            pipeline: search (and build) the next round in the background (`bridge.pipeline`);
+                None: rounds in turn, as MetaSchedule runs them.
+            log: where rounds are logged (None: nowhere).
+        """
+        super().__init__(log=log)
+        for name, value in [
+            ("population_size", population_size),
+            ("potential_size", potential_size),
+            ("verify_pool", verify_pool),
+        ]:
+            if value < 1:
+                raise ValueError(f"{name}={value!r} must be >= 1")
+        for name, value in [
+            ("draft_generations", draft_generations),
+            ("verify_generations", verify_generations),
+            ("redraft_every", redraft_every),
+        ]:
+            if value < 0:
+                raise ValueError(f"{name}={value!r} must be >= 0")
+        for name, value in [
+            ("mutation_prob", mutation_prob),
+            ("redraft_below", redraft_below),
+            ("resample_ratio", resample_ratio),
+            ("init_measured_ratio", init_measured_ratio),
+            ("pool_measured_ratio", pool_measured_ratio),
+            ("eps_greedy", eps_greedy),
+        ]:
+            if not 0.0 <= value <= 1.0:
+                raise ValueError(f"{name}={value!r} must be in [0, 1]")
+        if potential_size > population_size:
+            raise ValueError(f"potential_size={potential_size!r} must be <= population_size={population_size!r}")
+        self.draft, self.pipeline = draft, pipeline
+        self.options = dict(
+            population_size=population_size,
+            potential_size=potential_size,
+            draft_generations=draft_generations,
+            verify_generations=verify_generations,
+            verify_pool=verify_pool,
+            mutation_prob=mutation_prob,
+            redraft_every=redraft_every,
+            redraft_below=redraft_below,
+            resample_ratio=resample_ratio,
+            init_measured_ratio=init_measured_ratio,
+            pool_measured_ratio=pool_measured_ratio,
+            eps_greedy=eps_greedy,
+        )
+        self.__dict__.update(self.options)
+
+    def clone(self) -> DraftVerifySearch:
+        return DraftVerifySearch(draft=self.draft, pipeline=self.pipeline, log=self.log, **self.options)
+
+    @classmethod
+    def from_config(
+        cls, search: Any, *, log: SearchLog | None = None, features: Any = None, pipeline: Pipeline | None = None
+    ) -> DraftVerifySearch:
+        """The search of a `bridge.config.SearchConfig` (psa set): PSA on that device row drafts.
+
+        Args:
+            search: the SearchConfig.
+            log: where rounds are logged.
+            features: the run's `data.features.FeatureCache`, shared with the verifier.
+            pipeline: the run's `Pipeline` (None: no pipelining).
+        """
+        from bridge.psa import PSACostModel
+
+        return cls(
+            draft=PSACostModel(
+                device=search.psa, formula=search.psa_formula, devices_file=search.psa_devices, features=features
+            ),
+            population_size=search.population or 1536,
+            potential_size=search.potential,
+            draft_generations=search.draft_generations,
+            verify_generations=search.verify_generations,
+            verify_pool=search.verify_pool,
+            redraft_every=search.redraft_every,
+            resample_ratio=search.resample_ratio,
+            eps_greedy=search.eps_greedy,
+            pipeline=pipeline,
+            log=log,
+        )
+
+    # ------------------------------------------------------------------------------------------
+    # Frame hooks
+
+    def _start(self) -> None:
+        self.draft_model = CountingCostModel(model=self.draft)
+        self.verify_model = CountingCostModel(model=self.cost_model)
+        self.drafter = self._evolutionary_search(self.population_size, self.draft_generations, self.draft_model)
+        self._potential: Pairs = []
+        self._population: list = []  # the last draft's evolved population, seed of the next draft
+        self._samples: Pairs = []  # the last draft's fresh samples, for the epsilon-greedy share
+        self._ready: tuple[list | None, dict] | None = None  # a batch searched ahead, with its stats
+        self._drafts = 0
+
+    @property
+    def potential(self) -> list:
+        """The task's current potential space, best draft score first."""
+        return [s for _, s in self._potential]
+
+    def _propose(self, n: int) -> list | None:
+        waited = self._join()
+        start = time.perf_counter()
+        ready, self._ready = self._ready, None
+        picks, stats = ready if ready is not None else self._search(n)
+        if self.log is not None:
+            self.log.note_search(self.task_name, wait_s=waited + time.perf_counter() - start, **stats)
+        return picks
+
+    def _ahead(self, n: int) -> None:
+        if self.pipeline is None:
+            return
+        target = self.context.target
+
+        def job() -> None:
+            picks, stats = self._search(n)
+            if picks and self.pipeline.builder is not None:
+                stats["prebuild_s"] = self.pipeline.builder.prefetch([s.mod for s in picks], target)
+            self._ready = (picks, stats)
+
+        self.pipeline.submit(job)
+
+    def _notify(self, measure_candidates, results) -> None:
+        self._join()  # before MetaSchedule's callbacks update the cost model and the database
+
+    def _finish(self) -> None:
+        self._join()
+        self._ready = None
+        self.drafter.post_tuning()
+
+    def _join(self) -> float:
+        return 0.0 if self.pipeline is None else self.pipeline.join()
+
+    # ------------------------------------------------------------------------------------------
+    # One round's search
+
+    def _search(self, n: int) -> tuple[list | None, dict]:
+        """Draft (when due), verify and pick `n` schedules; (picks or None when exhausted, stats)."""
+        start = time.perf_counter()
+        draft_before, verify_before = self.draft_model.scored, self.verify_model.scored
+        self._potential = self._unmeasured(self._potential)
+        low = len(self._potential) < max(n, self.redraft_below * self.potential_size)
+        due = self.redraft_every > 0 and self.round % self.redraft_every == 0
+        drafted = low or due or not self._drafts
+        if drafted:
+            self._draft()
+        self._samples = self._unmeasured(self._samples)
+        stats: dict = {"drafted": int(drafted)}
+        if not self._potential and not self._samples:
+            return None, stats
+        verify_start = time.perf_counter()
+        ranked, cold = self._verify()
+        n_random = min(int(n * self.eps_greedy), len(self._samples))
+        picks = ranked[: n - n_random]
+        chosen = {k for k, _ in picks}
+        extra = [pair for pair in self._samples if pair[0] not in chosen]
+        for i in self.rng.permutation(len(extra))[: n - len(picks)]:
+            picks.append(extra[i])
+        stats.update(
+            draft_scored=self.draft_model.scored - draft_before,
+            verify_scored=self.verify_model.scored - verify_before,
+            draft_s=verify_start - start,
+            verify_s=time.perf_counter() - verify_start,
+            cold_start=int(cold),
+        )
+        return [s for _, s in picks], stats
+
+    def _evolutionary_search(self, population: int, generations: int, cost_model: Any) -> Any:
+        inner = ms.search_strategy.EvolutionarySearch(
+            population_size=population,
+            init_measured_ratio=0.0,
+            genetic_num_iters=generations,
+            genetic_mutate_prob=self.mutation_prob,
+            eps_greedy=0.0,
+        )
+        inner._initialize_with_tune_context(self.context)
+        inner.pre_tuning(_UNLIMITED, max(self.per_round, 1), self.design_spaces, self.database, cost_model)
+        return inner
+
+    def _best_measured(self, limit: int) -> list:
+        """Up to `limit` best measured schedules of the task, replayed with the postprocessors."""
+        if limit <= 0 or not self.database.has_workload(self.context.mod):
+            return []
+        workload = self.database.commit_workload(self.context.mod)
+        out = []
+        for record in self.database.get_top_k(workload, limit):
+            try:
+                out.append(record.as_measure_candidate().sch)
+            except Exception as err:  # a record whose trace no longer applies: skip it, say so
+                logger.warning("%s: cannot replay a measured record: %s", self.task_name, err)
+        return out
+
+    def _draft(self) -> None:
+        """A new potential space: evolve (the last population, refreshed | a fresh sample) with PSA."""
+        parents = self._best_measured(int(self.population_size * self.init_measured_ratio))
+        reused = [s for k, s in self._unmeasured(self._population)] if self._drafts else []
+        fresh = self.population_size - len(parents)
+        if reused:
+            fresh = min(fresh, max(int(self.population_size * self.resample_ratio), fresh - len(reused)))
+        samples = list(_SAMPLE_INIT(self.drafter, fresh)) if fresh > 0 else []
+        self._samples = [(_key(s), s) for s in samples]
+        population = (parents + samples + reused)[: self.population_size]
+        evolved = list(_EVOLVE(self.drafter, population, self.population_size)) if population else []
+        pairs = [(_key(s), s) for s in evolved]
+        self._population = pairs
+        self._potential = self._unmeasured(pairs)[: self.potential_size]
+        self._drafts += 1
+
+    def _unmeasured(self, pairs: Sequence[tuple[int, Any]]) -> Pairs:
+        return [(k, s) for k, s in pairs if k not in self.measured]
+
+    def _verify(self) -> tuple[Pairs, bool]:
+        """The potential space ranked by the verify model; (ranking, whether it was a cold start)."""
+        self.verify_model.forget()  # the verifier may have been updated since the last round
+        if not self._potential:
+            return [], False
+        scores = self.verify_model.predict(self.context, [candidate(s) for _, s in self._potential])
+        if np.ptp(scores) == 0.0:
+            return list(self._potential), True
+        ranked = [self._potential[i] for i in np.argsort(-scores, kind="stable")]
+        if self.verify_generations == 0:
+            return ranked, False
+        limit = min(
+            int(len(self.measured) * self.pool_measured_ratio), int(self.population_size * self.pool_measured_ratio)
+        )
+        pool = [s for _, s in ranked[: self.verify_pool]] + self._best_measured(limit)
+        verifier = self._evolutionary_search(len(pool), self.verify_generations, self.verify_model)
+        try:
+            # The heap holds as many as the pool: the measured parents and repeats are filtered out.
+            best = self._unmeasured([(_key(s), s) for s in _EVOLVE(verifier, pool, len(pool))])
+        finally:
+            verifier.post_tuning()
+        # The evolved best first, then the rest of the potential space in the verifier's order.
+        seen = {k for k, _ in best}
+        return best + [pair for pair in ranked if pair[0] not in seen], False

@@ -1,0 +1,306 @@
+"""The per-round log of a tuning run (`SearchLog`): the tuning curve and where each round's time went.
+
+One row per measured batch: candidates each model scored, seconds drafting and verifying (on the
+search's background thread when rounds are pipelined, see `bridge.pipeline`), seconds the tuning
+loop waited on the search (`wait_s`: what the search really cost the run), building, running and
+updating the cost model, the task's best latency and the weighted estimate of the whole workload
+(sum of weight x best latency), which is the tuning curve. `device_idle_share` reads the share of
+the run's wall-clock time in which no batch was running on the device.
+"""
+
+from __future__ import annotations
+
+import csv
+import logging
+import math
+import os
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from tvm.ir.utils import derived_object
+
+from data.atomic import atomic_path
+from data.labels import mean_latency
+from tvm_env import ms
+
+__all__ = ["SearchLog", "device_idle_share", "read_rounds"]
+
+logger = logging.getLogger(__name__)
+
+
+@derived_object
+class _TimedBuilder(ms.builder.PyBuilder):
+    def __init__(self, *, builder: Any, log: SearchLog):
+        super().__init__()
+        self.builder, self.log = builder, log
+
+    def build(self, build_inputs):
+        start = time.perf_counter()
+        results = self.builder.build(build_inputs)
+        if len(build_inputs):
+            self.log._builds.append((build_inputs[0].mod, time.perf_counter() - start))
+        return results
+
+
+@derived_object
+class _TimedFuture(ms.runner.PyRunnerFuture):
+    def __init__(self, *, future: Any, clock: list):
+        super().__init__()
+        self.future, self.clock = future, clock
+
+    def done(self) -> bool:
+        return self.future.done()
+
+    def result(self):
+        start = time.perf_counter()
+        result = self.future.result()
+        self.clock[0] += time.perf_counter() - start
+        return result
+
+
+@derived_object
+class _TimedRunner(ms.runner.PyRunner):
+    def __init__(self, *, runner: Any, log: SearchLog):
+        super().__init__()
+        self.runner, self.log = runner, log
+
+    def run(self, runner_inputs):
+        start = time.perf_counter()
+        futures = self.runner.run(runner_inputs)
+        clock = [time.perf_counter() - start]
+        if len(runner_inputs):
+            self.log._runs.append((str(runner_inputs[0].artifact_path), clock))
+        return [_TimedFuture(future=f, clock=clock) for f in futures]
+
+
+@derived_object
+class _MarkCallback(ms.measure_callback.PyMeasureCallback):
+    """Notes the time just before the cost model's update (the callback after it)."""
+
+    def __init__(self, *, log: SearchLog):
+        super().__init__()
+        self.log = log
+
+    def apply(self, task_scheduler, task_id, measure_candidates, builder_results, runner_results) -> None:
+        self.log._update_start = time.perf_counter()
+
+
+@derived_object
+class _RoundCallback(ms.measure_callback.PyMeasureCallback):
+    def __init__(self, *, log: SearchLog):
+        super().__init__()
+        self.log = log
+
+    def apply(self, task_scheduler, task_id, measure_candidates, builder_results, runner_results) -> None:
+        self.log._record(
+            task_scheduler, int(task_id), list(measure_candidates), list(builder_results), list(runner_results)
+        )
+
+
+class SearchLog:
+    """One row per measured batch of a tuning run (see `FIELDS`), shared by all tasks' strategies.
+
+    Wire it with `tune_tasks(builder=log.builder(b), runner=log.runner(r),
+    measure_callbacks=log.callbacks())` and give it to the strategies. On a
+    resumed run, pass what the earlier run left: the best latency per task name, the trials, the
+    seconds and the rounds per task already spent, so the curve continues. With `deadline_s`, strategies start no new
+    batch once this run has lasted that long.
+
+    Attributes:
+        rows: list of dicts with the `FIELDS` keys.
+        best: task name -> best mean latency in seconds so far.
+    """
+
+    FIELDS = (
+        "task",
+        "round",
+        "trials",
+        "valid",
+        "best_us",
+        "draft_scored",
+        "verify_scored",
+        "draft_s",
+        "verify_s",
+        "build_s",
+        "run_s",
+        "drafted",
+        "cold_start",
+        "wait_s",
+        "prebuild_s",
+        "update_s",
+        "total_trials",
+        "elapsed_s",
+        "estimated_ms",
+    )
+
+    def __init__(
+        self,
+        *,
+        best: Mapping[str, float] | None = None,
+        trials_before: int = 0,
+        seconds_before: float = 0.0,
+        rounds_before: Mapping[str, int] | None = None,
+        on_round: Callable[[dict], None] | None = None,
+        deadline_s: float | None = None,
+    ):
+        self.best: dict[str, float] = dict(best or {})
+        self.deadline_s = deadline_s
+        self.total_trials, self.seconds_before = int(trials_before), float(seconds_before)
+        self.on_round = on_round
+        self.rows: list[dict] = []
+        self.start = time.perf_counter()
+        self._search: dict[str, dict] = {}
+        self._rounds: dict[str, int] = dict(rounds_before or {})
+        self._builds: list[tuple[Any, float]] = []
+        self._update_start: float | None = None
+        self._runs: list[tuple[str, list]] = []
+
+    def builder(self, builder: Any) -> Any:
+        """`builder` wrapped to time each batch."""
+        return _TimedBuilder(builder=builder, log=self)
+
+    def runner(self, runner: Any) -> Any:
+        """`runner` wrapped to time each batch (including waiting on asynchronous results)."""
+        return _TimedRunner(runner=runner, log=self)
+
+    def callback(self) -> Any:
+        """The measure callback that writes a row per batch; put it after the default callbacks."""
+        return _RoundCallback(log=self)
+
+    def callbacks(self) -> list:
+        """MetaSchedule's default callbacks (add to database, remove artifacts, update the cost model)
+        with the update timed, then the row writer."""
+        default = list(ms.measure_callback.MeasureCallback.create("default"))
+        *before, update = default
+        return [*before, _MarkCallback(log=self), update, _RoundCallback(log=self)]
+
+    def note_search(self, task: str, **stats: float) -> None:
+        """Called by a strategy after it proposed a batch: counts and seconds of its search."""
+        self._search[task] = stats
+
+    def elapsed(self) -> float:
+        """Seconds of search so far, earlier runs included."""
+        return self.seconds_before + time.perf_counter() - self.start
+
+    def expired(self) -> bool:
+        """Whether this run passed its deadline (strategies then start no new batch)."""
+        return self.deadline_s is not None and time.perf_counter() - self.start > self.deadline_s
+
+    def _pop_build(self, candidates: list) -> float:
+        for i, (mod, seconds) in enumerate(self._builds):
+            if candidates and mod.same_as(candidates[0].sch.mod):
+                del self._builds[i]
+                return seconds
+        return math.nan
+
+    def _pop_run(self, builder_results: list) -> float:
+        paths = [str(b.artifact_path) for b in builder_results if b.error_msg is None]
+        for i, (path, clock) in enumerate(self._runs):
+            if paths and path == paths[0]:
+                del self._runs[i]
+                return clock[0]
+        return 0.0 if not paths else math.nan
+
+    def estimated_total(self, weights: Mapping[str, float]) -> float:
+        """Sum over tasks of weight x best latency, in seconds; inf until every task has one."""
+        return float(sum(w * self.best.get(task, math.inf) for task, w in weights.items()))
+
+    def _record(
+        self, task_scheduler: Any, task_id: int, candidates: list, builder_results: list, runner_results: list
+    ) -> None:
+        tasks = list(task_scheduler.tasks_)
+        task = str(tasks[task_id].ctx.task_name)
+        latencies = [
+            mean_latency(None if r.run_secs is None else [float(s) for s in r.run_secs])
+            if b.error_msg is None
+            else math.inf
+            for b, r in zip(builder_results, runner_results)
+        ]
+        if latencies and min(latencies) < self.best.get(task, math.inf):
+            self.best[task] = min(latencies)
+        self.total_trials += len(candidates)
+        self._rounds[task] = self._rounds.get(task, 0) + 1
+        weights = {str(t.ctx.task_name): float(t.task_weight) for t in tasks}
+        search = self._search.pop(task, {})
+        row = dict.fromkeys(self.FIELDS, math.nan)
+        row.update(
+            task=task,
+            round=self._rounds[task],
+            trials=len(candidates),
+            valid=sum(math.isfinite(x) for x in latencies),
+            best_us=self.best.get(task, math.inf) * 1e6,
+            build_s=self._pop_build(candidates),
+            run_s=self._pop_run(builder_results),
+            total_trials=self.total_trials,
+            elapsed_s=self.elapsed(),
+            update_s=math.nan if self._update_start is None else time.perf_counter() - self._update_start,
+            estimated_ms=self.estimated_total(weights) * 1e3,
+            **search,
+        )
+        self._update_start = None
+        self.rows.append(row)
+        logger.info(
+            "%s round %d: %d trials (%d valid), best %.2f us; scored draft %s verify %s; "
+            "draft %.2fs verify %.2fs build %.2fs run %.2fs",
+            task,
+            row["round"],
+            row["trials"],
+            row["valid"],
+            row["best_us"],
+            row["draft_scored"],
+            row["verify_scored"],
+            row["draft_s"],
+            row["verify_s"],
+            row["build_s"],
+            row["run_s"],
+        )
+        if self.on_round is not None:
+            self.on_round(row)
+
+    def write_csv(self, path: str | os.PathLike, previous: Sequence[dict] = ()) -> None:
+        """Write `previous` rows (an earlier run's) and this run's rows to `path`, atomically."""
+        with atomic_path(path) as tmp, open(tmp, "w", newline="") as f:
+            writer = csv.DictWriter(f, fieldnames=self.FIELDS, extrasaction="ignore")
+            writer.writeheader()
+            writer.writerows([*previous, *self.rows])
+
+
+def read_rounds(path: str | os.PathLike) -> list[dict]:
+    """Rows of a CSV written by `SearchLog.write_csv` (numbers as floats); [] when it does not exist.
+
+    Raises:
+        ValueError: a file whose header is not a subset of `SearchLog.FIELDS` with "task" (an
+            earlier version's curve lacks some columns: they read as NaN), or a malformed line (names the
+            file and line).
+    """
+    if not os.path.exists(path):
+        return []
+    rows = []
+    with open(path, newline="") as f:
+        reader = csv.DictReader(f)
+        header = tuple(reader.fieldnames or ())
+        if "task" not in header or not set(header) <= set(SearchLog.FIELDS):
+            raise ValueError(f"{path}: not a tuning-curve CSV (header {reader.fieldnames!r})")
+        for line, raw in enumerate(reader, start=2):
+            try:
+                row = dict.fromkeys(SearchLog.FIELDS, math.nan)
+                row.update({k: (v if k == "task" else float(v)) for k, v in raw.items()})
+                rows.append(row)
+            except (TypeError, ValueError) as err:
+                raise ValueError(f"{path}:{line}: malformed tuning-curve row: {err}") from None
+    return rows
+
+
+def device_idle_share(rows: Sequence[Mapping[str, Any]]) -> float:
+    """Share of the run's wall-clock time in which no batch was running (1 - sum of run_s / elapsed).
+
+    `run_s` of a row is the time its batch spent in the runner (launch and waiting for the results);
+    `elapsed_s` is cumulative from the start of the run, so the last row's is its wall-clock time.
+    NaN without rows.
+    """
+    if not rows:
+        return math.nan
+    wall = float(rows[-1]["elapsed_s"])
+    busy = sum(float(r["run_s"]) for r in rows if math.isfinite(float(r["run_s"])))
+    return max(0.0, 1.0 - busy / wall) if wall > 0 else math.nan

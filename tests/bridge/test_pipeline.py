@@ -1,0 +1,79 @@
+"""Pipelined draft-then-verify on real llvm tuning: the next batch is searched and built ahead."""
+
+import json
+import math
+
+import pytest
+
+from bridge.config import CostModelConfig, MeasureConfig, SearchConfig, TuneConfig
+from bridge.pipeline import Pipeline, PrefetchBuilder
+from bridge.search_log import device_idle_share, read_rounds
+from bridge.tuning import CURVE_CSV, tune_tasks
+from data import zoo
+from tvm_env import PooledLocalBuilder, tvm_ffi
+
+TARGET = '{"kind": "llvm", "mcpu": "native", "num-cores": 2}'
+
+
+@pytest.fixture(scope="module")
+def builder():
+    return PooledLocalBuilder(max_workers=2)
+
+
+def run(tmp_path, builder, pipeline: bool, trials=12):
+    return tune_tasks(
+        [zoo.operator_task("matmul:64,64,64")],
+        json.loads(TARGET),
+        TuneConfig(out=str(tmp_path), trials=trials, trials_per_round=4),
+        cost_model=CostModelConfig(name="pam", epochs=3),
+        search=SearchConfig(psa="a100", population=48, potential=12, pipeline=pipeline),
+        measure=MeasureConfig(number=2, min_repeat_ms=5),
+        builder=builder,
+        progress=False,
+    )
+
+
+def test_pipelined_rounds_build_ahead_and_measure_distinct_schedules(tmp_path, builder):
+    result = run(tmp_path / "on", builder, pipeline=True)
+    rows = result.rows
+    assert [r["total_trials"] for r in rows] == [4, 8, 12]
+    records = result.database.get_all_tuning_records()
+    assert len({int(tvm_ffi.structural_hash(r.as_measure_candidate().sch.mod)) for r in records}) == 12
+    # Round 1 is searched in the loop; rounds 2 and 3 were searched and built during the round before.
+    assert math.isnan(rows[0]["prebuild_s"]) and all(r["prebuild_s"] > 0 for r in rows[1:])
+    for r in rows[1:]:
+        assert r["build_s"] < 0.5 * r["prebuild_s"]  # the loop found the batch built
+        assert r["wait_s"] >= 0 and r["draft_s"] >= 0 and r["verify_s"] >= 0
+    assert all(r["update_s"] >= 0 for r in rows)
+    saved = read_rounds(tmp_path / "on" / CURVE_CSV)
+    assert [r["prebuild_s"] > 0 for r in saved[1:]] == [True, True]
+    assert 0.0 <= device_idle_share(rows) < 1.0
+
+
+def test_unpipelined_rounds_wait_for_the_whole_search(tmp_path, builder):
+    rows = run(tmp_path / "off", builder, pipeline=False).rows
+    assert [r["total_trials"] for r in rows] == [4, 8, 12]
+    assert all(math.isnan(r["prebuild_s"]) for r in rows)
+    for r in rows:  # in turn: the loop waited for all of the search
+        assert r["wait_s"] >= r["draft_s"] + r["verify_s"] - 1e-6
+
+
+def test_a_resumed_pipelined_run_continues_without_measuring_twice(tmp_path, builder):
+    run(tmp_path, builder, pipeline=True, trials=8)
+    result = run(tmp_path, builder, pipeline=True, trials=16)
+    records = result.database.get_all_tuning_records()
+    assert len(records) == 16
+    assert len({int(tvm_ffi.structural_hash(r.as_measure_candidate().sch.mod)) for r in records}) == 16
+
+
+def test_pipeline_reraises_the_background_error_and_discards_unused_builds(tmp_path):
+    pipeline = Pipeline(PrefetchBuilder(builder=PooledLocalBuilder(max_workers=1)))
+
+    def boom():
+        raise RuntimeError("search failed")
+
+    pipeline.submit(boom)
+    with pytest.raises(RuntimeError, match="search failed"):
+        pipeline.join()
+    assert pipeline.join() == 0.0  # nothing in flight any more
+    pipeline.close()
