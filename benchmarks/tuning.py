@@ -1,26 +1,30 @@
-"""Draft-then-verify (PSA drafts, PAM verifies) versus MetaSchedule's default (evolution + XGBoost).
+"""The tuning suite: Pruner against MetaSchedule's default on GPU work none of our models trained on.
 
-Same tasks, same trial budget, same seed, one process: a 3x3 conv2d and a 1x1 conv2d of ResNet-50
-(stage 1, batch 1) and a dense layer of BERT-base (sequence 128), tuned together as one workload
-(weights 1, MetaSchedule's gradient task scheduler) by each method in turn, each in a fresh work
-dir. Reports the best estimated latency (sum of the tasks' best latencies) at several trial budgets,
-the search time, and the search time each method needs to reach the baseline's final latency;
-writes the curves (CSV) and a plot (PNG).
+An "arm" is one method tuning one workload with one seed for a fixed search-time budget
+(`--budget-s`, the same for every method). Every arm writes its curve (one row per measured batch:
+trials, seconds, best latency, where the time went) to `RESULTS/<workload>/<method>-s<seed>.csv`;
+an arm whose file exists is done, so the suite resumes across 10-minute device calls (`--time-limit`
+stops starting arms that would not finish in the call). `--report` reads every arm and writes the
+tables and the plots (latency against time and against trials, one titled panel per workload).
 
-    python benchmarks/tuning.py --target nvidia/nvidia-h100 --psa h100 --trials 150 --deadline 480 --out runs/bench_tuning
-    python benchmarks/tuning.py --target '{"kind": "llvm", "mcpu": "sapphirerapids", "num-cores": 2}' --psa a100 \\
-        --trials 24 --population 128 --potential 32 --deadline 420 --out runs/bench_tuning_cpu
+Methods:
+- xgb: MetaSchedule's default (evolutionary search, population 512, XGBoost cost model);
+- pruner: draft-then-verify, PSA drafts, PAM trained online from nothing verifies (pipelined);
+- moa: the same, the verifier being the pretrained PAM adapted online (pam-siamese-update);
+- mlp: MetaSchedule's evolutionary search with our TenSet MLP trained online.
+Workloads: operator specs (`data.zoo.OPERATORS`) or `net:NAME:K`, the K heaviest tasks of a zoo
+network tuned together as one workload (MetaSchedule's gradient task scheduler).
+`--eager` also times each operator in torch eager mode (cuBLAS / cuDNN, fp32, TF32 off) on the
+same GPU, the vendor-library reference.
 
-`--deadline` (seconds, for the whole run) is split evenly between the methods: a method stops
-starting new batches at its share, so the script ends in time (the GPU machine allows 10 minutes a
-command). `--checkpoint ARTIFACT` verifies with a pretrained PAM (pam-siamese-update) instead of
-training PAM online from scratch (pam).
+    python benchmarks/tuning.py --arms xgb pruner --budget-s 120 --time-limit 540 --results R --eager
+    python benchmarks/tuning.py --report --results R --plot docs/img/tuning_suite.png
 """
 
 from __future__ import annotations
 
 import argparse
-import csv
+import json
 import math
 import shutil
 import sys
@@ -29,133 +33,154 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bridge.config import CostModelConfig, MeasureConfig, SearchConfig, TuneConfig
-from bridge.report import plot_curves
-from bridge.tuning import tune_tasks
-from data.zoo import operator_task
+from benchmarks.suite_report import report
+from data.atomic import atomic_write_text
 
-TASKS = (
-    "conv2d:1,56,56,64,64,3,1,1",  # ResNet-50 stage 1, 3x3
-    "conv2d:1,56,56,64,256,1,1,0",  # ResNet-50 stage 1, 1x1 expansion
-    "dense:128,768,768",  # BERT-base attention projection, sequence 128
+WORKLOADS = (
+    "dense:128,3072,768",  # a transformer feed-forward layer, sequence 128
+    "batch_matmul:12,128,128,64",  # attention scores: 12 heads, sequence 128, head size 64
+    "conv2d:1,35,35,192,64,1,1,0",  # an Inception-v3 1x1 conv
+    "conv2d:1,35,35,64,96,3,1,1",  # an Inception-v3 3x3 conv
+    "depthwise_conv2d:1,28,28,240,5,1,2",  # a 5x5 depthwise conv (EfficientNet-style)
+    "net:vit_b16:1",  # the heaviest fused kernel of ViT-B/16
+    "net:resnet_50:4",  # the 4 heaviest tasks of ResNet-50, tuned as a network
 )
-FIELDS = (
-    "method",
-    "total_trials",
-    "elapsed_s",
-    "estimated_ms",
-    "draft_scored",
-    "verify_scored",
-    "draft_s",
-    "verify_s",
-    "build_s",
-    "run_s",
-)
+METHODS = ("xgb", "pruner", "moa", "mlp")
 
 
-def first_time_to(rows: list[dict], latency_ms: float) -> float:
-    """Search seconds at which a curve first reaches `latency_ms` (inf if never)."""
-    return next((r["elapsed_s"] for r in rows if r["estimated_ms"] <= latency_ms * (1 + 1e-9)), math.inf)
+def slug(workload: str) -> str:
+    return workload.replace(":", "_").replace(",", "x")
 
 
-def best_at(rows: list[dict], trials: int) -> float:
-    """Best estimated latency (ms) after `trials` trials (inf before every task has a valid one)."""
-    return min((r["estimated_ms"] for r in rows if r["total_trials"] <= trials), default=math.inf)
+def tasks_of(workload: str, target):
+    from data import zoo
+
+    if workload.startswith("net:"):
+        _, name, k = workload.split(":")
+        return zoo.select_tasks(zoo.extract_network_tasks(name, target), max_tasks=int(k))
+    return [zoo.operator_task(workload)]
 
 
-def main(argv: list[str] | None = None) -> dict[str, list[dict]]:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--target", default="nvidia/nvidia-h100")
-    p.add_argument("--psa", default="h100", help="PSA device row")
-    p.add_argument("--checkpoint", default=None, help="pretrained PAM artifact: verify with pam-siamese-update")
-    p.add_argument("--tasks", nargs="+", default=list(TASKS), help="operator specs (data.zoo.OPERATORS)")
-    p.add_argument("--trials", type=int, default=150, help="trial budget of each method (all tasks together)")
-    p.add_argument("--trials-per-round", type=int, default=10)
-    p.add_argument("--population", type=int, default=1536, help="draft population (published: 1536)")
-    p.add_argument("--potential", type=int, default=512, help="potential space (published: 512)")
-    p.add_argument("--epochs", type=int, default=50, help="PAM online-training epochs")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--deadline", type=float, default=480.0, help="seconds for the whole run (split between methods)")
-    p.add_argument("--min-repeat-ms", type=int, default=100)
-    p.add_argument("--out", default="runs/bench_tuning")
-    args = p.parse_args(argv)
+def configs(method: str, args):
+    from bridge.config import CostModelConfig, SearchConfig
 
-    start = time.perf_counter()
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    tasks = [operator_task(spec) for spec in args.tasks]
-    measure = MeasureConfig(number=3, repeat=1, min_repeat_ms=args.min_repeat_ms)
-    pruner_mode = "pam-siamese-update" if args.checkpoint else "pam"
-    methods = {
-        "MetaSchedule (evolution + XGBoost)": dict(
-            cost_model=CostModelConfig(name="xgb", epochs=args.epochs, seed=args.seed), search=SearchConfig()
-        ),
-        f"Pruner (PSA draft + {pruner_mode})": dict(
-            cost_model=CostModelConfig(
-                name=pruner_mode, checkpoint=args.checkpoint, epochs=args.epochs, seed=args.seed
-            ),
-            search=SearchConfig(psa=args.psa, population=args.population, potential=args.potential),
-        ),
-    }
-    curves: dict[str, list[dict]] = {}
-    for i, (name, method) in enumerate(methods.items()):
-        share = (args.deadline - (time.perf_counter() - start)) / (len(methods) - i)
-        work = out / f"work_{i}"
-        if work.exists():
-            shutil.rmtree(work)
-        print(f"== {name}: {args.trials} trials, deadline {share:.0f} s", flush=True)
-        config = TuneConfig(
+    if method == "xgb":
+        return CostModelConfig(name="xgb", seed=args.seed_value), SearchConfig()
+    if method == "mlp":
+        return CostModelConfig(name="mlp", seed=args.seed_value), SearchConfig()
+    search = SearchConfig(psa=args.psa, population=args.population)
+    if method == "moa":
+        if not args.checkpoint:
+            raise ValueError("the moa arm needs --checkpoint (a pretrained PAM artifact)")
+        return CostModelConfig(name="pam-siamese-update", checkpoint=args.checkpoint, seed=args.seed_value), search
+    return CostModelConfig(name="pam", seed=args.seed_value), search
+
+
+def run_arm(workload: str, method: str, seed: int, args, builder) -> list[dict]:
+    from bridge.config import MeasureConfig, TuneConfig
+    from bridge.tuning import tune_tasks
+
+    args.seed_value = seed
+    cost_model, search = configs(method, args)
+    work = Path(args.work) / slug(workload) / f"{method}-s{seed}"
+    shutil.rmtree(work, ignore_errors=True)  # an arm cut off by the call's end starts again
+    result = tune_tasks(
+        tasks_of(workload, args.target),
+        args.target,
+        TuneConfig(
             out=str(work),
-            trials=args.trials,
+            trials=args.max_trials,
             trials_per_round=args.trials_per_round,
-            seed=args.seed,
-            deadline=max(share, 1.0),
-        )
-        result = tune_tasks(tasks, args.target, config, measure=measure, progress=False, **method)
-        curves[name] = result.rows
-    with open(out / "tuning_curves.csv", "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=FIELDS, extrasaction="ignore")
-        writer.writeheader()
-        for name, rows in curves.items():
-            writer.writerows({**r, "method": name} for r in rows)
-    plot_curves(curves, out / "tuning_curves.png")
+            seed=seed,
+            deadline=args.budget_s,
+        ),
+        search=search,
+        cost_model=cost_model,
+        measure=MeasureConfig(min_repeat_ms=args.min_repeat_ms),
+        builder=builder,
+        progress=False,
+        label=workload,
+    )
+    return result.rows
 
-    baseline_name, baseline = next(iter(curves.items()))
-    baseline_final = min((r["estimated_ms"] for r in baseline), default=math.inf)
-    budgets = sorted({max(1, args.trials * q // 4) for q in (1, 2, 3, 4)})
-    print(f"\nbest estimated latency (ms) by trials; tasks: {', '.join(args.tasks)}; target {args.target}")
-    print(f"{'method':<40}" + "".join(f"{b:>9}" for b in budgets) + f"{'trials':>8}{'search s':>10}{'to base':>9}")
-    for name, rows in curves.items():
-        reached = first_time_to(rows, baseline_final)
-        total = rows[-1]["elapsed_s"] if rows else math.nan
-        trials = int(rows[-1]["total_trials"]) if rows else 0
-        line = f"{name:<40}" + "".join(f"{best_at(rows, b):>9.4f}" for b in budgets)
-        print(line + f"{trials:>8}{total:>10.1f}{reached:>9.1f}")
-    for name, rows in curves.items():
-        draft = sum(r["draft_scored"] for r in rows if math.isfinite(r["draft_scored"]))
-        verify = sum(r["verify_scored"] for r in rows if math.isfinite(r["verify_scored"]))
-        seconds = {
-            k: sum(r[k] for r in rows if math.isfinite(r[k])) for k in ("draft_s", "verify_s", "build_s", "run_s")
-        }
-        print(
-            f"{name}: scored draft {int(draft)} / verify {int(verify)}; seconds drafting {seconds['draft_s']:.1f}, "
-            f"verifying {seconds['verify_s']:.1f}, building {seconds['build_s']:.1f}, running {seconds['run_s']:.1f}"
-        )
-    pruner_rows = curves[list(curves)[-1]]
-    reach = first_time_to(pruner_rows, baseline_final)
-    base_time = baseline[-1]["elapsed_s"] if baseline else math.nan
-    print(
-        f"{baseline_name} final: {baseline_final:.4f} ms in {base_time:.1f} s; Pruner reaches it after "
-        + (
-            f"{reach:.1f} s ({base_time / reach:.2f}x less search time)"
-            if math.isfinite(reach)
-            else "- (not within its budget)"
-        )
-    )
-    print(
-        f"curves: {out / 'tuning_curves.csv'}, {out / 'tuning_curves.png'}; total {time.perf_counter() - start:.0f} s"
-    )
-    return curves
+
+def write_rows(path: Path, rows: list[dict]) -> None:
+    from bridge.search_log import SearchLog
+
+    lines = [",".join(SearchLog.FIELDS)]
+    for r in rows:
+        lines.append(",".join(str(r.get(k, "")) for k in SearchLog.FIELDS))
+    atomic_write_text(path, "\n".join(lines) + "\n")
+
+
+def eager_times(workloads: list[str], results: Path) -> None:
+    """Median milliseconds of each operator in torch eager mode on GPU 0 -> RESULTS/eager.json."""
+    from benchmarks.eager import eager_ms
+
+    path = results / "eager.json"
+    known = json.loads(path.read_text()) if path.exists() else {}
+    for w in workloads:
+        if w not in known and not w.startswith("net:"):
+            known[w] = eager_ms(w)
+            print(f"eager {w}: {known[w]:.4f} ms", flush=True)
+    atomic_write_text(path, json.dumps(known, indent=1))
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--results", default="benchmarks/results/tuning", help="one CSV per finished arm")
+    p.add_argument("--report", action="store_true", help="only read the results: tables and plots")
+    p.add_argument("--plot", default=None, help="with --report: where the figure goes")
+    p.add_argument("--workloads", nargs="+", default=list(WORKLOADS))
+    p.add_argument("--arms", nargs="+", default=["xgb", "pruner", "moa"], choices=METHODS, help="methods to run")
+    p.add_argument("--seeds", nargs="+", type=int, default=[0])
+    p.add_argument("--budget-s", type=float, default=120.0, help="search-time budget of every arm")
+    p.add_argument("--time-limit", type=float, default=540.0, help="start no arm that would end after this")
+    p.add_argument("--target", default="nvidia/nvidia-h100")
+    p.add_argument("--psa", default="auto", help="PSA device row ('auto': this GPU)")
+    p.add_argument("--checkpoint", default=None, help="pretrained PAM artifact for the moa arm")
+    p.add_argument("--population", type=int, default=None, help="draft population (unset: the default)")
+    p.add_argument("--trials-per-round", type=int, default=16)
+    p.add_argument("--max-trials", type=int, default=2000, help="trial cap of an arm (the budget is time)")
+    p.add_argument("--min-repeat-ms", type=int, default=10)
+    p.add_argument("--eager", action="store_true", help="also time the operators in torch eager mode")
+    p.add_argument("--work", default="runs/suite", help="tuning work dirs")
+    args = p.parse_args(argv)
+    results = Path(args.results)
+    if args.report:
+        print(report(results, plot=args.plot))
+        return
+    start = time.perf_counter()
+    import tvm_env
+
+    target = tvm_env.parse_target(args.target)
+    tvm_env.setup(target)
+    args.target = target
+    if args.eager:
+        eager_times(args.workloads, results)
+    builder = tvm_env.PooledLocalBuilder(timeout_sec=30.0)
+    for seed in args.seeds:
+        for workload in args.workloads:
+            for method in args.arms:
+                path = results / slug(workload) / f"{method}-s{seed}.csv"
+                if path.exists():
+                    continue
+                left = args.time_limit - (time.perf_counter() - start)
+                if left < args.budget_s * 1.25 + 20:
+                    print(
+                        f"stopping: {left:.0f} s left in this call, an arm needs about {args.budget_s * 1.25 + 20:.0f}"
+                    )
+                    return
+                t0 = time.perf_counter()
+                rows = run_arm(workload, method, seed, args, builder)
+                path.parent.mkdir(parents=True, exist_ok=True)
+                write_rows(path, rows)
+                best = min((r["best_us"] for r in rows), default=math.inf) if rows else math.inf
+                print(
+                    f"arm {workload} {method} seed {seed}: {rows[-1]['total_trials'] if rows else 0:.0f} trials, "
+                    f"best {best:.2f} us, {time.perf_counter() - t0:.0f} s",
+                    flush=True,
+                )
 
 
 if __name__ == "__main__":

@@ -113,7 +113,9 @@ def _scales(net: nn.Module) -> tuple[torch.Tensor, torch.Tensor]:
     return inner.stmt_scale.detach().clone(), access.detach().clone()
 
 
-def export_checkpoint(checkpoint: str | os.PathLike, out: str | os.PathLike, *, device: str | None = None) -> Artifact:
+def export_checkpoint(
+    checkpoint: str | os.PathLike, out: str | os.PathLike, *, device: str | None = None, half: bool = False
+) -> Artifact:
     """Write the artifact of a train.py checkpoint to `out` (atomically) and return it loaded.
 
     Args:
@@ -121,6 +123,8 @@ def export_checkpoint(checkpoint: str | os.PathLike, out: str | os.PathLike, *, 
         out: the artifact path to write.
         device: the source device name to record (default: the checkpoint's `source_device` entry,
             else "unknown").
+        half: store the weights (not the normalization buffers) as float16, half the file; they
+            load back into a float32 network.
 
     Raises:
         ArtifactError: missing or unreadable checkpoint, not a train.py checkpoint, weights that do
@@ -149,10 +153,14 @@ def export_checkpoint(checkpoint: str | os.PathLike, out: str | os.PathLike, *, 
     }
     net = _build(state, path)
     stmt_scale, access_scale = _scales(net)
+    saved = registry.net_state(net)
+    if half:
+        weights = {name for name, _ in net.named_parameters()}
+        saved["state_dict"] = {k: v.half() if k in weights else v for k, v in saved["state_dict"].items()}
     artifact = {
         "format": FORMAT,
         "format_version": FORMAT_VERSION,
-        **registry.net_state(net),
+        **saved,
         "stmt_scale": stmt_scale,
         "access_scale": access_scale,
         "schema_version": schema,
@@ -240,6 +248,7 @@ def build_parser() -> Any:
         default=None,
         help="source device name to record, e.g. cuda-sm_90a (default: the checkpoint's, else 'unknown')",
     )
+    parser.add_argument("--half", type=bool, default=False, help="store the weights as float16 (half the file)")
     return parser
 
 
@@ -247,7 +256,7 @@ def main(argv: list[str] | None = None) -> int:
     """Export; 0 on success, 2 with an `error:` line on a bad argument or unusable file."""
     args = build_parser().parse_args(argv)
     try:
-        artifact = export_checkpoint(args.checkpoint, args.out, device=args.device)
+        artifact = export_checkpoint(args.checkpoint, args.out, device=args.device, half=args.half)
     except ArtifactError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

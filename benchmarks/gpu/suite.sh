@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Device run of the tuning suite (benchmarks/tuning.py), resuming: arms already in
+# benchmarks/results/tuning are skipped, new ones are written there and come back in
+# $OUT/tuning_results.tar.xz (unpack it at the project root and commit it at once).
+# Carry .devkit (with xgboost for the xgb arm; without it, and with bridge/pretrained, for the moa arm).
+#   ARMS="xgb pruner" BUDGET=120 bash benchmarks/gpu/suite.sh
+set -uo pipefail
+export PYTHONUNBUFFERED=1
+T0=$(date +%s)
+source .devkit/use-devkit.sh || exit 1
+export PYTHONPATH=$PWD:$PYTHONPATH
+nproc; nvidia-smi --query-gpu=name,clocks.sm,clocks.mem --format=csv,noheader
+RES=benchmarks/results/tuning
+LEFT=$(( ${LIMIT:-560} - ($(date +%s) - T0) ))
+python3 benchmarks/tuning.py --results $RES --arms ${ARMS:-xgb pruner} --budget-s ${BUDGET:-120} \
+  --time-limit $LEFT --seeds ${SEEDS:-0} ${WORKLOADS:+--workloads $WORKLOADS} \
+  ${CHECKPOINT:+--checkpoint $CHECKPOINT} --eager 2>&1 | grep -v -i warning | tail -40
+tar -cJf $OUT/tuning_results.tar.xz $RES
+tar -cJf $OUT/tuning_work.tar.xz --exclude='*.so' --exclude='*.tar' runs/suite 2>/dev/null
+echo "total $(( $(date +%s) - T0 )) s"

@@ -1,0 +1,158 @@
+"""The tuning suite's report (benchmarks/tuning.py --report): tables and plots from the finished arms.
+
+Per workload and seed, MetaSchedule's default (xgb) sets the bar: its best latency at the end of
+the budget ("XGB's final") and the search time it first reached it at. For every other method:
+its best latency at the same time, the search time and trials at which it first reached XGB's
+final, and the speedup (XGB's time to its final / the method's time to it). A method that never
+reached it within the budget gets "never" and, in the geometric mean, the speedup it would have
+had at the budget's end (an upper bound: it needed more). Seeds of one workload are averaged
+(geometric mean of the speedups, mean of the latencies).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from pathlib import Path
+
+from bridge.search_log import device_idle_share, read_rounds
+
+__all__ = ["arms", "report", "time_to", "trials_to"]
+
+_TOL = 1e-9
+
+
+def arms(results: Path) -> dict[str, dict[str, dict[int, list[dict]]]]:
+    """workload slug -> method -> seed -> curve rows."""
+    out: dict = defaultdict(lambda: defaultdict(dict))
+    for path in sorted(Path(results).glob("*/*-s*.csv")):
+        method, _, seed = path.stem.rpartition("-s")
+        out[path.parent.name][method][int(seed)] = read_rounds(path)
+    return out
+
+
+def best_at(rows: list[dict], seconds: float) -> float:
+    """Best estimated latency (ms) among the batches finished by `seconds` of search (inf if none)."""
+    return min((r["estimated_ms"] for r in rows if r["elapsed_s"] <= seconds + _TOL), default=math.inf)
+
+
+def time_to(rows: list[dict], latency_ms: float) -> float:
+    """Search seconds at which a curve first reached `latency_ms` (inf if never)."""
+    return next((r["elapsed_s"] for r in rows if r["estimated_ms"] <= latency_ms * (1 + _TOL)), math.inf)
+
+
+def trials_to(rows: list[dict], latency_ms: float) -> float:
+    return next((r["total_trials"] for r in rows if r["estimated_ms"] <= latency_ms * (1 + _TOL)), math.inf)
+
+
+def _geomean(values: list[float]) -> float:
+    values = [v for v in values if v > 0 and math.isfinite(v)]
+    return math.exp(sum(map(math.log, values)) / len(values)) if values else math.nan
+
+
+def _fmt(x: float, unit: str = "") -> str:
+    return "never" if math.isinf(x) else ("n/a" if math.isnan(x) else f"{x:.4g}{unit}")
+
+
+def report(results: Path, plot: str | None = None, baseline: str = "xgb") -> str:
+    """The markdown tables of every workload with a baseline arm; with `plot`, the figure too."""
+    import json
+
+    if not Path(results).is_dir():
+        raise FileNotFoundError(f"{results}: no such results folder (run benchmarks/tuning.py first)")
+    data = arms(Path(results))
+    eager_path = Path(results) / "eager.json"
+    eager = (
+        {k.replace(":", "_").replace(",", "x"): v for k, v in json.loads(eager_path.read_text()).items()}
+        if (eager_path.exists())
+        else {}
+    )
+    lines = [
+        "| workload | method | seeds | trials | best at equal time (us) | vs XGB at equal time "
+        "| reached XGB's final at (s) | trials to it | speedup | device idle |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    speedups: dict[str, list[float]] = defaultdict(list)
+    worse: list[str] = []
+    for workload, methods in sorted(data.items()):
+        if baseline not in methods:
+            continue
+        for method, seeds in sorted(methods.items(), key=lambda kv: (kv[0] != baseline, kv[0])):
+            cols = defaultdict(list)
+            for seed, rows in seeds.items():
+                base = methods[baseline].get(seed)
+                if not rows or not base:
+                    continue
+                budget = min(base[-1]["elapsed_s"], rows[-1]["elapsed_s"])
+                final = base[-1]["estimated_ms"]
+                base_t = time_to(base, final)
+                t = time_to(rows, final)
+                cols["trials"].append(rows[-1]["total_trials"])
+                cols["best"].append(best_at(rows, budget) * 1e3)
+                cols["ratio"].append(best_at(rows, budget) / best_at(base, budget))
+                cols["time"].append(t)
+                cols["trials_to"].append(trials_to(rows, final))
+                cols["speedup"].append(base_t / (t if math.isfinite(t) else rows[-1]["elapsed_s"]))
+                cols["idle"].append(device_idle_share(rows))
+            if not cols:
+                continue
+            n = len(cols["best"])
+            never = any(math.isinf(t) for t in cols["time"])
+            speedup = _geomean(cols["speedup"])
+            ratio = sum(cols["ratio"]) / n
+            if method != baseline:
+                speedups[method].append(speedup)
+                if ratio > 1.02:
+                    worse.append(f"{method} on {workload} ({ratio:.3f}x XGB's latency)")
+            lines.append(
+                f"| {workload} | {method} | {n} | {sum(cols['trials']) / n:.0f} | {sum(cols['best']) / n:.2f} "
+                f"| {ratio:.3f} | {_fmt(sum(cols['time']) / n, ' s') if not never else 'never'} "
+                f"| {_fmt(sum(cols['trials_to']) / n) if not never else 'never'} "
+                f"| {'<' if never else ''}{speedup:.2f}x | {100 * sum(cols['idle']) / n:.0f}% |"
+            )
+        if workload in eager:
+            lines.append(f"| {workload} | torch eager (cuBLAS/cuDNN) | | | {eager[workload] * 1e3:.2f} | | | | | |")
+    lines.append("")
+    for method, values in sorted(speedups.items()):
+        lines.append(
+            f"- {method}: geometric-mean speedup over XGB (search time to XGB's final latency) "
+            f"{_geomean(values):.2f}x over {len(values)} workloads"
+        )
+    lines.append(f"- worse than XGB at equal time beyond 2%: {', '.join(worse) if worse else 'none'}")
+    if plot:
+        _plot(data, plot)
+        lines.append(f"- plot: {plot}")
+    return "\n".join(lines)
+
+
+def _plot(data: dict, path: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    workloads = sorted(data)
+    fig, axes = plt.subplots(len(workloads), 2, figsize=(11, 3.2 * len(workloads)), squeeze=False)
+    for row, workload in enumerate(workloads):
+        for method, seeds in sorted(data[workload].items()):
+            for i, (_, rows) in enumerate(sorted(seeds.items())):
+                pts = [(r["elapsed_s"], r["total_trials"], r["estimated_ms"] * 1e3) for r in rows]
+                pts = [p for p in pts if math.isfinite(p[2])]
+                if not pts:
+                    continue
+                t, n, lat = zip(*pts)
+                label = method if i == 0 else None
+                color = {"xgb": "C0", "pruner": "C1", "moa": "C2", "mlp": "C3"}.get(method)
+                axes[row][0].step(t, lat, where="post", label=label, color=color, alpha=0.9 - 0.2 * i)
+                axes[row][1].step(n, lat, where="post", label=label, color=color, alpha=0.9 - 0.2 * i)
+        for col, xlabel in enumerate(("search time (s)", "trials")):
+            ax = axes[row][col]
+            ax.set(xlabel=xlabel, ylabel="best latency (us)", title=workload)
+            ax.grid(alpha=0.3)
+            ax.legend(fontsize=8)
+    fig.tight_layout()
+    from data.atomic import atomic_path
+
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, dpi=80, format="png")
+    plt.close(fig)
