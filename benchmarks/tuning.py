@@ -68,7 +68,7 @@ def configs(method: str, args):
         return CostModelConfig(name="xgb", seed=args.seed_value), SearchConfig()
     if method == "mlp":
         return CostModelConfig(name="mlp", seed=args.seed_value), SearchConfig()
-    search = SearchConfig(psa=args.psa, population=args.population)
+    search = SearchConfig(psa=args.psa, population=args.population, potential=args.potential)
     if method == "moa":
         if not args.checkpoint:
             raise ValueError("the moa arm needs --checkpoint (a pretrained PAM artifact)")
@@ -140,6 +140,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--psa", default="auto", help="PSA device row ('auto': this GPU)")
     p.add_argument("--checkpoint", default=None, help="pretrained PAM artifact for the moa arm")
     p.add_argument("--population", type=int, default=None, help="draft population (unset: the default)")
+    p.add_argument("--potential", type=int, default=512, help="potential-space size of the draft")
     p.add_argument("--trials-per-round", type=int, default=16)
     p.add_argument("--max-trials", type=int, default=2000, help="trial cap of an arm (the budget is time)")
     p.add_argument("--min-repeat-ms", type=int, default=10)

@@ -33,7 +33,8 @@ COST_MODELS = _modes()
 
 
 def make_cost_model(config: CostModelConfig, *, target: Any = None, cores: int = 1, features: Any = None) -> Any:
-    """The cost model of `config`.
+    """The cost model of `config`. A pretrained mode without a checkpoint takes the model that ships
+    for the target's device (`bridge.pretrained`).
 
     `features` is the run's `data.features.FeatureCache` (shared with the PSA draft), for our models.
 
@@ -61,8 +62,14 @@ def make_cost_model(config: CostModelConfig, *, target: Any = None, cores: int =
     from pruner_models.registry import tuning_modes
 
     artifact: Any = config.checkpoint  # a scratch mode refuses it in PrunerCostModel, naming it
-    if config.checkpoint is not None and tuning_modes()[name][1] != "scratch":
-        artifact = load_model(config.checkpoint)
+    pretrained = tuning_modes()[name][1] != "scratch"
+    if pretrained and artifact is None and target is not None:
+        from bridge.pretrained import find_pretrained
+
+        artifact = str(find_pretrained(name, target))  # the shipped model for this device
+        log.info("--cost-model %s: using the shipped pretrained model %s", name, artifact)
+    if artifact is not None and pretrained:
+        artifact = load_model(artifact)
         source, here = device_kind(artifact.source_device), None if target is None else target.kind.name
         if source is not None and here is not None and source != here:
             message = (

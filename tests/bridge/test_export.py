@@ -123,3 +123,33 @@ def test_cli(checkpoints, tmp_path, capsys):
     assert load_artifact(tmp_path / "mlp.pt").source_device == "llvm-x"
     assert main([str(tmp_path / "missing.ckpt"), "--out", str(tmp_path / "y.pt")]) == 2
     assert "missing.ckpt" in capsys.readouterr().err
+
+
+def test_shipped_models_load_and_are_picked_by_device():
+    from bridge.config import CostModelConfig
+    from bridge.factory import make_cost_model
+    from bridge.pretrained import available, find_pretrained
+    from tvm_env import parse_target
+
+    assert {"pam-cuda-sm_90a", "mlp-cuda-sm_90a"} <= set(available())
+    h100 = parse_target("nvidia/nvidia-h100")
+    assert find_pretrained("pam-siamese-update", h100).name == "pam-cuda-sm_90a.pt"
+    assert find_pretrained("mlp-no-update", h100).name == "mlp-cuda-sm_90a.pt"
+    model = make_cost_model(CostModelConfig(name="pam-no-update"), target=h100)
+    assert model.trained and model.source.endswith("pam-cuda-sm_90a.pt")
+    with pytest.raises(ValueError, match="none ships for llvm"):
+        find_pretrained("pam-no-update", parse_target({"kind": "llvm", "mcpu": "native", "num-cores": 2}))
+
+
+def test_half_export_halves_the_weights_and_scores_alike(checkpoints, tmp_path):
+    import torch
+
+    ckpt = checkpoints["PAMModule"]
+    full = export_checkpoint(ckpt, tmp_path / "full.pt")
+    half = export_checkpoint(ckpt, tmp_path / "half.pt", half=True)
+    assert (tmp_path / "half.pt").stat().st_size < 0.6 * (tmp_path / "full.pt").stat().st_size
+    stored = torch.load(tmp_path / "half.pt", weights_only=True)["state_dict"]
+    assert any(v.dtype == torch.float16 for v in stored.values())
+    for (name, a), b in zip(full.net.state_dict().items(), half.net.state_dict().values()):
+        assert a.dtype == b.dtype, name  # loaded back as float32
+        torch.testing.assert_close(a.float(), b.float(), rtol=1e-3, atol=1e-3)
