@@ -33,9 +33,9 @@ class SearchConfig:
     psa_devices: str | None = _knob(None, "YAML file with more PSA device rows")
     psa_formula: str = _knob("published", "PSA scoring formula (bridge.psa.FORMULAS)")
     population: int | None = _knob(
-        None, "population size (unset: 1536 for the draft, 512 for MetaSchedule's evolution)"
+        None, "population size (unset: 512, for the draft (published: 1536) and for MetaSchedule's evolution)"
     )
-    potential: int = _knob(512, "potential-space size the draft keeps (published: 512)")
+    potential: int = _knob(256, "potential-space size the draft keeps (published: 512 of 1536)")
     draft_generations: int = _knob(2, "evolution generations scored by PSA (published: 2)")
     verify_generations: int = _knob(1, "further generations scored by the cost model (published: 1)")
     verify_pool: int = _knob(128, "the cost model's best this-many of the potential space parent its generations")

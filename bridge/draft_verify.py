@@ -63,8 +63,8 @@ class DraftVerifySearch(_ResumableSearch):
         self,
         *,
         draft: Any,
-        population_size: int = 1536,
-        potential_size: int = 512,
+        population_size: int = 512,
+        potential_size: int = 256,
         draft_generations: int = 2,
         verify_generations: int = 1,
         verify_pool: int = 128,
@@ -81,8 +81,9 @@ class DraftVerifySearch(_ResumableSearch):
         """
         Args:
             draft: the draft cost model (a `bridge.psa.PSACostModel`; any MetaSchedule cost model works).
-            population_size: schedules a draft evolves (published: 1536).
-            potential_size: best distinct unmeasured schedules the draft keeps (published: 512).
+            population_size: schedules a draft evolves (published: 1536; 512 here: on MetaSchedule's
+                sampling, the published size made the first draft a quarter of a 100 s tuning run).
+            potential_size: best distinct unmeasured schedules the draft keeps (published: 512 of 1536).
             draft_generations: evolution generations scored by the draft model (published: 2).
             verify_generations: further generations scored by the verify model (published: 1; 0 =
                 only rank the potential space).
@@ -167,7 +168,7 @@ class DraftVerifySearch(_ResumableSearch):
             draft=PSACostModel(
                 device=search.psa, formula=search.psa_formula, devices_file=search.psa_devices, features=features
             ),
-            population_size=search.population or 1536,
+            population_size=search.population or 512,
             potential_size=search.potential,
             draft_generations=search.draft_generations,
             verify_generations=search.verify_generations,

@@ -109,8 +109,8 @@ def load_state(model: Any, out: str | os.PathLike, name: str) -> bool:
 def make_strategy(search: SearchConfig, *, log: Any = None, features: Any = None, pipeline: Any = None) -> Any:
     """DraftVerifySearch with PSA on device row `search.psa`, or MetaSchedule's evolutionary search.
 
-    `search.population` defaults to the published 1536 for draft-then-verify and to MetaSchedule's
-    512 for the evolutionary search; the other knobs concern draft-then-verify only. `features` (the
+    `search.population` defaults to 512 for both draft-then-verify (published: 1536) and
+    MetaSchedule's evolutionary search; the other knobs concern draft-then-verify only. `features` (the
     run's FeatureCache) and `pipeline` (a `bridge.pipeline.Pipeline`, used when `search.pipeline`)
     go to draft-then-verify.
     """

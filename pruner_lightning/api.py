@@ -148,9 +148,9 @@ def draft_verify(
 
     PSA (the analytic draft model) evolves a large population and keeps a potential space; the
     tune call's cost model verifies only that space and picks what is measured
-    (docs/pruner.md section 5). The sizes default to the published ones (population 1536, potential
-    space 512, 2 draft generations, 1 verify generation, epsilon-greedy 0.1); a CPU or a quick run
-    wants smaller ones, e.g. `population_size=128, potential_size=32`.
+    (docs/pruner.md section 5). Defaults: population 512 and potential space 256 (published: 1536 and
+    512), 2 draft generations, 1 verify generation, epsilon-greedy 0.1; a CPU or a quick run wants
+    smaller ones, e.g. `population_size=128, potential_size=32`.
 
     Args:
         device: the PSA device row: a name of the device table ("h100", "a100", ...; docs/pruner.md
