@@ -191,6 +191,7 @@ class DraftVerifySearch(_ResumableSearch):
         self._population: list = []  # the last draft's evolved population, seed of the next draft
         self._samples: Pairs = []  # the last draft's fresh samples, for the epsilon-greedy share
         self._ready: tuple[list | None, dict] | None = None  # a batch searched ahead, with its stats
+        self._waited = 0.0  # seconds the loop waited on the search since the last batch was handed out
         self._drafts = 0
 
     @property
@@ -199,7 +200,8 @@ class DraftVerifySearch(_ResumableSearch):
         return [s for _, s in self._potential]
 
     def _propose(self, n: int) -> list | None:
-        waited = self._join()
+        waited = self._waited + self._join()
+        self._waited = 0.0
         start = time.perf_counter()
         ready, self._ready = self._ready, None
         picks, stats = ready if ready is not None else self._search(n)
@@ -210,18 +212,23 @@ class DraftVerifySearch(_ResumableSearch):
     def _ahead(self, n: int) -> None:
         if self.pipeline is None:
             return
-        target = self.context.target
+        target, builder = self.context.target, self.pipeline.builder
 
-        def job() -> None:
-            picks, stats = self._search(n)
-            if picks and self.pipeline.builder is not None:
-                stats["prebuild_s"] = self.pipeline.builder.prefetch([s.mod for s in picks], target)
-            self._ready = (picks, stats)
+        def search() -> None:
+            self._ready = self._search(n)
 
-        self.pipeline.submit(job)
+        def build(_) -> None:
+            picks, stats = self._ready
+            if picks and builder is not None:
+                stats["prebuild_s"] = builder.prefetch([s.mod for s in picks], target)
+
+        self.pipeline.submit(search, build)
 
     def _notify(self, measure_candidates, results) -> None:
-        self._join()  # before MetaSchedule's callbacks update the cost model and the database
+        # The search must be done before MetaSchedule's callbacks update the cost model and the
+        # database; the build of its picks may go on. The time waited is this round's search cost.
+        if self.pipeline is not None:
+            self._waited += self.pipeline.join_search()
 
     def _finish(self) -> None:
         self._join()

@@ -8,11 +8,12 @@ with a `PrefetchBuilder`, builds round k+1's picks there too, so that round k+1 
 runner as soon as round k's results are in. The price: round k+1 is chosen by the cost model as it
 was before round k's results (one round of staleness).
 
-The rule that keeps this safe: the background job never runs together with anything of
-MetaSchedule's but the builder and runner of the current round. Every entry point of the strategy
-(`generate_measure_candidates`, `notify_runner_results`, which MetaSchedule calls BEFORE its
-measure callbacks update the cost model and the database, `post_tuning`) joins the job first, and
-a pipeline runs one job at a time for all the tasks of a run. The FFI releases the GIL, so the
+The rule that keeps this safe: the search part of a background job never runs together with
+anything of MetaSchedule's but the builder and runner of the current round. A job is a search,
+then (optionally) a build; `notify_runner_results`, which MetaSchedule calls BEFORE its measure
+callbacks update the cost model and the database, waits for the search part (`join_search`), so the
+build of the next batch may go on while the model updates; `generate_measure_candidates` and
+`post_tuning` wait for the whole job. A pipeline runs one job at a time for all tasks of a run. The FFI releases the GIL, so the
 drafting's C++ evolution and the walk's worker processes run in parallel with the builder's.
 """
 
@@ -97,11 +98,34 @@ class Pipeline:
         self.builder = builder
         self._executor = ThreadPoolExecutor(1, thread_name_prefix="pruner-search")
         self._job: Future | None = None
+        self._searched = threading.Event()
 
-    def submit(self, fn: Callable[[], None]) -> None:
-        """Run `fn` in the background (after the job in flight, which is joined first)."""
+    def submit(self, search: Callable[[], Any], build: Callable[[Any], None] | None = None) -> None:
+        """Run `search()` in the background, then `build(its result)` (after the job in flight, which
+        is joined first). `join_search` waits for the first part only."""
         self.join()
-        self._job = self._executor.submit(fn)
+        self._searched.clear()
+
+        def job() -> None:
+            try:
+                result = search()
+            finally:
+                self._searched.set()
+            if build is not None:
+                build(result)
+
+        self._job = self._executor.submit(job)
+
+    def join_search(self) -> float:
+        """Wait until the search part of the job in flight is done (its build may go on); re-raises
+        what the job raised if it ended. Returns the seconds waited."""
+        if self._job is None:
+            return 0.0
+        start = time.perf_counter()
+        self._searched.wait()
+        if self._job.done():
+            self._job.result()
+        return time.perf_counter() - start
 
     def join(self) -> float:
         """Wait for the job in flight, if any; re-raises what it raised. Returns the seconds waited."""

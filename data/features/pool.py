@@ -54,6 +54,27 @@ class WalkPool:
         self._pool = None
         self._lock = threading.Lock()  # one batch at a time: a drafting thread and the main one share it
 
+    def warm(self) -> threading.Thread | None:
+        """Start the worker processes now, on a background thread (each imports TVM, seconds), so the
+        first draft of a tuning run does not wait for them. Returns the thread (None: no processes)."""
+        if self.workers <= 1:
+            return None
+
+        def start() -> None:
+            with self._lock:
+                list(self._executor().map_with_error_catching(lambda _: _walk_texts([], False), range(self.workers)))
+
+        thread = threading.Thread(target=start, name="walk-pool-warm", daemon=True)
+        thread.start()
+        return thread
+
+    def _executor(self):
+        from tvm.support.popen_pool import PopenPoolExecutor
+
+        if self._pool is None:
+            self._pool = PopenPoolExecutor(max_workers=self.workers)
+        return self._pool
+
     def takes(self, batch: int) -> bool:
         """Whether a batch of this size goes to the processes."""
         return self.workers > 1 and batch >= self.min_batch
@@ -64,15 +85,14 @@ class WalkPool:
             return self._walk(list(mods), is_gpu, threads)
 
     def _walk(self, mods: list, is_gpu: bool, threads: int) -> list[ProgramFeatures | Exception]:
-        from tvm.support.popen_pool import PopenPoolExecutor, StatusKind
+        from tvm.support.popen_pool import StatusKind
 
-        if self._pool is None:
-            self._pool = PopenPoolExecutor(max_workers=self.workers)
-        with ThreadPoolExecutor(max(1, threads)) as pool:
-            texts = list(pool.map(tvm.ir.save_json, mods))
+        processes = self._executor()
+        with ThreadPoolExecutor(max(1, threads)) as threads_pool:
+            texts = list(threads_pool.map(tvm.ir.save_json, mods))
         chunks = [(texts[s : s + self.chunk], is_gpu) for s in range(0, len(texts), self.chunk)]
         out: list[ProgramFeatures | Exception] = []
-        for c, result in enumerate(self._pool.map_with_error_catching(lambda args: _walk_texts(*args), chunks)):
+        for c, result in enumerate(processes.map_with_error_catching(lambda args: _walk_texts(*args), chunks)):
             if result.status == StatusKind.COMPLETE:
                 out.extend(result.value)
             else:

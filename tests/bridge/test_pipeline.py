@@ -77,3 +77,13 @@ def test_pipeline_reraises_the_background_error_and_discards_unused_builds(tmp_p
         pipeline.join()
     assert pipeline.join() == 0.0  # nothing in flight any more
     pipeline.close()
+
+
+def test_join_search_lets_the_build_go_on():
+    import time
+
+    pipeline, built = Pipeline(), []
+    pipeline.submit(lambda: "picks", lambda picks: (time.sleep(0.5), built.append(picks)))
+    assert pipeline.join_search() < 0.4 and not built  # the search is done, the build goes on
+    assert pipeline.join() > 0.1 and built == ["picks"]
+    assert pipeline.join_search() == 0.0 and pipeline.join() == 0.0
