@@ -2,8 +2,9 @@
 
 The same computation as the TE workload MetaSchedule tunes (fp32, the same layouts: NHWC
 activations, torch.nn.Linear's weight layout for dense), run by torch on CUDA device 0, which calls
-cuBLAS / cuDNN. TF32 is off, since the tuned kernels compute in plain fp32. Timed with CUDA events
-around each call after a warm-up; the median of `repeat` calls.
+cuBLAS / cuDNN. TF32 is off, since the tuned kernels compute in plain fp32. Timed as MetaSchedule's
+runner times a tuned kernel: CUDA events around `number` back-to-back calls (launch gaps amortized),
+after a warm-up; the median over `repeat` such measurements, divided by `number`.
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ def _inputs(spec: str):
     raise ValueError(f"no eager reference for operator spec {spec!r}")
 
 
-def eager_ms(spec: str, warmup: int = 20, repeat: int = 200) -> float:
+def eager_ms(spec: str, warmup: int = 20, repeat: int = 20, number: int = 100) -> float:
     """Median milliseconds of one call of the operator in torch eager mode on CUDA device 0."""
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
@@ -57,9 +58,10 @@ def eager_ms(spec: str, warmup: int = 20, repeat: int = 200) -> float:
         for _ in range(repeat):
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             start.record()
-            fn(*inputs)
+            for _ in range(number):
+                fn(*inputs)
             end.record()
             end.synchronize()
-            times.append(start.elapsed_time(end))
+            times.append(start.elapsed_time(end) / number)
     times.sort()
     return float(times[len(times) // 2])

@@ -54,6 +54,10 @@ def _fmt(x: float, unit: str = "") -> str:
     return "never" if math.isinf(x) else ("n/a" if math.isnan(x) else f"{x:.4g}{unit}")
 
 
+def _ratio(x: float) -> str:
+    return "n/a" if math.isnan(x) else ("inf" if math.isinf(x) else f"{x:.3f}")
+
+
 def report(results: Path, plot: str | None = None, baseline: str = "xgb") -> str:
     """The markdown tables of every workload with a baseline arm; with `plot`, the figure too."""
     import json
@@ -89,7 +93,8 @@ def report(results: Path, plot: str | None = None, baseline: str = "xgb") -> str
                 t = time_to(rows, final)
                 cols["trials"].append(rows[-1]["total_trials"])
                 cols["best"].append(best_at(rows, budget) * 1e3)
-                cols["ratio"].append(best_at(rows, budget) / best_at(base, budget))
+                base_best = best_at(base, budget)  # inf: XGB had no estimate yet by then (no ratio)
+                cols["ratio"].append(best_at(rows, budget) / base_best if math.isfinite(base_best) else math.nan)
                 cols["time"].append(t)
                 cols["trials_to"].append(trials_to(rows, final))
                 cols["speedup"].append(base_t / (t if math.isfinite(t) else rows[-1]["elapsed_s"]))
@@ -99,14 +104,14 @@ def report(results: Path, plot: str | None = None, baseline: str = "xgb") -> str
             n = len(cols["best"])
             never = any(math.isinf(t) for t in cols["time"])
             speedup = _geomean(cols["speedup"])
-            ratio = sum(cols["ratio"]) / n
+            ratio = sum(cols["ratio"]) / n if not any(math.isnan(r) for r in cols["ratio"]) else math.nan
             if method != baseline:
                 speedups[method].append(speedup)
-                if ratio > 1.02:
-                    worse.append(f"{method} on {workload} ({ratio:.3f}x XGB's latency)")
+                if ratio > 1.02:  # NaN (XGB had no estimate at that time) is no comparison; inf is worse
+                    worse.append(f"{method} on {workload} ({_ratio(ratio)}x XGB's latency)")
             lines.append(
                 f"| {workload} | {method} | {n} | {sum(cols['trials']) / n:.0f} | {sum(cols['best']) / n:.2f} "
-                f"| {ratio:.3f} | {_fmt(sum(cols['time']) / n, ' s') if not never else 'never'} "
+                f"| {_ratio(ratio)} | {_fmt(sum(cols['time']) / n, ' s') if not never else 'never'} "
                 f"| {_fmt(sum(cols['trials_to']) / n) if not never else 'never'} "
                 f"| {'<' if never else ''}{speedup:.2f}x | {100 * sum(cols['idle']) / n:.0f}% |"
             )
@@ -143,8 +148,8 @@ def _plot(data: dict, path: str) -> None:
                 t, n, lat = zip(*pts)
                 label = method if i == 0 else None
                 color = {"xgb": "C0", "pruner": "C1", "moa": "C2", "mlp": "C3"}.get(method)
-                axes[row][0].step(t, lat, where="post", label=label, color=color, alpha=0.9 - 0.2 * i)
-                axes[row][1].step(n, lat, where="post", label=label, color=color, alpha=0.9 - 0.2 * i)
+                axes[row][0].step(t, lat, where="post", label=label, color=color, alpha=0.9 - 0.2 * i, marker="o", ms=3)
+                axes[row][1].step(n, lat, where="post", label=label, color=color, alpha=0.9 - 0.2 * i, marker="o", ms=3)
         for col, xlabel in enumerate(("search time (s)", "trials")):
             ax = axes[row][col]
             ax.set(xlabel=xlabel, ylabel="best latency (us)", title=workload)
