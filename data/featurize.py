@@ -23,6 +23,10 @@ digest every shard must carry; shards made from other inputs are never mixed in 
 shard file from other inputs is rebuilt (said on stderr), and a shard file the plan does not name
 (other records, another --tasks-per-shard) makes the run refuse, unless --overwrite deletes it.
 
+Why one module of about 480 lines: the plan (task groups and their input digests), the resume and
+stale-shard rules and the worker processes that execute the plan are one mechanism; the feature
+computation itself lives in data.features and the file format in data.shards.
+
 A tuning work dir keeps its task names and networks when an index.json lies beside its database
 (`data.record_tree.index_tasks`); `--network NAME` names the network of bare databases, so the
 hold-out-by-network split works on a user's own tuning data.
