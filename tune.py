@@ -43,7 +43,12 @@ def build_parser() -> Any:
         prog="python tune.py", description=__doc__.split("\n\n")[0], formatter_class=DefaultHelpFormatter
     )
     p.add_argument("--config", action=ActionConfigFile, help="a YAML file with any of these options")
-    p.add_argument("--network", type=str | None, default=None, help="a data.zoo network (resnet_50, bert_base, ...)")
+    p.add_argument(
+        "--network",
+        type=str | None,
+        default=None,
+        help="a data.zoo network (resnet_50, bert_base, ...) or your own model: path.py:factory, model.onnx, relax.json",
+    )
     p.add_argument("--workload", type=str | None, default=None, help="one operator spec, e.g. matmul:512,512,512")
     p.add_argument(
         "--input-size", type=int | None, default=None, help="network input side / sequence length (unset: its own)"

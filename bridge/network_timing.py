@@ -1,4 +1,7 @@
-"""Time a zoo network end to end: tuned (the database's best schedules), untuned, and torch eager.
+"""Time a network end to end: tuned (the database's best schedules), untuned, and torch eager.
+
+The network is a zoo name or a user's own model (`data.zoo.sources`: `path.py:factory`, ONNX, a
+saved relax module); torch eager needs a torch module (zoo or `path.py:factory`).
 
 Every timing runs in a child process (`tvm.support.popen_pool.PopenWorker`): a kernel that cannot run
 on this machine (a database tuned for another CPU, whose code traps with SIGILL) fails the call with
@@ -29,7 +32,7 @@ def _time_network(
     """Child process: compile with the database of `work_dir` (None: an empty one) and time the relax VM."""
     from tvm import relax
 
-    from data import zoo
+    from data.zoo.sources import load_network
 
     target = parse_target(target_json)
     setup(target)
@@ -37,35 +40,33 @@ def _time_network(
         database = ms.database.MemoryDatabase()
     else:
         database = ms.database.JSONDatabase(work_dir=work_dir, module_equality="structural")
-    mod = zoo._relax_module(network, size)  # the unfused module: compile_relax fuses like extraction did
-    executable = ms.relax_integration.compile_relax(database, mod, target, params=None)
+    loaded = load_network(network, size)  # the unfused module: compile_relax fuses like extraction did
+    executable = ms.relax_integration.compile_relax(database, loaded.mod, target, params=None)
     dev = tvm.cpu() if target.kind.name == "llvm" else tvm.device(target.kind.name, 0)
     vm = relax.VirtualMachine(executable, dev)
-    net = zoo.NETWORKS[network]
-    example = tvm.runtime.tensor(net.example(size or net.default_size).numpy(), dev)
-    return float(vm.time_evaluator("main", dev, number=number, repeat=repeat)(example).mean)
+    inputs = [tvm.runtime.tensor(x, dev) for x in loaded.inputs]
+    return float(vm.time_evaluator("main", dev, number=number, repeat=repeat)(*inputs).mean)
 
 
 def _time_eager(network: str, size: int | None, device: str, threads: int, number: int, repeat: int) -> float:
-    """Child process: mean seconds of one torch eager call of the zoo network."""
+    """Child process: mean seconds of one torch eager call of the network."""
     import torch
 
-    from data import zoo
+    from data.zoo.sources import torch_module
 
     torch.set_num_threads(threads)
-    torch.manual_seed(0)
-    net = zoo.NETWORKS[network]
-    model = net.build().eval().to(device)
-    example = net.example(size or net.default_size).to(device)
+    model, example = torch_module(network, size)
+    model = model.to(device)
+    example = tuple(t.to(device) for t in example)
     sync = torch.cuda.synchronize if device.startswith("cuda") else (lambda: None)
     means = []
     with torch.inference_mode():
-        model(example)  # warm-up
+        model(*example)  # warm-up
         sync()
         for _ in range(repeat):
             start = time.perf_counter()
             for _ in range(number):
-                model(example)
+                model(*example)
             sync()
             means.append((time.perf_counter() - start) / number)
     return float(sum(means) / len(means))
@@ -93,7 +94,7 @@ def measure_network(
     repeat: int = 5,
     timeout: float = 600.0,
 ) -> float:
-    """Mean inference time (s) of the zoo network compiled with the best schedules of `work_dir`'s
+    """Mean inference time (s) of the network compiled with the best schedules of `work_dir`'s
     database (None: untuned, an empty database), timed in a child process.
 
     Raises:
@@ -111,7 +112,16 @@ def measure_network(
 def time_torch_eager(
     network: str, size: int | None, target: Any, number: int = 20, repeat: int = 5, timeout: float = 600.0
 ) -> float:
-    """Mean seconds of one torch eager call of the zoo network on the target's device (child process)."""
+    """Mean seconds of one torch eager call of the network on the target's device (child process).
+
+    Raises:
+        ValueError: an ONNX or relax network (no torch module), or a target other than llvm / cuda.
+    """
+    from data.zoo.sources import check_network
+
+    check_network(network)
+    if network.endswith((".onnx", ".json")):
+        raise ValueError(f"torch eager timing needs a torch model; {network!r} is a file of another kind")
     target = parse_target(target)
     kind = target.kind.name
     device = "cpu" if kind == "llvm" else "cuda" if kind == "cuda" else None

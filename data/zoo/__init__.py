@@ -32,8 +32,3 @@ __all__ = [
     "select_tasks",
     "workload_hash",
 ]
-
-
-def _relax_module(network: str, size: int | None):
-    """The unfused relax module of `network` (kept for tune.py's network timing; use `load_network`)."""
-    return load_network(network, size).mod

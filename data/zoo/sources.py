@@ -81,7 +81,7 @@ def check_network(spec: str) -> None:
             raise ValueError(f"network {spec!r}: file {path!r} does not exist")
 
 
-def _zoo(name: str, size: int | None) -> LoadedNetwork:
+def _zoo_module(name: str, size: int | None) -> tuple:
     import torch
 
     from data.zoo.networks import NETWORKS
@@ -91,7 +91,11 @@ def _zoo(name: str, size: int | None) -> LoadedNetwork:
     if size < net.min_size or (net.max_size is not None and size > net.max_size):
         raise ValueError(f"size={size!r} out of range for {name} ([{net.min_size}, {net.max_size}])")
     torch.manual_seed(0)
-    return _from_torch(name, net.build().eval(), (net.example(size),))
+    return net.build().eval(), (net.example(size),)
+
+
+def _zoo(name: str, size: int | None) -> LoadedNetwork:
+    return _from_torch(name, *_zoo_module(name, size))
 
 
 def _from_torch(name: str, model, example: tuple) -> LoadedNetwork:
@@ -103,7 +107,7 @@ def _from_torch(name: str, model, example: tuple) -> LoadedNetwork:
     return LoadedNetwork(name, from_exported_program(exported), [t.detach().numpy() for t in example])
 
 
-def _torch_file(spec: str) -> LoadedNetwork:
+def _torch_file_module(spec: str) -> tuple:
     import torch
 
     path, _, factory = spec.rpartition(":")
@@ -125,10 +129,32 @@ def _torch_file(spec: str) -> LoadedNetwork:
     example = (example,) if isinstance(example, torch.Tensor) else tuple(example)
     if not example or not all(isinstance(t, torch.Tensor) for t in example):
         raise ValueError(f"{path}:{factory}(): example_inputs must be a tensor or a tuple of tensors")
+    return model.eval(), example
+
+
+def _torch_file(spec: str) -> LoadedNetwork:
+    model, example = _torch_file_module(spec)
+    path, _, factory = spec.rpartition(":")
     try:
-        return _from_torch(network_label(spec), model.eval(), example)
+        return _from_torch(network_label(spec), model, example)
     except Exception as err:
         raise ValueError(f"{path}:{factory}: torch.export / relax import failed ({type(err).__name__}: {err})") from err
+
+
+def torch_module(spec: str, size: int | None = None) -> tuple:
+    """(torch module in eval mode, example inputs tuple) of a zoo network or a `path.py:factory`
+    model, for timing it in torch eager mode.
+
+    Raises:
+        ValueError: an ONNX or relax file (there is no torch module), or what `load_network` raises.
+    """
+    check_network(spec)
+    kind = _kind(spec)
+    if kind == "zoo":
+        return _zoo_module(spec, size)
+    if kind == "torch":
+        return _torch_file_module(spec)
+    raise ValueError(f"network {spec!r}: an {kind} file has no torch module to time in eager mode")
 
 
 def _inputs_of(mod: tvm.IRModule, path: str) -> list[np.ndarray]:
@@ -138,13 +164,13 @@ def _inputs_of(mod: tvm.IRModule, path: str) -> list[np.ndarray]:
     rng = np.random.default_rng(0)
     inputs = []
     for param in mod["main"].params:
-        info = param.struct_info
-        if not isinstance(info, relax.TensorStructInfo) or info.shape is None:
-            raise ValueError(f"{path}: input {param.name_hint!r} is not a tensor of known shape ({info})")
+        info = param.ty  # apache-tvm 0.27: relax types (TensorType), no struct_info
+        if not isinstance(info, relax.TensorType) or info.shape is None:
+            raise ValueError(f"{path}: input {param.name!r} is not a tensor of known shape ({info})")
         try:
             shape = [int(d) for d in info.shape.values]
         except (TypeError, ValueError):
-            raise ValueError(f"{path}: input {param.name_hint!r} has a dynamic shape {info.shape}") from None
+            raise ValueError(f"{path}: input {param.name!r} has a dynamic shape {info.shape}") from None
         dtype = str(info.dtype)
         if dtype.startswith("int"):
             inputs.append(rng.integers(0, 100, shape).astype(dtype))
