@@ -1,4 +1,4 @@
-"""How well does PSA rank measured schedules? (shared/spec/psa.md section 4)
+"""How well does PSA rank measured schedules? (docs/pruner.md section 4.4)
 
 On measured records in feature shards (the PSA rows are stored there), ranks every task's records by
 PSA score (each formula of `bridge.psa.FORMULAS`) and reports pairwise accuracy, peak@1 and peak@5
@@ -35,7 +35,7 @@ from pruner_models.metrics import PairwiseAccuracy, PeakScore
 
 
 def evaluate(scores: np.ndarray, labels: np.ndarray, task: np.ndarray) -> dict[str, float]:
-    """Pairwise accuracy, peak@1, peak@5 of one ranking (record-weighted over tasks, metrics.md)."""
+    """Pairwise accuracy, peak@1, peak@5 of one ranking (record-weighted over tasks, docs/pruner.md section 6)."""
     preds = torch.as_tensor(np.nan_to_num(scores, nan=-np.inf), dtype=torch.float64)
     labels_t, task_t = torch.as_tensor(labels, dtype=torch.float64), torch.as_tensor(task, dtype=torch.int64)
     out = {}

@@ -2,7 +2,7 @@
 
 `PrunerCostModel` featurizes candidates with `data.features.featurize_candidates` (PerStoreFeature
 rows, plus the GEMM matrix for PAM), builds a batch with `data.batch.make_batch` and scores
-it with the network on the GPU when there is one. The tuning modes of pam.md section 5:
+it with the network on the GPU when there is one. The tuning modes of docs/pruner.md section 2:
 
 | mode | network | at start | after each measured batch ("round") |
 |---|---|---|---|
@@ -14,7 +14,7 @@ it with the network on the GPU when there is one. The tuning modes of pam.md sec
 
 Bounded cost per round: a round trains on at most `replay` records, the newest batch plus a random
 sample of the earlier ones. While the run has measured at most `replay` records, the from-scratch
-modes retrain a fresh network on all of them for up to `epochs` epochs (as pam.md section 5
+modes retrain a fresh network on all of them for up to `epochs` epochs (as docs/pruner.md section 2
 describes); past that, they continue training the current network ("warm") for up to
 `warm_epochs` epochs. So the cost of an update stops growing with the number of trials (the
 published flow retrains on everything, which makes late rounds of a long run the slowest).
@@ -97,11 +97,11 @@ class PrunerCostModel(ms.cost_model.PyCostModel):
             artifact: an exported artifact or a train.py .ckpt (or a loaded `Artifact`); required by
                 the pretrained modes, refused by `pam` and `mlp` (they start from nothing).
             device: torch device for scoring and training (default: "cuda" when available, else "cpu").
-            epochs: maximum epochs of each online training (pam.md: 50).
+            epochs: maximum epochs of each online training (docs/pruner.md: 50).
             lr, weight_decay, loss: Adam learning rate and weight decay, ranking loss of online training.
             patience: early stop of online training on the training loss (None: never).
-            adapt_every: pam-siamese-update adapts after every this-many rounds (pam.md: 4).
-            momentum: MoA target momentum (pam.md: 0.99) when the artifact is a plain PAM.
+            adapt_every: pam-siamese-update adapts after every this-many rounds (docs/pruner.md: 4).
+            momentum: MoA target momentum (docs/pruner.md: 0.99) when the artifact is a plain PAM.
             batch_size: records per training batch (whole tasks are kept together when they fit).
             seed: seeds network initialization and batch order.
             workers: processes walking the TIR of large batches for PAM's GEMM input

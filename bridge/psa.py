@@ -1,4 +1,4 @@
-"""PSA, the parameterized static analyzer: Pruner's cheap "draft" model (shared/spec/psa.md).
+"""PSA, the parameterized static analyzer: Pruner's cheap "draft" model (docs/pruner.md section 4).
 
 PSA turns the 11-wide rows of a program (one per stored buffer, computed by
 `data.features.featurize_candidates(..., stmt=False)`) and one row of a device table into an
@@ -9,7 +9,7 @@ The scoring function (`psa_scores`) is plain numpy on the rows, so benchmarks sc
 directly; `PSACostModel` is the MetaSchedule adapter used by `bridge.search.DraftVerifySearch`.
 
 Device table: `bridge/devices.yaml` (package data, so an installed wheel has it) holds every row
-of psa.md section 3; a user adds a device with a YAML file of the same shape (`load_devices(path)`), and `get_device("auto")` picks the row of the
+of docs/pruner.md section 4.3; a user adds a device with a YAML file of the same shape (`load_devices(path)`), and `get_device("auto")` picks the row of the
 running GPU by name and reads its SM count (and warp size) from the driver.
 """
 
@@ -43,17 +43,17 @@ __all__ = [
 ]
 
 DEVICES_FILE = Path(__file__).resolve().parent / "devices.yaml"
-"""The built-in device table (psa.md section 3)."""
+"""The built-in device table (docs/pruner.md section 4.3)."""
 
-# Column indices of a PSA row (psa.md section 1).
+# Column indices of a PSA row (docs/pruner.md section 4.1).
 FLOPS_PER_THREAD, TOTAL_FLOPS, REGISTERS, MEMORY_WORK, SHARED_FOOTPRINT, DRAM, REUSE, IS_GPU, GRID, BLOCK, VTHREAD = (
     range(PSA_DIM)
 )
 
 FORMULAS = ("published", "occupancy")
-"""Scoring formulas: `published` is psa.md section 2 verbatim; `occupancy` also applies the
+"""Scoring formulas: `published` is docs/pruner.md section 4.2 verbatim; `occupancy` also applies the
 kernel's occupancy (`peak_penalty * warp_penalty`) to its memory time, so a kernel with too few
-blocks or partially filled warps cannot reach full DRAM bandwidth either (psa.md section 4 notes
+blocks or partially filled warps cannot reach full DRAM bandwidth either (docs/pruner.md section 4.4 notes
 that the published memory time has no such penalty)."""
 
 
@@ -173,7 +173,7 @@ def _concat(programs: Sequence[np.ndarray | None]) -> tuple[np.ndarray, np.ndarr
 
 
 def psa_latency(rows: np.ndarray, device: Device, formula: str = "published") -> np.ndarray:
-    """Estimated time of each PSA row (psa.md section 2): max(compute time, memory time).
+    """Estimated time of each PSA row (docs/pruner.md section 4.2): max(compute time, memory time).
 
     Args:
         rows: (P, 11) PSA rows.
@@ -229,7 +229,7 @@ def psa_scores(programs: Sequence[np.ndarray | None], device: Device, formula: s
 
 
 def naive_scores(programs: Sequence[np.ndarray | None]) -> np.ndarray:
-    """The naive heuristic of psa.md section 4, "more threads first": max over rows of grid x block.
+    """The naive heuristic of docs/pruner.md section 4.4, "more threads first": max over rows of grid x block.
 
     Returns:
         (n,) float64; -inf for a program without rows.

@@ -11,10 +11,10 @@ TAG_DIM = 10
 dense/matmul, softmax, batch_matmul, reserved."""
 ROW_DIM = STMT_DIM + TAG_DIM
 ACCESS_DIM = 23
-"""Per-access record width (shared/spec/pam.md section 1.3)."""
+"""Per-access record width (docs/pruner.md section 1.1)."""
 GEMM_ROWS = 8
 """Length of the GEMM needle '20101112': the GEMM matrix is GEMM_ROWS x ACCESS_DIM."""
 PSA_DIM = 11
-"""PSA row width (shared/spec/psa.md section 1)."""
+"""PSA row width (docs/pruner.md section 4.1)."""
 
 TAG_NAMES = ("max", "min", "add", "conv2d", "winograd", "depthwise", "dense", "softmax", "batch_matmul", "reserved")

@@ -94,9 +94,9 @@ FIELDS: dict[str, Field] = {
     "stmt_ptr": Field(np.int64, (), "ptr", "CSR offsets into stmt"),
     "stmt": Field(np.float32, (STMT_DIM,), "stmt", "MetaSchedule PerStoreFeature rows"),
     "access_ptr": Field(np.int64, (), "ptr", "CSR offsets into access"),
-    "access": Field(np.float32, (ACCESS_DIM,), "access", "per-access records, program order (pam.md 1.3)"),
+    "access": Field(np.float32, (ACCESS_DIM,), "access", "per-access records, program order (docs/pruner.md 1.1)"),
     "psa_ptr": Field(np.int64, (), "ptr", "CSR offsets into psa"),
-    "psa": Field(np.float32, (PSA_DIM,), "psa", "PSA rows, one per stored buffer (psa.md 1)"),
+    "psa": Field(np.float32, (PSA_DIM,), "psa", "PSA rows, one per stored buffer (docs/pruner.md 4.1)"),
     "gemm": Field(
         np.float32,
         (GEMM_ROWS, ACCESS_DIM),

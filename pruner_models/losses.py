@@ -287,7 +287,7 @@ def _tasks(task: Tensor, dense: bool | None) -> _Tasks:
 def lambda_rank_loss(
     preds: Tensor, labels: Tensor, task: Tensor, reduction: Reduction = "mean", *, dense: bool | None = None
 ) -> Tensor:
-    """LambdaRank: NDCG-weighted pairwise logistic loss, per task (spec pam.md section 4).
+    """LambdaRank: NDCG-weighted pairwise logistic loss, per task (docs/pruner.md section 1.4).
 
     Within a task: rank_i is the 1-based position of record i when the task's records are sorted
     by prediction descending (prediction ties: earlier record first); G = (2^y - 1) / maxDCG with

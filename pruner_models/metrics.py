@@ -1,9 +1,9 @@
-"""Per-task ranking metrics of a cost model (spec metrics.md), as torchmetrics `Metric` classes.
+"""Per-task ranking metrics of a cost model (docs/pruner.md section 6), as torchmetrics `Metric` classes.
 
 Every metric stores the raw (preds, labels, task_ids) of all records seen, as cat-lists, so DDP
 sync gathers every record exactly once (`dist_reduce_fx="cat"`), and groups by task only in
 `compute()` (like torchmetrics' RetrievalMetric). A task's value is computed on that task's records,
-then the tasks are averaged weighted by their number of records (metrics.md). Task ids must be
+then the tasks are averaged weighted by their number of records (docs/pruner.md section 6). Task ids must be
 globally consistent across processes (the batch's `task` field is).
 
 "Record order" below is the order in which records were passed to `update` (after a DDP sync:
@@ -168,7 +168,7 @@ def _positive_int(k: int) -> int:
 
 
 class PairwiseAccuracy(_TaskGroupedMetric):
-    """Pairwise comparison accuracy (TenSet), taken literally from metrics.md.
+    """Pairwise comparison accuracy (TenSet), taken literally from docs/pruner.md section 6.
 
     Per task with n records in record order, over unordered pairs i < j, a pair is correct when
     [pred_i > pred_j] == [label_i > label_j]; accuracy = correct / (n (n-1) / 2); 0.5 when n <= 1.
@@ -298,7 +298,7 @@ class LabelRMSE(_TaskGroupedMetric):
     """Root mean squared error between prediction and normalized label.
 
     The record-weighted mean over tasks of per-task mean squared errors is the plain mean over all
-    records; the root is taken last (metrics.md). Only meaningful for models trained to predict the
+    records; the root is taken last (docs/pruner.md section 6). Only meaningful for models trained to predict the
     label (the MSE loss); ranking-loss scores are not calibrated.
     """
 

@@ -1,4 +1,4 @@
-"""The TenSet MLP baseline (shared/spec/pam.md section 6): the "Ansor / TensetMLP" row of every
+"""The TenSet MLP baseline (docs/pruner.md section 3): the "Ansor / TensetMLP" row of every
 comparison. Same statement rows as PAM, no GEMM input; built from PAM's statement encoder and
 residual decoder (TenSet's SegmentSumMLP with `use_norm=False`)."""
 

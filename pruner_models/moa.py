@@ -1,4 +1,4 @@
-"""MoA, momentum online adaptation (the "Siamese" PAM variant, shared/spec/pam.md section 5).
+"""MoA, momentum online adaptation (the "Siamese" PAM variant, docs/pruner.md section 2).
 
 Two copies of PAM: the *target* (Siamese) copy starts as the pretrained cross-device model and is
 never trained by gradient; the *online* copy is trained and predicts. `MoANet.adapt` is the

@@ -212,7 +212,7 @@ class CostModelModule(L.LightningModule):
 
 
 class PAMModule(CostModelModule):
-    """PAM (shared/spec/pam.md section 3).
+    """PAM (docs/pruner.md section 1.3).
 
     Args:
         net: layer sizes (PAMConfig; the defaults are the published ones).
@@ -225,7 +225,7 @@ class PAMModule(CostModelModule):
 
 
 class MLPModule(CostModelModule):
-    """The TenSet MLP baseline (shared/spec/pam.md section 6).
+    """The TenSet MLP baseline (docs/pruner.md section 3).
 
     Args:
         net: layer sizes (MLPConfig; the defaults are TenSet's).

@@ -1,4 +1,4 @@
-"""PAM, Pruner's pattern-aware cost model (shared/spec/pam.md section 3), as a plain `nn.Module`.
+"""PAM, Pruner's pattern-aware cost model (docs/pruner.md section 1.3), as a plain `nn.Module`.
 
 The network scores programs from a batch dict (`data.batch`): raw statement rows with the
 workload tags appended, the program index of every row and the raw 8x23 GEMM matrix. It is kept

@@ -41,7 +41,7 @@ ACCESS_COLUMNS = (
     "stride",
     "alloc_bytes",
 )
-"""Names of the 23 access-record columns (pam.md 1.3); counts are slog'ed, one-hots are 0/1."""
+"""Names of the 23 access-record columns (docs/pruner.md 1.1); counts are slog'ed, one-hots are 0/1."""
 PSA_COLUMNS = (
     "flops_per_thread",
     "total_flops",
@@ -55,7 +55,7 @@ PSA_COLUMNS = (
     "block",
     "vthread",
 )
-"""Names of the 11 PSA columns (psa.md 1), raw element counts (no log)."""
+"""Names of the 11 PSA columns (docs/pruner.md 4.1), raw element counts (no log)."""
 CACHE_LINE_BYTES = 64
 """PerStoreFeature's default cache line."""
 

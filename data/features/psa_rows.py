@@ -30,7 +30,7 @@ FLOAT_OPS_PSA = {"add", "sub", "mul", "div", "mod", "fdiv", "fmod"}
 
 
 def psa_rows(g: Graph, stores: list[Store], accesses: list[list[Access]], is_gpu: bool) -> np.ndarray:
-    """psa.md section 1: one row per stored buffer (order of first store)."""
+    """docs/pruner.md section 4.1: one row per stored buffer (order of first store)."""
     rows: dict[int, list[float]] = {}
     for store, accs in zip(stores, accesses):
         inner, grid, block, vthread = 1, 1, 1, 1

@@ -1,4 +1,4 @@
-"""PSA: the scoring function against psa.md section 2 computed by hand, the device table, the cost model."""
+"""PSA: the scoring function against docs/pruner.md section 4.2 computed by hand, the device table, the cost model."""
 
 import math
 
@@ -37,7 +37,7 @@ def row(
 
 
 def spec_time(r, d: Device) -> float:
-    """psa.md section 2 written out for one row, scalar by scalar."""
+    """docs/pruner.md section 4.2 written out for one row, scalar by scalar."""
     grid, block = float(r[8]), float(r[9])
     warps_f = block / d.warp_size
     warps = math.ceil(warps_f)

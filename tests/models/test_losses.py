@@ -49,7 +49,7 @@ def log_sigmoid(x: float) -> float:
 
 
 def ref_lambdarank_task(s: list[float], y: list[float]) -> float | None:
-    """Spec pam.md section 4, literally; None when the task has no pair with y_i > y_j."""
+    """docs/pruner.md section 1.4, literally; None when the task has no pair with y_i > y_j."""
     n = len(s)
     by_pred = sorted(range(n), key=lambda i: -s[i])
     rank = {i: r + 1 for r, i in enumerate(by_pred)}

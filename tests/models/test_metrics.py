@@ -131,7 +131,7 @@ def test_higher_is_better_flags():
 
 
 def test_single_record_and_constant_task_policies():
-    """Policies of metrics.md and the docstrings on hand-checked tasks."""
+    """Policies of docs/pruner.md section 6 and the docstrings on hand-checked tasks."""
     cases = {  # task: (preds, labels)
         0: ([0.3], [0.6]),  # single record
         1: ([3.0, 1.0, 2.0], [0.5, 0.5, 0.5]),  # all labels equal
