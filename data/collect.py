@@ -1,7 +1,11 @@
 """Build a TenSet-style dataset: N distinct random schedules per task, built and measured.
 
-`python -m data.collect --target '{"kind": "llvm", "mcpu": "sapphirerapids", "num-cores": 2}'
---networks resnet_50 --ops matmul:512,512,512 --per-task 64 --out datasets`
+`python -m data.collect --target '{"kind": "llvm", "mcpu": "native", "num-cores": 2}'
+--network resnet_50 --workload matmul:512,512,512 --per-task 64 --out datasets`
+
+Why one module of about 650 lines: planning, sampling, measuring, resuming and the CLI of a
+collection run share its state (the plan, the per-task databases, the stop flag); the record-tree
+layout is data.record_tree's, the networks data.zoo's.
 
 Layout (docs/architecture.md, "TenSet-style record tree"; paths, index.json and task-folder names in
 `data.record_tree`)::
@@ -24,7 +28,6 @@ atomically after each task.
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import json
 import logging
@@ -36,6 +39,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from jsonargparse import ArgumentParser
 from tqdm import tqdm
 from tvm.s_tir.meta_schedule.utils import _json_de_tvm
 
@@ -45,6 +49,7 @@ from data.record_tree import DB_FILES, IndexFileError, add_task, new_index, read
 from data.zoo import (
     NETWORKS,
     TaskSpec,
+    check_network,
     extract_network_tasks,
     operator_task,
     select_tasks,
@@ -123,10 +128,9 @@ class CollectConfig:
 
     def __post_init__(self) -> None:
         if not self.networks and not self.ops:
-            raise ValueError("nothing to collect: give --networks and/or --ops")
-        unknown = [n for n in self.networks if n not in NETWORKS]
-        if unknown:
-            raise ValueError(f"networks={unknown!r} not in the zoo; known: {sorted(NETWORKS)}")
+            raise ValueError("nothing to collect: give --network and/or --workload")
+        for network in self.networks:
+            check_network(network)  # a zoo name or an existing own-model file, else it says which
         for name in ("per_task", "batch_size", "repeat"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name}={getattr(self, name)!r} must be positive")
@@ -556,32 +560,73 @@ def _summary(cfg: CollectConfig, results: Sequence[TaskResult], device_path: Pat
     return "\n".join(lines)
 
 
-def _parser() -> argparse.ArgumentParser:
+def _parser() -> ArgumentParser:
+    """The CLI (jsonargparse: `--config FILE`, `--print_config`, defaults in --help). Flags share
+    tune.py's names (`--network`, `--workload`, `--input-size`, `--workers`); the old ones
+    (`--networks`, `--ops`, `--size`, `--builder-workers`) stay as aliases for one release."""
+    from jsonargparse import ActionConfigFile, ActionYesNo, DefaultHelpFormatter
+
     defaults = {f.name: f.default for f in dataclasses.fields(CollectConfig)}
-    p = argparse.ArgumentParser(prog="python -m data.collect", description=__doc__.split("\n\n")[0])
-    p.add_argument("--target", required=True, help="tag ('nvidia/nvidia-h100') or JSON dict")
-    p.add_argument("--out", required=True, help="dataset root (records go under OUT/<device>/)")
-    p.add_argument("--networks", nargs="+", default=[], metavar="NAME", help=f"zoo networks: {', '.join(NETWORKS)}")
-    p.add_argument("--ops", nargs="+", default=[], metavar="SPEC", help="operators, e.g. matmul:512,512,512")
+    p = ArgumentParser(
+        prog="python -m data.collect", description=__doc__.split("\n\n")[0], formatter_class=DefaultHelpFormatter
+    )
+    p.add_argument("--config", action=ActionConfigFile, help="a YAML/JSON file of these options")
+    p.add_argument("--target", type=str, required=True, help="tag ('nvidia/nvidia-h100') or JSON dict")
+    p.add_argument("--out", type=str, required=True, help="dataset root (records go under OUT/<device>/)")
+    p.add_argument(
+        "--network",
+        "--networks",
+        dest="networks",
+        type=str,
+        nargs="+",
+        default=[],
+        help=f"networks: zoo names ({', '.join(NETWORKS)}) or your own model (path.py:factory, .onnx, relax .json)",
+    )
+    p.add_argument(
+        "--workload",
+        "--ops",
+        dest="ops",
+        type=str,
+        nargs="+",
+        default=[],
+        help="operators, e.g. matmul:512,512,512",
+    )
     p.add_argument("--per-task", type=int, default=defaults["per_task"], help="distinct schedules per task")
-    p.add_argument("--seed", type=int, default=defaults["seed"])
+    p.add_argument("--seed", type=int, default=defaults["seed"], help="base seed of the sampler")
     p.add_argument("--batch-size", type=int, default=defaults["batch_size"], help="candidates per build/run batch")
-    p.add_argument("--builder-workers", type=int, default=None, help="build processes (default: all cores)")
+    p.add_argument(
+        "--workers", "--builder-workers", dest="builder_workers", type=int | None, default=None,
+        help="parallel builds (default: all cores)",
+    )  # fmt: skip
     p.add_argument("--timeout", type=float, default=defaults["timeout"], help="seconds per build and per run")
-    p.add_argument("--runner", choices=("local", "rpc"), default="local")
-    p.add_argument("--tracker", default=None, help="RPC tracker host:port (with --runner rpc)")
-    p.add_argument("--key", default=None, help="RPC device key (with --runner rpc)")
+    p.add_argument("--runner", type=str, choices=("local", "rpc"), default="local", help="measure here or via RPC")
+    p.add_argument("--tracker", type=str | None, default=None, help="RPC tracker host:port (with --runner rpc)")
+    p.add_argument("--key", type=str | None, default=None, help="RPC device key (with --runner rpc)")
     p.add_argument("--repeat", type=int, default=defaults["repeat"], help="measurements per candidate")
-    p.add_argument("--min-repeat-ms", type=int, default=defaults["min_repeat_ms"])
-    p.add_argument("--max-tasks", type=int, default=None, help="per network: keep the heaviest N tasks")
+    p.add_argument(
+        "--min-repeat-ms", type=int, default=defaults["min_repeat_ms"], help="minimum milliseconds of a measurement"
+    )
+    p.add_argument("--max-tasks", type=int | None, default=None, help="per network: keep the heaviest N tasks")
     p.add_argument("--min-flops", type=float, default=0.0, help="drop network tasks below this many FLOPs")
-    p.add_argument("--max-flops", type=float, default=None, help="drop network tasks above this many FLOPs")
-    p.add_argument("--size", type=int, default=None, help="network input size (image side / sequence length)")
+    p.add_argument("--max-flops", type=float | None, default=None, help="drop network tasks above this many FLOPs")
+    p.add_argument(
+        "--input-size", "--size", dest="size", type=int | None, default=None,
+        help="zoo network input size (image side / sequence length; default: the network's own)",
+    )  # fmt: skip
     p.add_argument("--population", type=int, default=defaults["population"], help="sampler population size")
-    p.add_argument("--min-schedules", type=int, default=defaults["min_schedules"], help="skip smaller spaces")
-    p.add_argument("--compress", action="store_true", help="store finished tasks as database_*.json.xz")
-    p.add_argument("--deadline", type=float, default=None, help="stop starting new batches after this many seconds")
-    p.add_argument("-v", "--verbose", action="store_true", help="log build and run errors")
+    p.add_argument(
+        "--min-schedules", type=int, default=defaults["min_schedules"], help="skip tasks with fewer distinct schedules"
+    )
+    p.add_argument(
+        "--compress",
+        action=ActionYesNo(no_prefix="no-"),
+        default=False,
+        help="store finished tasks as database_*.json.xz",
+    )
+    p.add_argument(
+        "--deadline", type=float | None, default=None, help="stop starting new batches after this many seconds"
+    )
+    p.add_argument("--verbose", action=ActionYesNo(no_prefix="no-"), default=False, help="log build and run errors")
     return p
 
 
@@ -609,12 +654,13 @@ def _on_signal(signum: int, frame: object) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> list[TaskResult]:
-    args = vars(_parser().parse_args(argv))
+    """Parse, collect, print the summary; the results. Bad arguments and unusable inputs exit 2 with
+    an `error:` line (no traceback)."""
+    parser = _parser()
+    args = parser.parse_args(None if argv is None else [str(a) for a in argv])
+    args = {k: v for k, v in vars(args).items() if k not in ("config", "__path__")}
     logging.basicConfig(level=logging.DEBUG if args.pop("verbose") else logging.WARNING)
-    try:
-        cfg = CollectConfig(**args)
-    except ValueError as err:
-        sys.exit(f"error: {err}")
+    args["networks"], args["ops"] = tuple(args["networks"] or ()), tuple(args["ops"] or ())
     # Stop like Ctrl-C on `kill`/`timeout` too, and on SIGINT even when started in the background
     # (a non-interactive shell starts background jobs with SIGINT ignored).
     global _stop_requested, _interrupted
@@ -622,11 +668,22 @@ def main(argv: Sequence[str] | None = None) -> list[TaskResult]:
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, _on_signal)
     start = time.time()
-    results = collect(cfg)
+    try:
+        cfg = CollectConfig(**args)
+        results = collect(cfg)
+    except ValueError as err:
+        parser.error(str(err))
     device_path = Path(cfg.out) / target_device_name(parse_target(cfg.target))
     print(_summary(cfg, results, device_path, time.time() - start))
     return results
 
 
+def cli(argv: Sequence[str] | None = None) -> int:
+    """Entry point: 0 when every task is complete or skipped, 1 when the run was interrupted (a
+    signal or the deadline: rerun the same command to resume), 2 for bad arguments."""
+    results = main(argv)
+    return 1 if any(r.status == "interrupted" for r in results) else 0
+
+
 if __name__ == "__main__":
-    main()
+    sys.exit(cli())

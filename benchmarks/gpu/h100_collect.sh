@@ -14,7 +14,7 @@ timeout 160 python3 benchmarks/train_speed.py --accelerator gpu --precision bf16
 ROOT=runs/cuda_dataset
 LEFT=$(( ${BUDGET_S:-585} - ($(date +%s) - T0) - 110 ))
 python3 -m data.collect --target nvidia/nvidia-h100 --deadline $LEFT \
-  --networks bert_base resnet_50 mobilenet_v2 resnet_18 --max-tasks 10 --per-task 32 \
-  --batch-size 128 --builder-workers 16 --min-repeat-ms 10 --timeout 20 --out $ROOT 2>&1 | tail -12
+  --network bert_base resnet_50 mobilenet_v2 resnet_18 --max-tasks 10 --per-task 32 \
+  --batch-size 128 --workers 16 --min-repeat-ms 10 --timeout 20 --out $ROOT 2>&1 | tail -12
 tar -C $ROOT -cJf $OUT/cuda_dataset.tar.xz .
 echo "total $(( $(date +%s) - T0 )) s"

@@ -3,6 +3,9 @@
 import json
 import lzma
 import shutil
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -24,6 +27,7 @@ from tvm_env import ms, parse_target, target_device_name, tvm, tvm_ffi
 TARGET = '{"kind": "llvm", "mcpu": "native", "num-cores": 2}'
 DEVICE = target_device_name(parse_target(TARGET))  # the host CPU: measurements run here
 SPEC = "matmul:32,32,32"
+REPO = Path(__file__).resolve().parents[2]
 FAST = ["--batch-size", "8", "--builder-workers", "2", "--repeat", "3", "--min-repeat-ms", "1", "--population", "64"]
 
 
@@ -114,13 +118,14 @@ def test_top_up_compressed_then_rerun_measures_nothing(dataset, tmp_path):
     assert (task_dir / "database_tuning_record.json.xz").stat().st_mtime_ns == stamp
 
 
-def test_other_target_in_index_is_refused(dataset):
+def test_other_target_in_index_is_refused(dataset, capsys):
     index_path = dataset / DEVICE / "index.json"
     index = json.loads(index_path.read_text())
-    index["target"]["mcpu"] = "skylake"
+    index["target"]["mcpu"] = "skylake"  # another CPU's index (never measured here)
     index_path.write_text(json.dumps(index))
-    with pytest.raises(ValueError, match="index.json: collected for target"):
+    with pytest.raises(SystemExit) as exit_info:
         _run(dataset, 6)
+    assert exit_info.value.code == 2 and "index.json: collected for target" in capsys.readouterr().err
 
 
 def test_malformed_record_names_file_and_line(dataset):
@@ -159,7 +164,7 @@ def test_sampler_excludes_known_schedules():
     ("kwargs", "message"),
     [
         ({}, "nothing to collect"),
-        ({"networks": ["vgg"]}, r"networks=\['vgg'\] not in the zoo"),
+        ({"networks": ["vgg"]}, r"network 'vgg' is not in the zoo"),
         ({"ops": [SPEC], "per_task": 0}, "per_task=0 must be positive"),
         ({"ops": [SPEC], "runner": "ssh"}, "runner='ssh'"),
         ({"ops": [SPEC], "runner": "rpc", "tracker": "localhost"}, "needs --tracker host:port and --key"),
@@ -171,8 +176,9 @@ def test_config_errors(kwargs, message):
 
 
 def test_cli_reports_config_errors(capsys):
-    with pytest.raises(SystemExit, match="per_task=0 must be positive"):
+    with pytest.raises(SystemExit) as exit_info:
         _run("unused", 0)
+    assert exit_info.value.code == 2 and "error: per_task=0 must be positive" in capsys.readouterr().err
 
 
 def test_sigterm_stops_after_the_batch_in_flight_and_rerun_resumes(tmp_path):
@@ -207,7 +213,7 @@ def test_sigterm_stops_after_the_batch_in_flight_and_rerun_resumes(tmp_path):
         time.sleep(0.2)
     os.kill(proc.pid, signal.SIGTERM)
     output, _ = proc.communicate(timeout=240)
-    assert proc.returncode == 0, output
+    assert proc.returncode == 1, output  # interrupted: not a success, and rerunning resumes
     assert "interrupted: every measured batch is stored" in output
     stored = count_records(_task_dir(out))[0]
     assert 8 <= stored < 24 and stored % 8 == 0, output  # whole batches only
@@ -239,3 +245,19 @@ def test_deadline_stops_before_the_next_batch(tmp_path):
     assert [(r.new, r.status) for r in results] == [(0, "interrupted"), (0, "interrupted")]
     assert count_records(_task_dir(tmp_path))[0] == 0
     assert count_records(tmp_path / DEVICE / operator_task(other).task_dir)[0] == 0
+
+
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        (["--workload", "matmul:1,2"], "expected matmul:M,N,K, got 2 parameters"),
+        (["--workload", "matmul:3000000000,1,1"], "larger than 65536"),
+        (["--network", "no_such_net"], "no_such_net"),
+        (["--per-task", "0", "--workload", SPEC], "per_task=0 must be positive"),
+    ],
+)
+def test_bad_arguments_get_error_lines_not_tracebacks(tmp_path, extra, message):
+    cmd = [sys.executable, "-m", "data.collect", "--target", TARGET, "--out", str(tmp_path), *extra]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=REPO)
+    assert done.returncode == 2 and "error: " in done.stderr and message in done.stderr, done.stderr[-1500:]
+    assert "Traceback" not in done.stderr
