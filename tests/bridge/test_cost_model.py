@@ -108,3 +108,14 @@ def test_loading_a_state_of_another_mode_fails(tmp_path, measured_matmul):
     with pytest.raises(ValueError, match="junk.bin: cannot read"):
         PrunerCostModel(mode="pam").load(str(tmp_path / "junk.bin"))
     assert set(MODES) == {"pam", "pam-siamese-update", "pam-no-update", "mlp", "mlp-no-update"}
+
+
+def test_nan_scores_are_refused(checkpoints, measured_matmul):
+    import torch
+
+    context, candidates, _ = measured_matmul
+    model = PrunerCostModel(mode="pam-no-update", artifact=checkpoints["PAMModule"], device="cpu")
+    with torch.no_grad():
+        next(model.net.parameters()).fill_(float("nan"))
+    with pytest.raises(ValueError, match="scores are NaN or inf"):
+        model.predict(context, candidates)

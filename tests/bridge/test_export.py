@@ -153,3 +153,43 @@ def test_half_export_halves_the_weights_and_scores_alike(checkpoints, tmp_path):
     for (name, a), b in zip(full.net.state_dict().items(), half.net.state_dict().values()):
         assert a.dtype == b.dtype, name  # loaded back as float32
         torch.testing.assert_close(a.float(), b.float(), rtol=1e-3, atol=1e-3)
+
+
+def test_non_finite_weights_are_refused_at_export_and_at_load(checkpoints, tmp_path):
+    ckpt = torch.load(checkpoints["PAMModule"], weights_only=False)
+    name = next(k for k, v in ckpt["state_dict"].items() if k.startswith("net.") and v.is_floating_point())
+    ckpt["state_dict"][name] = torch.full_like(ckpt["state_dict"][name], float("nan"))
+    poisoned = tmp_path / "nan.ckpt"
+    torch.save(ckpt, poisoned)
+    with pytest.raises(ArtifactError, match=name[len("net.") :].replace(".", r"\.")):
+        export_checkpoint(poisoned, tmp_path / "nan.pt")
+    assert not (tmp_path / "nan.pt").exists()
+    good = tmp_path / "good.pt"
+    export_checkpoint(checkpoints["PAMModule"], good)
+    artifact = torch.load(good, weights_only=True)
+    key = next(k for k, v in artifact["state_dict"].items() if v.is_floating_point() and v.numel() > 1)
+    artifact["state_dict"][key][0] = float("inf")
+    torch.save(artifact, tmp_path / "inf.pt")
+    with pytest.raises(ArtifactError, match=r"inf\.pt"):
+        load_artifact(tmp_path / "inf.pt")
+
+
+def test_export_never_writes_over_its_checkpoint(checkpoints, tmp_path, capsys):
+    import shutil
+
+    ckpt = tmp_path / "model.ckpt"
+    shutil.copy(checkpoints["PAMModule"], ckpt)
+    before = ckpt.read_bytes()
+    assert main([str(ckpt), "--out", str(ckpt)]) == 2
+    assert "is the input checkpoint" in capsys.readouterr().err and ckpt.read_bytes() == before
+
+
+def test_an_artifact_of_another_device_kind_draws_a_warning(checkpoints, tmp_path):
+    from bridge.config import CostModelConfig
+    from bridge.factory import make_cost_model
+    from tvm_env import parse_target
+
+    export_checkpoint(checkpoints["PAMModule"], tmp_path / "cuda.pt", device="cuda-sm_90a")
+    llvm = parse_target({"kind": "llvm", "mcpu": "native", "num-cores": 2})
+    with pytest.warns(UserWarning, match="trained on 'cuda-sm_90a' measurements scores llvm"):
+        make_cost_model(CostModelConfig(name="pam-no-update", checkpoint=str(tmp_path / "cuda.pt")), target=llvm)

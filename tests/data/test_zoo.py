@@ -96,6 +96,8 @@ def test_softmax_spec_builds():
         ("matmul:1,2,x", "parameters must be integers"),
         ("matmul:1,0,3", "N=0 must be positive"),
         ("conv2d:1,8,8,4,8,3,1,-1", "PAD=-1 must be positive"),
+        ("matmul:3000000000,1,1", "M=3000000000 is larger than 65536"),
+        ("matmul:65536,65536,1", "more than"),  # every parameter in range, the output tensor too large
     ],
 )
 def test_bad_operator_specs(spec, message):

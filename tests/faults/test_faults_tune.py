@@ -1,0 +1,163 @@
+"""Fault injection on tuning (issue 11, items 0, 1, 5, 6, 9, 11): real tuning work dirs on this CPU.
+
+A crafted cost-model state that would run code, a `kill -9` of tune.py mid-run, a torn and a garbage
+line in the tuning database, a kernel that kills its process, an implausible latency, a CUDA target
+on a machine without a GPU.
+"""
+
+import json
+import math
+import os
+import pickle
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from bridge.config import CostModelConfig, MeasureConfig, SearchConfig, TuneConfig
+from bridge.search_log import read_rounds
+from bridge.tuning import CURVE_CSV, records_by_task, tune_tasks
+from data import zoo
+from tvm_env import PooledLocalBuilder, tvm_ffi
+
+REPO = Path(__file__).resolve().parents[2]
+TARGET = {"kind": "llvm", "mcpu": "native", "num-cores": 2}
+WORKLOAD = "matmul:64,64,64"
+QUICK = ["--number", "2", "--min-repeat-ms", "5", "--population", "32"]
+
+
+@pytest.fixture(scope="module")
+def builder():
+    return PooledLocalBuilder(max_workers=2)
+
+
+def tune(out, builder, trials, cost_model="random"):
+    return tune_tasks(
+        [zoo.operator_task(WORKLOAD)],
+        TARGET,
+        TuneConfig(out=str(out), trials=trials, trials_per_round=3),
+        cost_model=CostModelConfig(name=cost_model),
+        search=SearchConfig(population=32),
+        measure=MeasureConfig(number=2, min_repeat_ms=5),
+        builder=builder,
+        progress=False,
+    )
+
+
+def distinct(database) -> int:
+    return len(
+        {int(tvm_ffi.structural_hash(r.as_measure_candidate().sch.mod)) for r in database.get_all_tuning_records()}
+    )
+
+
+class Planted:
+    """Unpickling this creates the sentinel file: proof that loading ran code."""
+
+    def __init__(self, sentinel: str):
+        self.sentinel = sentinel
+
+    def __reduce__(self):
+        return (open, (self.sentinel, "w"))
+
+
+@pytest.mark.parametrize("kind", ["npz-with-pickled-object", "plain-pickle"])
+def test_a_cost_model_state_that_would_run_code_is_refused(tmp_path, builder, kind):
+    out = tmp_path / "work"
+    out.mkdir()
+    sentinel = tmp_path / "code-ran"
+    state = out / "cost_model.xgb.bin"
+    if kind == "plain-pickle":
+        state.write_bytes(pickle.dumps(Planted(str(sentinel))))
+    else:
+        with open(state, "wb") as f:  # what TVM's np.load(allow_pickle=True) would unpickle
+            np.savez(f, features=np.array([Planted(str(sentinel))], dtype=object))
+    with pytest.raises(ValueError, match="cost_model.xgb.bin"):
+        tune(out, builder, 3, cost_model="xgb")
+    assert not sentinel.exists()
+
+
+def test_torn_and_garbage_database_lines_are_skipped_reported_and_kept(tmp_path, builder):
+    out = tmp_path / "work"
+    first = tune(out, builder, 3)
+    assert distinct(first.database) == 3
+    records = out / "database_tuning_record.json"
+    lines = records.read_text().splitlines()
+    records.write_text("\n".join([*lines, "this is not json", lines[-1][: len(lines[-1]) // 2]]) + "\n")
+    resumed = tune(out, builder, 6)
+    assert [s.split(":")[1] for s in resumed.skipped_lines] == ["4", "5"]
+    assert all(s.startswith(str(records)) for s in resumed.skipped_lines)
+    assert (out / "database_tuning_record.json.corrupt-0").read_text().count("\n") == 5  # the original, kept
+    assert distinct(resumed.database) == 6 and resumed.tasks[0].trials == 6
+
+
+def test_kill_9_mid_tune_keeps_the_curve_and_the_cost_model_then_resumes(tmp_path):
+    out = tmp_path / "work"
+    cmd = [sys.executable, "tune.py", "--workload", WORKLOAD, "--target", json.dumps(TARGET), "--cost-model", "xgb",
+           "--trials", "9", "--trials-per-round", "3", "--work-dir", str(out), "--no-progress", *QUICK]  # fmt: skip
+    proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    curve, deadline = out / CURVE_CSV, time.time() + 300
+    while time.time() < deadline and not (curve.exists() and curve.read_text().count("\n") >= 2):
+        assert proc.poll() is None, proc.stderr.read()
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=60)
+    rows = read_rounds(curve)  # written atomically after the batch: whole
+    assert rows and rows[0]["trials"] == 3
+    from bridge.xgb import SafeXGBModel
+
+    SafeXGBModel(num_warmup_samples=0).load(str(out / "cost_model.xgb.bin"))  # a whole, loadable state
+    done = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["total_trials"] == 9
+    from bridge.database import open_database
+
+    database, skipped = open_database(out)
+    assert distinct(database) == 9 and not skipped
+    assert len(read_rounds(curve)) == 3  # the curve continued where the killed run left it
+
+
+def _crash() -> float:
+    os.kill(os.getpid(), signal.SIGILL)  # what a kernel built for another CPU does
+    return 0.0
+
+
+def test_a_crashing_kernel_fails_its_timing_not_the_caller():
+    from bridge.network_timing import _in_child
+
+    with pytest.raises(RuntimeError, match="failed in its child process"):
+        _in_child(_crash, (), "timing a kernel built for another CPU", timeout=60)
+    assert os.getpid() > 0  # still here
+
+
+def test_an_implausible_latency_never_becomes_the_best(tmp_path, builder):
+    out = tmp_path / "work"
+    result = tune(out, builder, 3)
+    real = result.tasks[0].best_s
+    records = out / "database_tuning_record.json"
+    line = json.loads(records.read_text().splitlines()[0])
+    line[1][1] = [1e-45]  # a timer never measures this
+    with open(records, "a") as f:
+        f.write(json.dumps(line) + "\n")
+    from bridge.database import open_database
+
+    database, _ = open_database(out)
+    (count, best) = records_by_task(database, [zoo.operator_task(WORKLOAD)])[zoo.operator_task(WORKLOAD).name]
+    assert count == 4 and best == pytest.approx(real) and math.isfinite(best)
+
+
+def test_a_cuda_target_without_a_gpu_fails_fast(tmp_path):
+    from tvm_env import tvm
+
+    if tvm.cuda(0).exist:
+        pytest.skip("this machine has a GPU")
+    done = subprocess.run(
+        [sys.executable, "tune.py", "--workload", WORKLOAD, "--target", "nvidia/nvidia-h100", "--trials", "3",
+         "--work-dir", str(tmp_path / "w"), "--cost-model", "random"],
+        cwd=REPO, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 2 and "error:" in done.stderr and "no cuda device" in done.stderr, done.stderr[-1500:]
