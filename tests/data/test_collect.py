@@ -261,3 +261,29 @@ def test_bad_arguments_get_error_lines_not_tracebacks(tmp_path, extra, message):
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=REPO)
     assert done.returncode == 2 and "error: " in done.stderr and message in done.stderr, done.stderr[-1500:]
     assert "Traceback" not in done.stderr
+
+
+def test_kill_9_mid_collect_then_rerun_completes_without_duplicates(tmp_path):
+    """`kill -9` (no chance to clean up) after the first batches: every line on disk is whole, and a
+    rerun of the same command tops the task up to --per-task distinct schedules."""
+    import os
+    import signal
+    import time
+
+    out = tmp_path / "ds"
+    cmd = [sys.executable, "-m", "data.collect", "--target", TARGET, "--workload", SPEC, "--per-task", "24",
+           "--out", str(out), *FAST]  # fmt: skip
+    proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    records = _task_dir(out) / "database_tuning_record.json"
+    deadline = time.time() + 240
+    while not (records.exists() and records.read_text().count("\n") >= 8) and time.time() < deadline:
+        assert proc.poll() is None, proc.stderr.read()
+        time.sleep(0.1)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=60)
+    stored = count_records(_task_dir(out))[0]  # raises, naming file and line, on a torn line
+    assert 8 <= stored < 24
+    done = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    hashes = _schedule_hashes(_records(_task_dir(out)))
+    assert len(hashes) == 24 and len(set(hashes)) == 24
