@@ -46,6 +46,19 @@ def _records(task_dir):
     return db.get_all_tuning_records()
 
 
+def _collector_with_stored_records(cmd, out, at_least=8):
+    """A collector process (`cmd`) that has stored at least `at_least` records of the task in `out`."""
+    import time
+
+    proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    records = _task_dir(out) / "database_tuning_record.json"
+    deadline = time.time() + 240
+    while not (records.exists() and records.read_text().count("\n") >= at_least) and time.time() < deadline:
+        assert proc.poll() is None, proc.stdout.read()
+        time.sleep(0.1)
+    return proc
+
+
 def _schedule_hashes(records):
     return [int(tvm_ffi.structural_hash(r.as_measure_candidate().sch.mod)) for r in records]
 
@@ -186,9 +199,6 @@ def test_sigterm_stops_after_the_batch_in_flight_and_rerun_resumes(tmp_path):
     stored, the summary prints, and a rerun tops up to --per-task without re-measuring."""
     import os
     import signal
-    import subprocess
-    import sys
-    import time
 
     out = tmp_path / "ds"
     cmd = [
@@ -205,12 +215,7 @@ def test_sigterm_stops_after_the_batch_in_flight_and_rerun_resumes(tmp_path):
         str(out),
         *FAST,
     ]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    records = _task_dir(out) / "database_tuning_record.json"
-    deadline = time.time() + 240
-    while not (records.exists() and records.read_text().count("\n") >= 8) and time.time() < deadline:
-        assert proc.poll() is None, proc.stdout.read()
-        time.sleep(0.2)
+    proc = _collector_with_stored_records(cmd, out)
     os.kill(proc.pid, signal.SIGTERM)
     output, _ = proc.communicate(timeout=240)
     assert proc.returncode == 1, output  # interrupted: not a success, and rerunning resumes
@@ -268,17 +273,11 @@ def test_kill_9_mid_collect_then_rerun_completes_without_duplicates(tmp_path):
     rerun of the same command tops the task up to --per-task distinct schedules."""
     import os
     import signal
-    import time
 
     out = tmp_path / "ds"
     cmd = [sys.executable, "-m", "data.collect", "--target", TARGET, "--workload", SPEC, "--per-task", "24",
            "--out", str(out), *FAST]  # fmt: skip
-    proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    records = _task_dir(out) / "database_tuning_record.json"
-    deadline = time.time() + 240
-    while not (records.exists() and records.read_text().count("\n") >= 8) and time.time() < deadline:
-        assert proc.poll() is None, proc.stderr.read()
-        time.sleep(0.1)
+    proc = _collector_with_stored_records(cmd, out)
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait(timeout=60)
     stored = count_records(_task_dir(out))[0]  # raises, naming file and line, on a torn line
