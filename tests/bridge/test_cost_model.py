@@ -119,3 +119,33 @@ def test_nan_scores_are_refused(checkpoints, measured_matmul):
         next(model.net.parameters()).fill_(float("nan"))
     with pytest.raises(ValueError, match="scores are NaN or inf"):
         model.predict(context, candidates)
+
+
+def test_online_updates_stay_bounded_past_the_replay_size(measured_matmul, monkeypatch):
+    """Past `replay` records an update continues the current network (for `warm_epochs`) on at most
+    `replay` records instead of retraining a fresh one on everything measured."""
+    import copy
+
+    import torch
+
+    import bridge.cost_model as cost_model_module
+
+    calls = []
+    real = cost_model_module.train_online
+
+    def spy(net, batches, *, epochs, **kwargs):
+        calls.append((copy.deepcopy(net.state_dict()), epochs, sum(len(b["label"]) for b in batches)))
+        return real(net, batches, epochs=epochs, **kwargs)
+
+    monkeypatch.setattr(cost_model_module, "train_online", spy)
+    context, candidates, results = measured_matmul
+    assert len(candidates) >= 12
+    model = PrunerCostModel(mode="pam", device="cpu", epochs=2, warm_epochs=1, replay=8, seed=0)
+    model.update(context, candidates[:4], results[:4])
+    model.update(context, candidates[4:8], results[4:8])  # 8 records <= replay: a fresh network
+    trained = copy.deepcopy(model.net.state_dict())
+    model.update(context, candidates[8:12], results[8:12])  # 12 > replay: warm, on <= 8 records
+    assert [(epochs, n) for _, epochs, n in calls] == [(2, 4), (2, 8), (1, 8)]
+    for name, value in calls[2][0].items():  # the warm update started from the trained network
+        torch.testing.assert_close(value, trained[name])
+    assert model.measured() == 12 and np.isfinite(model.predict(context, candidates)).all()
