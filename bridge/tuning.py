@@ -244,7 +244,8 @@ def tune_tasks(
     )
     # One feature cache (and walk pool) for the draft and the verifier; one pipeline for all tasks.
     features = FeatureCache(pool=WalkPool(default_walk_workers()))
-    features.pool.warm()  # the walk's processes start while the tasks' design spaces are generated
+    if search.psa is not None or cost_model.name.startswith("pam"):  # the models that walk the TIR
+        features.pool.warm()  # its processes start while the tasks' design spaces are generated
     if builder is None:
         builder = PooledLocalBuilder(max_workers=measure.workers or cores, timeout_sec=measure.timeout)
     prefetch = PrefetchBuilder(builder=builder) if search.psa is not None and search.pipeline else None
