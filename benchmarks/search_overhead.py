@@ -54,7 +54,9 @@ METHODS = {
     "pruner-serial": (CostModelConfig(name="pam"), SearchConfig(psa="h100", pipeline=False)),
     "pruner-published": (
         CostModelConfig(name="pam"),
-        SearchConfig(psa="h100", pipeline=False, redraft_every=2, resample_ratio=1.0, verify_pool=512),
+        SearchConfig(
+            psa="h100", pipeline=False, redraft_every=2, resample_ratio=1.0, verify_pool=512, quick_start=False
+        ),
     ),
 }
 

@@ -167,9 +167,9 @@ def main(argv: list[str] | None = None) -> None:
                 if path.exists():
                     continue
                 left = args.time_limit - (time.perf_counter() - start)
-                if left < args.budget_s * 1.25 + 20:
+                if left < args.budget_s * 1.1 + 15:
                     print(
-                        f"stopping: {left:.0f} s left in this call, an arm needs about {args.budget_s * 1.25 + 20:.0f}"
+                        f"stopping: {left:.0f} s left in this call, an arm needs about {args.budget_s * 1.1 + 15:.0f}"
                     )
                     return
                 t0 = time.perf_counter()

@@ -61,6 +61,18 @@ MODES = tuple(_MODES)
 _PRETRAINED = {mode for mode, (_, policy) in _MODES.items() if policy != "scratch"}
 
 
+def _warm_up(device: torch.device) -> None:
+    """One small training step on `device`, so the run's first update does not start CUDA."""
+    try:
+        net = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.ReLU(), torch.nn.Linear(64, 1)).to(device)
+        optimizer = torch.optim.Adam(net.parameters())
+        net(torch.randn(256, 64, device=device)).square().mean().backward()
+        optimizer.step()
+        torch.cuda.synchronize(device)
+    except Exception:  # a warm-up is an optimization: the first update reports a real problem
+        pass
+
+
 def _nets_for(mode: str) -> tuple[str, ...]:
     """Network classes a pretrained artifact of `mode` may hold: the entry's own and its siamese one's."""
     entry = _MODES[mode][0]
@@ -160,6 +172,12 @@ class PrunerCostModel(ms.cost_model.PyCostModel):
         self._pending: list[tuple[str, int]] = []  # records not trained on yet (MoA adapts every few rounds)
         # predict may run on a search's background thread while update runs on the main one
         self._lock = threading.RLock()
+        # A first CUDA training step pays seconds of start-up (context, cuBLAS, autograd kernels):
+        # pay it on a thread while the first batch is searched, built and run.
+        self._warming = None
+        if self.device.type == "cuda":
+            self._warming = threading.Thread(target=_warm_up, args=(self.device,), daemon=True)
+            self._warming.start()
 
     # ------------------------------------------------------------------------------------------
     # Features
@@ -187,6 +205,7 @@ class PrunerCostModel(ms.cost_model.PyCostModel):
     def _predict(self, context, candidates: list) -> np.ndarray:
         if not self.trained:
             return np.ones(len(candidates), dtype=np.float64)
+        self._warmed()
         tags = self.tags[self._task(context)]
         feats = self._featurize(context, candidates)
         ok = [i for i, f in enumerate(feats) if f is not None]
@@ -235,6 +254,7 @@ class PrunerCostModel(ms.cost_model.PyCostModel):
         self._pending = []
         if not batches:
             return
+        self._warmed()
         on_device = [{k: v.to(self.device) for k, v in b.items()} for b in batches]
         seed = self.seed + self.rounds
         if self.mode == "pam-siamese-update":
@@ -249,6 +269,11 @@ class PrunerCostModel(ms.cost_model.PyCostModel):
             net = net.to(self.device)
         train_online(net, on_device, epochs=epochs, seed=seed, **self.train_options)
         self.net, self.trained = net.eval(), True
+
+    def _warmed(self) -> None:
+        if self._warming is not None:
+            self._warming.join()
+            self._warming = None
 
     def measured(self) -> int:
         """Records of this run the model holds."""

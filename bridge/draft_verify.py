@@ -31,6 +31,7 @@ on it (`wait_s`).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from collections.abc import Sequence
@@ -50,6 +51,7 @@ logger = logging.getLogger(__name__)
 
 _SAMPLE_INIT = tvm_ffi.get_global_func("s_tir.meta_schedule.SearchStrategyEvolutionarySearchSampleInitPopulation")
 _EVOLVE = tvm_ffi.get_global_func("s_tir.meta_schedule.SearchStrategyEvolutionarySearchEvolveWithCostModel")
+
 
 Pairs = list[tuple[int, Any]]
 """(schedule key, schedule) pairs, so a schedule is hashed once however many rounds it waits."""
@@ -75,6 +77,7 @@ class DraftVerifySearch(_ResumableSearch):
         init_measured_ratio: float = 0.2,
         pool_measured_ratio: float = 0.1,
         eps_greedy: float = 0.1,
+        quick_start: bool = True,
         pipeline: Pipeline | None = None,
         log: SearchLog | None = None,
     ):
@@ -99,6 +102,10 @@ class DraftVerifySearch(_ResumableSearch):
             pool_measured_ratio: share of the measured records (at most this share of the population)
                 added to the verifier's parents (published: 10%, up to 153).
             eps_greedy: share of each batch measured at random from the draft's samples (published: 0.1).
+            quick_start: the task's first draft ranks its fresh samples by the draft model without
+                evolving them, so the first batch is measured seconds sooner; the next draft, due at
+                once, evolves them (in the background when pipelined). False: the first draft
+                evolves, as published.
             pipeline: search (and build) the next round in the background (`bridge.pipeline`);
                 None: rounds in turn, as MetaSchedule runs them.
             log: where rounds are logged (None: nowhere).
@@ -144,6 +151,7 @@ class DraftVerifySearch(_ResumableSearch):
             init_measured_ratio=init_measured_ratio,
             pool_measured_ratio=pool_measured_ratio,
             eps_greedy=eps_greedy,
+            quick_start=quick_start,
         )
         self.__dict__.update(self.options)
 
@@ -176,6 +184,7 @@ class DraftVerifySearch(_ResumableSearch):
             redraft_every=search.redraft_every,
             resample_ratio=search.resample_ratio,
             eps_greedy=search.eps_greedy,
+            quick_start=search.quick_start,
             pipeline=pipeline,
             log=log,
         )
@@ -193,6 +202,7 @@ class DraftVerifySearch(_ResumableSearch):
         self._ready: tuple[list | None, dict] | None = None  # a batch searched ahead, with its stats
         self._waited = 0.0  # seconds the loop waited on the search since the last batch was handed out
         self._drafts = 0
+        self._unevolved = False  # the potential space is a quick start's unevolved samples
 
     @property
     def potential(self) -> list:
@@ -215,7 +225,7 @@ class DraftVerifySearch(_ResumableSearch):
         target, builder = self.context.target, self.pipeline.builder
 
         def search() -> None:
-            self._ready = self._search(n)
+            self._ready = self._search(n, background=True)
 
         def build(_) -> None:
             picks, stats = self._ready
@@ -241,22 +251,33 @@ class DraftVerifySearch(_ResumableSearch):
     # ------------------------------------------------------------------------------------------
     # One round's search
 
-    def _search(self, n: int) -> tuple[list | None, dict]:
-        """Draft (when due), verify and pick `n` schedules; (picks or None when exhausted, stats)."""
+    def _search(self, n: int, background: bool = False) -> tuple[list | None, dict]:
+        """Draft (when due), verify and pick `n` schedules; (picks or None when exhausted, stats).
+
+        The measured records it builds on are read first; a `background` search then releases the
+        tuning loop (`Pipeline.release`) when the verifier scores under a lock that its update
+        takes too, so drafting goes on while MetaSchedule stores and learns the round just run.
+        """
         start = time.perf_counter()
         draft_before, verify_before = self.draft_model.scored, self.verify_model.scored
+        limits = self._parent_limits()
+        best = self._best_measured(max(limits))
+        lock = None if self.pipeline is None else self.pipeline.model_lock
+        if background and lock is not None:
+            self.pipeline.release()
         self._potential = self._unmeasured(self._potential)
         low = len(self._potential) < max(n, self.redraft_below * self.potential_size)
         due = self.redraft_every > 0 and self.round % self.redraft_every == 0
-        drafted = low or due or not self._drafts
+        drafted = low or due or not self._drafts or self._unevolved
         if drafted:
-            self._draft()
+            self._draft(best[: limits[0]])
         self._samples = self._unmeasured(self._samples)
         stats: dict = {"drafted": int(drafted)}
         if not self._potential and not self._samples:
             return None, stats
         verify_start = time.perf_counter()
-        ranked, cold = self._verify()
+        with lock or contextlib.nullcontext():
+            ranked, cold = self._verify(best[: limits[1]])
         n_random = min(int(n * self.eps_greedy), len(self._samples))
         picks = ranked[: n - n_random]
         chosen = {k for k, _ in picks}
@@ -297,9 +318,16 @@ class DraftVerifySearch(_ResumableSearch):
                 logger.warning("%s: cannot replay a measured record: %s", self.task_name, err)
         return out
 
-    def _draft(self) -> None:
-        """A new potential space: evolve (the last population, refreshed | a fresh sample) with PSA."""
-        parents = self._best_measured(int(self.population_size * self.init_measured_ratio))
+    def _parent_limits(self) -> tuple[int, int]:
+        """How many of the best measured schedules parent a draft, and the verifier's generations."""
+        verify = min(
+            int(len(self.measured) * self.pool_measured_ratio), int(self.population_size * self.pool_measured_ratio)
+        )
+        return int(self.population_size * self.init_measured_ratio), verify
+
+    def _draft(self, parents: list) -> None:
+        """A new potential space: evolve (the last population, refreshed | a fresh sample) with PSA,
+        from `parents` (best measured schedules) too."""
         reused = [s for k, s in self._unmeasured(self._population)] if self._drafts else []
         fresh = self.population_size - len(parents)
         if reused:
@@ -307,7 +335,13 @@ class DraftVerifySearch(_ResumableSearch):
         samples = list(_SAMPLE_INIT(self.drafter, fresh)) if fresh > 0 else []
         self._samples = [(_key(s), s) for s in samples]
         population = (parents + samples + reused)[: self.population_size]
-        evolved = list(_EVOLVE(self.drafter, population, self.population_size)) if population else []
+        self._unevolved = self.quick_start and not self._drafts and not parents
+        if self._unevolved:  # quick start: rank the fresh samples; the next draft evolves them
+            distinct = list({_key(s): s for s in population}.values())
+            scores = self.draft_model.predict(self.context, [candidate(s) for s in distinct])
+            evolved = [distinct[i] for i in np.argsort(-np.asarray(scores), kind="stable")]
+        else:
+            evolved = list(_EVOLVE(self.drafter, population, self.population_size)) if population else []
         pairs = [(_key(s), s) for s in evolved]
         self._population = pairs
         self._potential = self._unmeasured(pairs)[: self.potential_size]
@@ -316,8 +350,9 @@ class DraftVerifySearch(_ResumableSearch):
     def _unmeasured(self, pairs: Sequence[tuple[int, Any]]) -> Pairs:
         return [(k, s) for k, s in pairs if k not in self.measured]
 
-    def _verify(self) -> tuple[Pairs, bool]:
-        """The potential space ranked by the verify model; (ranking, whether it was a cold start)."""
+    def _verify(self, parents: list) -> tuple[Pairs, bool]:
+        """The potential space ranked by the verify model, its best `verify_pool` and `parents` (best
+        measured schedules) evolved further; (ranking, whether it was a cold start)."""
         self.verify_model.forget()  # the verifier may have been updated since the last round
         if not self._potential:
             return [], False
@@ -327,10 +362,7 @@ class DraftVerifySearch(_ResumableSearch):
         ranked = [self._potential[i] for i in np.argsort(-scores, kind="stable")]
         if self.verify_generations == 0:
             return ranked, False
-        limit = min(
-            int(len(self.measured) * self.pool_measured_ratio), int(self.population_size * self.pool_measured_ratio)
-        )
-        pool = [s for _, s in ranked[: self.verify_pool]] + self._best_measured(limit)
+        pool = [s for _, s in ranked[: self.verify_pool]] + parents
         verifier = self._evolutionary_search(len(pool), self.verify_generations, self.verify_model)
         try:
             # The heap holds as many as the pool: the measured parents and repeats are filtered out.

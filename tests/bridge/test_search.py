@@ -85,7 +85,7 @@ def tuned(tmp_path_factory):
     draft, log = Tally(PSACostModel(device="a100")), SearchLog()
     verify = Tally(PrunerCostModel(mode="pam", epochs=5, device="cpu"))
     strategy = DraftVerifySearch(
-        draft=draft, population_size=POPULATION, potential_size=POTENTIAL, redraft_every=2, log=log
+        draft=draft, population_size=POPULATION, potential_size=POTENTIAL, redraft_every=2, quick_start=False, log=log
     )
     database = ms.tune_tasks(
         tasks=[context_for(matmul(), strategy, clone=True)],
@@ -118,6 +118,27 @@ def test_psa_scores_many_and_pam_few(tuned):
         assert 0 < r["verify_scored"] <= 2 * (POTENTIAL + POTENTIAL)
         assert all(math.isfinite(r[k]) and r[k] >= 0 for k in ("draft_s", "verify_s", "build_s", "run_s"))
     assert [r["cold_start"] for r in rows] == [1, 0, 0]  # PAM had no data in round 1 only
+
+
+def test_quick_start_measures_ranked_samples_first_and_evolves_them_next(tmp_path):
+    draft, log = Tally(PSACostModel(device="a100")), SearchLog()
+    strategy = DraftVerifySearch(draft=draft, population_size=POPULATION, potential_size=POTENTIAL, log=log)
+    ms.tune_tasks(
+        tasks=[context_for(matmul(), strategy, clone=True)],
+        task_weights=[1.0],
+        work_dir=str(tmp_path),
+        max_trials_global=8,
+        num_trials_per_iter=4,
+        builder=log.builder(PooledLocalBuilder(max_workers=2)),
+        runner=log.runner(ms.runner.LocalRunner(evaluator_config=ms.runner.EvaluatorConfig(number=2, min_repeat_ms=5))),
+        cost_model=ms.cost_model.RandomModel(),
+        measure_callbacks=[*ms.measure_callback.MeasureCallback.create("default"), log.callback()],
+    )
+    first, second = log.rows
+    assert first["drafted"] == second["drafted"] == 1  # the quick start's samples are evolved at once
+    # Round 1: PSA scored the distinct fresh samples once, no generation of children.
+    assert 0 < first["draft_scored"] <= POPULATION
+    assert second["draft_scored"] > first["draft_scored"]  # round 2 evolved: samples and children
 
 
 def test_tuning_wrote_distinct_records_and_the_curve(tuned, tmp_path):
