@@ -3,9 +3,11 @@
 `python -m data.collect --target '{"kind": "llvm", "mcpu": "native", "num-cores": 2}'
 --network resnet_50 --workload matmul:512,512,512 --per-task 64 --out datasets`
 
-Why one module of about 650 lines: planning, sampling, measuring, resuming and the CLI of a
-collection run share its state (the plan, the per-task databases, the stop flag); the record-tree
-layout is data.record_tree's, the networks data.zoo's.
+Why one module of about 600 lines: planning, resuming, committing and the CLI of a collection run
+share its state (the plan, the per-task databases, the index, the stop flag). The parts that do not
+are elsewhere: drawing schedules in `data.sampler`, building and running in `data.measure`, the
+loop that overlaps sampling, building, running and committing in `data.collect_pipeline`, the
+record-tree layout in `data.record_tree`, the networks in `data.zoo`.
 
 Layout (docs/architecture.md, "TenSet-style record tree"; paths, index.json and task-folder names in
 `data.record_tree`)::
@@ -15,15 +17,20 @@ Layout (docs/architecture.md, "TenSet-style record tree"; paths, index.json and 
     ROOT/<device>/<task_dir>/database_tuning_record.json[.xz]
 
 Schedules are drawn as the removed `dataset_sample_candidates.py` did: MetaSchedule's evolutionary
-search with a `RandomModel` (SampleInitPopulation, then EvolveWithCostModel), so the data covers
-the design space rather than the good corner a tuner would visit. Distinct means a distinct
-structural hash of the scheduled module. Every measured candidate is stored, failures with
+search with a `RandomModel` (`data.sampler`), so the data covers the design space rather than the
+good corner a tuner would visit. Every measured candidate is stored, failures with
 `run_secs = [1e10]` (MetaSchedule's convention), so the data keeps them.
 
+Sampling, building and running overlap (`data.collect_pipeline`): the next tasks are sampled while
+chunks of candidates build on every core and built chunks run, one runner per GPU (or per RPC
+server). Each run adds an entry to index.json's "collections" list: how it measured (evaluator
+settings, build workers, runners, TVM version, date; on NVIDIA machines the GPUs' clocks and power
+limit) and how many records it stored (`data.measure.measurement_settings`).
+
 Long runs are safe to interrupt: records are committed to the task's JSONDatabase after each
-measured batch, and a rerun skips tasks that have `--per-task` records, tops up partial ones with
+measured chunk, and a rerun skips tasks that have `--per-task` records, tops up partial ones with
 new distinct schedules (never re-measuring one already stored), and rewrites `index.json`
-atomically after each task.
+atomically after each chunk.
 """
 
 from __future__ import annotations
@@ -32,11 +39,10 @@ import dataclasses
 import json
 import logging
 import lzma
-import os
 import signal
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from jsonargparse import ArgumentParser
@@ -44,8 +50,11 @@ from tqdm import tqdm
 from tvm.s_tir.meta_schedule.utils import _json_de_tvm
 
 from data.atomic import atomic_write_bytes
-from data.labels import FAILED_SECONDS, mean_latency
+from data.collect_pipeline import StageTimes, measure_pipelined, measure_sequential
+from data.labels import mean_latency
+from data.measure import measurement_settings, runner_count
 from data.record_tree import DB_FILES, IndexFileError, add_task, new_index, read_index, read_lines, write_index
+from data.sampler import sample_schedules, schedule_hash
 from data.zoo import (
     NETWORKS,
     TaskSpec,
@@ -55,22 +64,15 @@ from data.zoo import (
     select_tasks,
 )
 from tvm_env import (
-    PooledLocalBuilder,
     is_gpu,
     ms,
     parse_target,
     setup,
     target_device_name,
     tvm,
-    tvm_ffi,
 )
 
 __all__ = ["CollectConfig", "TaskPlan", "collect", "count_records", "main", "plan_tasks", "sample_schedules"]
-
-log = logging.getLogger(__name__)
-
-MS_POPULATION = 512
-"""EvolutionarySearch's default population_size (what a tuning run samples its initial population with)."""
 
 
 @dataclasses.dataclass
@@ -85,12 +87,19 @@ class CollectConfig:
         per_task: distinct schedules to store per task.
         seed: base random seed of the sampler (combined with the records already stored, so top-ups
             explore new schedules).
-        batch_size: candidates built and measured per batch (one database commit per batch).
+        batch_size: candidates built and run per chunk (one database commit per chunk); None: 2x the
+            build workers when pipelined (8x when runs wait for idle cores), 128 when sequential.
         builder_workers: parallel build processes.
         timeout: seconds allowed for one build and for one run.
         runner: "local" (LocalRunner on this machine) or "rpc" (RPCRunner through a tracker).
         tracker: "host:port" of the TVM RPC tracker (runner "rpc").
         key: device key registered at the tracker (runner "rpc").
+        runners: runs measured in parallel; None: one per visible CUDA GPU (local), one session per
+            server registered for the key (rpc), one on a CPU target.
+        sequential: the first way of collecting (sample, then build a batch, then run it); for
+            comparison (benchmarks/collect_speed.py). Default: sampling, building and running overlap.
+        overlap_runs: run while builds and sampling go on; None: yes for GPU and RPC targets, no for
+            a CPU measured on this machine (its timings would be taken on cores busy compiling).
         repeat: measurements per candidate (its `run_secs` has this many entries).
         min_repeat_ms: minimum duration of one measurement; short kernels are run more times.
         max_tasks: keep at most this many tasks per network (the heaviest by weight x FLOPs).
@@ -109,12 +118,15 @@ class CollectConfig:
     ops: Sequence[str] = ()
     per_task: int = 64
     seed: int = 0
-    batch_size: int = 128
+    batch_size: int | None = None
     builder_workers: int | None = None
     timeout: float = 60.0
     runner: str = "local"
     tracker: str | None = None
     key: str | None = None
+    runners: int | None = None
+    sequential: bool = False
+    overlap_runs: bool | None = None
     repeat: int = 3
     min_repeat_ms: int = 20
     max_tasks: int | None = None
@@ -131,8 +143,8 @@ class CollectConfig:
             raise ValueError("nothing to collect: give --network and/or --workload")
         for network in self.networks:
             check_network(network)  # a zoo name or an existing own-model file, else it says which
-        for name in ("per_task", "batch_size", "repeat"):
-            if getattr(self, name) <= 0:
+        for name in ("per_task", "batch_size", "repeat", "runners", "builder_workers"):
+            if getattr(self, name) is not None and getattr(self, name) <= 0:
                 raise ValueError(f"{name}={getattr(self, name)!r} must be positive")
         if self.population < 50:
             raise ValueError(f"population={self.population!r} must be >= 50 (MetaSchedule's init_min_unmeasured)")
@@ -270,125 +282,6 @@ def plan_tasks(cfg: CollectConfig, target: tvm.target.Target, known: dict | None
     return list(by_hash.values())
 
 
-def _schedule_hash(mod: tvm.IRModule) -> int:
-    return int(tvm_ffi.structural_hash(mod))
-
-
-def sample_schedules(
-    spec: TaskSpec,
-    target: tvm.target.Target,
-    n: int,
-    seed: int,
-    exclude: set[int],
-    population: int = 64,
-    genetic_iters: int = 2,
-    min_init: int = 50,
-    max_idle_rounds: int = 3,
-) -> list[tvm.s_tir.Schedule]:
-    """Up to `n` schedules of `spec` from its design space, distinct from each other and `exclude`.
-
-    Port of the removed `dataset_sample_candidates`: evolutionary search with a RandomModel, so the
-    picks are random mutations of random initial samples. Fewer than `n` come back when the space
-    runs dry (`max_idle_rounds` rounds in a row without a new schedule). Each round costs about
-    (1 + genetic_iters) x population schedule replays (about 13 ms each on one core here).
-
-    Args:
-        exclude: structural hashes of scheduled modules already stored; updated in place.
-        min_init: fewest valid schedules in the initial population (duplicates count, as in
-            MetaSchedule, whose tuner gives up below its `init_min_unmeasured` = 50 with "Cannot
-            sample enough initial population"). A space where most samples fail the postprocessors
-            (common on CUDA: VerifyGPUCode) is judged on an initial population of the tuner's
-            default size, `MS_POPULATION`, not on the smaller `population`.
-
-    Raises:
-        ValueError: the initial population has fewer than `min_init` valid schedules.
-        tvm.error.TVMError: the design space cannot be generated or sampled at all.
-    """
-    sample_init = tvm_ffi.get_global_func("s_tir.meta_schedule.SearchStrategyEvolutionarySearchSampleInitPopulation")
-    evolve = tvm_ffi.get_global_func("s_tir.meta_schedule.SearchStrategyEvolutionarySearchEvolveWithCostModel")
-    strategy = ms.search_strategy.EvolutionarySearch(
-        population_size=population, init_measured_ratio=0.0, genetic_num_iters=genetic_iters
-    )
-    ctx = ms.TuneContext(
-        mod=spec.mod,
-        target=target,
-        space_generator="post-order-apply",
-        search_strategy=strategy,
-        task_name=spec.name,
-        num_threads=os.cpu_count() or 1,
-        rand_state=seed % (2**31 - 1),
-    )
-    ctx.pre_tuning(
-        max_trials=1 << 30,
-        num_trials_per_iter=n,
-        design_spaces=ctx.generate_design_space(),
-        database=ms.database.MemoryDatabase(),
-        cost_model=ms.cost_model.RandomModel(seed=seed % (2**31 - 1)),
-    )
-    states, idle = sample_init(strategy, population), 0
-    if len(states) < min_init and population < MS_POPULATION:  # judge sparse spaces as tuning would
-        states = sample_init(strategy, MS_POPULATION)
-    if len(states) < min_init:
-        raise ValueError(
-            f"Cannot sample enough initial population ({len(states)} valid schedules < {min_init}); "
-            "MetaSchedule's evolutionary search would not tune this task"
-        )
-    picked: list[tvm.s_tir.Schedule] = []
-    while len(picked) < n and idle < max_idle_rounds:
-        fresh = 0
-        for sch in evolve(strategy, states, population):
-            h = _schedule_hash(sch.mod)
-            if h not in exclude and len(picked) < n:
-                exclude.add(h)
-                picked.append(sch)
-                fresh += 1
-        idle = 0 if fresh else idle + 1
-        states = sample_init(strategy, population)
-    return picked
-
-
-class Measurer:
-    """Builds (`fast_build`, worker pool kept across batches) and runs candidates with MetaSchedule's
-    builder and runner; a failed build or run gives [1e10]."""
-
-    def __init__(self, cfg: CollectConfig, target: tvm.target.Target):
-        self.target = target
-        self.device_type = "cpu" if target.kind.name == "llvm" else target.kind.name
-        gpu = is_gpu(target)
-        evaluator = ms.runner.EvaluatorConfig(
-            number=1, repeat=cfg.repeat, min_repeat_ms=cfg.min_repeat_ms, enable_cpu_cache_flush=not gpu
-        )
-        self.builder = PooledLocalBuilder(max_workers=cfg.builder_workers or os.cpu_count(), timeout_sec=cfg.timeout)
-        if cfg.runner == "rpc":
-            host, port = cfg.tracker.rsplit(":", 1)
-            rpc = ms.runner.RPCConfig(host, int(port), cfg.key, session_timeout_sec=int(cfg.timeout))
-            self.runner = ms.runner.RPCRunner(rpc_config=rpc, evaluator_config=evaluator)
-        else:
-            self.runner = ms.runner.LocalRunner(timeout_sec=cfg.timeout, evaluator_config=evaluator)
-
-    def measure(self, candidates: Sequence[ms.MeasureCandidate]) -> list[list[float]]:
-        """run_secs per candidate (`repeat` seconds, or [1e10] when its build or run failed)."""
-        built = self.builder.build([ms.builder.BuilderInput(c.sch.mod, self.target) for c in candidates])
-        secs: list[list[float]] = [[FAILED_SECONDS] for _ in candidates]
-        ok = [i for i, b in enumerate(built) if b.error_msg is None]
-        for b in built:
-            if b.error_msg is not None:
-                log.debug("build failed: %s", b.error_msg.splitlines()[-1] if b.error_msg else "")
-        futures = self.runner.run(
-            [ms.runner.RunnerInput(built[i].artifact_path, self.device_type, candidates[i].args_info) for i in ok]
-        )
-        for i, future in zip(ok, futures):
-            result = future.result()
-            if result.error_msg is None and result.run_secs:
-                secs[i] = [float(s) for s in result.run_secs]
-            else:
-                log.debug("run failed: %s", (result.error_msg or "no run_secs").splitlines()[-1])
-        for b in built:
-            if b.artifact_path:
-                ms.utils.remove_build_dir(b.artifact_path)
-        return secs
-
-
 @dataclasses.dataclass
 class _TaskRun:
     """A task being topped up: its open database and how many of its candidates await measuring."""
@@ -419,7 +312,7 @@ def _start_task(
     if result.before:
         _set_compressed(task_path, False)
         db = ms.database.JSONDatabase(*(str(task_path / f) for f in DB_FILES))
-        stored = {_schedule_hash(r.as_measure_candidate().sch.mod) for r in db.get_all_tuning_records()}
+        stored = {schedule_hash(r.as_measure_candidate().sch.mod) for r in db.get_all_tuning_records()}
     try:
         seed = cfg.seed * 1_000_003 + result.before
         schedules = sample_schedules(plan.spec, target, want, seed, stored, population=cfg.population)
@@ -441,99 +334,96 @@ def _start_task(
     return [(run, sch) for sch in schedules]
 
 
-def _measure_batch(
-    batch: Sequence[tuple[_TaskRun, tvm.s_tir.Schedule]],
-    measurer: Measurer,
-    target: tvm.target.Target,
-    cfg: CollectConfig,
-) -> None:
-    """Measure one batch (possibly of several tasks) and commit each record to its task's database."""
-    candidates = [
-        ms.MeasureCandidate(s, ms.arg_info.ArgInfo.from_entry_func(s.mod, remove_preproc=True)) for _, s in batch
-    ]
-    for (run, sch), cand, secs in zip(batch, candidates, measurer.measure(candidates)):
-        run.db.commit_tuning_record(ms.database.TuningRecord(sch.trace, run.workload, secs, target, cand.args_info))
-        run.result.new += 1
-        if mean_latency(secs) == float("inf"):
-            run.result.failed += 1
-        else:
-            run.result.valid += 1
-        run.pending -= 1
-        if run.pending == 0 and cfg.compress:
-            _set_compressed(run.path, True)
-
-
-def collect(cfg: CollectConfig) -> list[TaskResult]:
+def collect(cfg: CollectConfig, times: StageTimes | None = None) -> list[TaskResult]:
     """Collect every planned task of `cfg`; returns one result per task (see `main` for the summary).
 
-    Candidates of consecutive tasks share build/run batches of `cfg.batch_size`: every
-    `LocalBuilder.build` call starts a fresh process pool (seconds of imports), so small tasks
-    would otherwise pay that start-up for a handful of candidates.
+    Candidates of consecutive tasks share build/run chunks (`cfg.batch_size`), measured by
+    `data.collect_pipeline` (pipelined, or `cfg.sequential`); each chunk is committed to its tasks'
+    databases, and index.json rewritten, as soon as it is measured. `times` (if given) is filled
+    with where the time went.
     """
+    times = times if times is not None else StageTimes()
     target = parse_target(cfg.target)
     setup(target)
     device_path = Path(cfg.out) / target_device_name(target)
     device_path.mkdir(parents=True, exist_ok=True)
     index = _load_index(device_path, target)
     plans = plan_tasks(cfg, target, index["tasks"])
-    measurer: Measurer | None = None  # started on the first batch: a finished dataset needs none
     results = [TaskResult(p.task_dir, count_records(device_path / p.task_dir)[0]) for p in plans]
     skipped: dict[str, str] = {}
-    queue: list[tuple[_TaskRun, tvm.s_tir.Schedule]] = []
+    reached: set[str] = set()  # tasks the sampler got to
+    runs: list[_TaskRun] = []  # tasks with sampled schedules
+    overlap = cfg.overlap_runs if cfg.overlap_runs is not None else (cfg.runner == "rpc" or is_gpu(target))
+    settings: dict | None = None  # this run's entry in index["collections"], added at its first commit
 
     end = time.monotonic() + cfg.deadline if cfg.deadline else float("inf")
 
     def stopping() -> bool:
         return _stop_requested or time.monotonic() > end
 
-    def flush(min_size: int) -> None:
-        nonlocal measurer
-        while queue and len(queue) >= min_size and not stopping():
-            measurer = measurer or Measurer(cfg, target)
-            batch = queue[: cfg.batch_size]
-            bar.set_postfix_str(f"measuring {len(batch)}")
-            _measure_batch(batch, measurer, target, cfg)
-            del queue[: len(batch)]
-            bar.update(len(batch))
-            _update_index(index, plans, device_path, skipped)
-            write_index(device_path, index)
+    def sampled_tasks() -> Iterator[list[tuple[_TaskRun, tvm.s_tir.Schedule]]]:
+        for plan, res in zip(plans, results):
+            if stopping():
+                return
+            if plan.task_dir in index["skipped"]:
+                res.status = f"skipped: {index['skipped'][plan.task_dir]}"
+                continue
+            bar.set_postfix_str(f"sampling {plan.task_dir[:40]}")
+            picked = _start_task(plan, cfg, target, device_path / plan.task_dir, res)
+            bar.update(max(0, cfg.per_task - res.before) - len(picked))
+            if res.status.startswith("skipped"):
+                skipped[plan.task_dir] = res.status.removeprefix("skipped: ")
+            reached.add(plan.task_dir)
+            if picked:
+                runs.append(picked[0][0])
+                yield picked
+
+    def commit(rows: list[tuple[tuple[_TaskRun, tvm.s_tir.Schedule], ms.MeasureCandidate, list[float]]]) -> None:
+        nonlocal settings
+        for (run, sch), cand, secs in rows:
+            run.db.commit_tuning_record(ms.database.TuningRecord(sch.trace, run.workload, secs, target, cand.args_info))
+            run.result.new += 1
+            if mean_latency(secs) == float("inf"):
+                run.result.failed += 1
+            else:
+                run.result.valid += 1
+            run.pending -= 1
+            if run.pending == 0 and cfg.compress:
+                _set_compressed(run.path, True)
+        bar.update(len(rows))
+        if settings is None:
+            settings = measurement_settings(cfg, target, n_runners, overlap)
+            index.setdefault("collections", []).append(settings)
+        settings["records"] += len(rows)
+        _update_index(index, plans, device_path, skipped)
+        write_index(device_path, index)
 
     needed = sum(max(0, cfg.per_task - r.before) for r in results if r.task_dir not in index["skipped"])
+    n_runners = runner_count(cfg, target) if needed else 1
     per_net = {net: sum(net in p.networks for p in plans) for net in cfg.networks}
     print(
         f"{len(plans)} tasks ({', '.join(f'{n}: {c}' for n, c in per_net.items())}, ops: {len(cfg.ops)}); "
         f"{needed} records to measure into {device_path}",
         flush=True,
     )
-    queued: set[str] = set()  # tasks whose schedules are all sampled and queued
     with tqdm(total=needed, unit="rec", desc="collect", dynamic_ncols=True) as bar:
         try:
-            for plan, res in zip(plans, results):
-                if stopping():
-                    break
-                if plan.task_dir in index["skipped"]:
-                    res.status = f"skipped: {index['skipped'][plan.task_dir]}"
-                    continue
-                bar.set_postfix_str(f"sampling {plan.task_dir[:40]}")
-                picked = _start_task(plan, cfg, target, device_path / plan.task_dir, res)
-                bar.update(max(0, cfg.per_task - res.before) - len(picked))
-                if res.status.startswith("skipped"):
-                    skipped[plan.task_dir] = res.status.removeprefix("skipped: ")
-                queue += picked
-                queued.add(plan.task_dir)
-                flush(cfg.batch_size)
-            flush(1)
+            if cfg.sequential:
+                measure_sequential(sampled_tasks(), commit, cfg, target, stopping, times, n_runners)
+            else:
+                measure_pipelined(sampled_tasks(), commit, cfg, target, stopping, times, n_runners, overlap)
         except (KeyboardInterrupt, RuntimeError) as err:
             if not (isinstance(err, KeyboardInterrupt) or _interrupted):
                 raise
         finally:
             _update_index(index, plans, device_path, skipped)
             write_index(device_path, index)
-        if queue or stopping():
-            for run, _ in queue:
-                run.result.status = "interrupted"
+        if any(run.pending for run in runs) or stopping():
+            for run in runs:
+                if run.pending:
+                    run.result.status = "interrupted"
             for res in results:  # tasks the stop came before
-                if res.task_dir not in queued and res.status == "complete" and res.before < cfg.per_task:
+                if res.task_dir not in reached and res.status == "complete" and res.before < cfg.per_task:
                     res.status = "interrupted"
             why = "deadline reached" if time.monotonic() > end else "interrupted"
             bar.write(f"{why}: every measured batch is stored; rerun the same command to resume")
@@ -593,7 +483,10 @@ def _parser() -> ArgumentParser:
     )
     p.add_argument("--per-task", type=int, default=defaults["per_task"], help="distinct schedules per task")
     p.add_argument("--seed", type=int, default=defaults["seed"], help="base seed of the sampler")
-    p.add_argument("--batch-size", type=int, default=defaults["batch_size"], help="candidates per build/run batch")
+    p.add_argument(
+        "--batch-size", type=int | None, default=None,
+        help="candidates per build/run chunk (default: 2x --workers pipelined, 128 with --sequential)",
+    )  # fmt: skip
     p.add_argument(
         "--workers", "--builder-workers", dest="builder_workers", type=int | None, default=None,
         help="parallel builds (default: all cores)",
@@ -602,6 +495,18 @@ def _parser() -> ArgumentParser:
     p.add_argument("--runner", type=str, choices=("local", "rpc"), default="local", help="measure here or via RPC")
     p.add_argument("--tracker", type=str | None, default=None, help="RPC tracker host:port (with --runner rpc)")
     p.add_argument("--key", type=str | None, default=None, help="RPC device key (with --runner rpc)")
+    p.add_argument(
+        "--runners", type=int | None, default=None,
+        help="parallel runs (default: one per visible CUDA GPU, or per RPC server of --key; 1 on a CPU)",
+    )  # fmt: skip
+    p.add_argument(
+        "--sequential", action=ActionYesNo(no_prefix="no-"), default=False,
+        help="sample, build, run one batch after the other (the first way; for comparison)",
+    )  # fmt: skip
+    p.add_argument(
+        "--overlap-runs", action=ActionYesNo(no_prefix="no-"), default=None,
+        help="run while building (default: yes on GPU and RPC targets, no for a local CPU target)",
+    )  # fmt: skip
     p.add_argument("--repeat", type=int, default=defaults["repeat"], help="measurements per candidate")
     p.add_argument(
         "--min-repeat-ms", type=int, default=defaults["min_repeat_ms"], help="minimum milliseconds of a measurement"
@@ -667,14 +572,16 @@ def main(argv: Sequence[str] | None = None) -> list[TaskResult]:
     _stop_requested = _interrupted = False
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, _on_signal)
-    start = time.time()
+    start, times = time.time(), StageTimes()
     try:
         cfg = CollectConfig(**args)
-        results = collect(cfg)
+        results = collect(cfg, times)
     except ValueError as err:
         parser.error(str(err))
     device_path = Path(cfg.out) / target_device_name(parse_target(cfg.target))
     print(_summary(cfg, results, device_path, time.time() - start))
+    if times.records:
+        print(times.summary())
     return results
 
 
