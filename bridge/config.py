@@ -45,7 +45,7 @@ class SearchConfig:
     resample_ratio: float = _knob(0.25, "share of a re-draft's population sampled afresh (the rest evolves on)")
     eps_greedy: float = _knob(0.1, "share of each batch measured at random from the draft's samples")
     quick_start: bool = _knob(
-        True, "a task's first batch: the draft's best fresh samples, unevolved (the next draft evolves them)"
+        False, "a task's first batch: the draft's best fresh samples, unevolved (the next draft evolves them)"
     )
     pipeline: bool = _knob(True, "search and build the next batch while the current one builds and runs")
 

@@ -31,7 +31,6 @@ on it (`wait_s`).
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import time
 from collections.abc import Sequence
@@ -77,7 +76,7 @@ class DraftVerifySearch(_ResumableSearch):
         init_measured_ratio: float = 0.2,
         pool_measured_ratio: float = 0.1,
         eps_greedy: float = 0.1,
-        quick_start: bool = True,
+        quick_start: bool = False,
         pipeline: Pipeline | None = None,
         log: SearchLog | None = None,
     ):
@@ -104,8 +103,9 @@ class DraftVerifySearch(_ResumableSearch):
             eps_greedy: share of each batch measured at random from the draft's samples (published: 0.1).
             quick_start: the task's first draft ranks its fresh samples by the draft model without
                 evolving them, so the first batch is measured seconds sooner; the next draft, due at
-                once, evolves them (in the background when pipelined). False: the first draft
-                evolves, as published.
+                once, evolves them (in the background when pipelined). Off by default: on an H100
+                host that evolution ran beside the first batch's builds and took 14-25 s, so the
+                second batch came later than without it (docs/benchmarks.md, "Ablations").
             pipeline: search (and build) the next round in the background (`bridge.pipeline`);
                 None: rounds in turn, as MetaSchedule runs them.
             log: where rounds are logged (None: nowhere).
@@ -225,7 +225,7 @@ class DraftVerifySearch(_ResumableSearch):
         target, builder = self.context.target, self.pipeline.builder
 
         def search() -> None:
-            self._ready = self._search(n, background=True)
+            self._ready = self._search(n)
 
         def build(_) -> None:
             picks, stats = self._ready
@@ -251,20 +251,12 @@ class DraftVerifySearch(_ResumableSearch):
     # ------------------------------------------------------------------------------------------
     # One round's search
 
-    def _search(self, n: int, background: bool = False) -> tuple[list | None, dict]:
-        """Draft (when due), verify and pick `n` schedules; (picks or None when exhausted, stats).
-
-        The measured records it builds on are read first; a `background` search then releases the
-        tuning loop (`Pipeline.release`) when the verifier scores under a lock that its update
-        takes too, so drafting goes on while MetaSchedule stores and learns the round just run.
-        """
+    def _search(self, n: int) -> tuple[list | None, dict]:
+        """Draft (when due), verify and pick `n` schedules; (picks or None when exhausted, stats)."""
         start = time.perf_counter()
         draft_before, verify_before = self.draft_model.scored, self.verify_model.scored
         limits = self._parent_limits()
         best = self._best_measured(max(limits))
-        lock = None if self.pipeline is None else self.pipeline.model_lock
-        if background and lock is not None:
-            self.pipeline.release()
         self._potential = self._unmeasured(self._potential)
         low = len(self._potential) < max(n, self.redraft_below * self.potential_size)
         due = self.redraft_every > 0 and self.round % self.redraft_every == 0
@@ -276,8 +268,7 @@ class DraftVerifySearch(_ResumableSearch):
         if not self._potential and not self._samples:
             return None, stats
         verify_start = time.perf_counter()
-        with lock or contextlib.nullcontext():
-            ranked, cold = self._verify(best[: limits[1]])
+        ranked, cold = self._verify(best[: limits[1]])
         n_random = min(int(n * self.eps_greedy), len(self._samples))
         picks = ranked[: n - n_random]
         chosen = {k for k, _ in picks}

@@ -250,11 +250,7 @@ def tune_tasks(
         builder = PooledLocalBuilder(max_workers=measure.workers or cores, timeout_sec=measure.timeout)
     prefetch = PrefetchBuilder(builder=builder) if search.psa is not None and search.pipeline else None
     model = make_cost_model(cost_model, target=target, cores=cores, features=features)
-    # With walk processes the draft leaves the GIL to the update, which may then run beside it
-    # (bridge.pipeline); walking in this process, the two would only contend (measured: round 1's
-    # update 14 s instead of 1.4 s on 2 cores).
-    lock = getattr(model, "_lock", None) if features.pool.workers > 1 else None
-    pipeline = Pipeline(prefetch, model_lock=lock)
+    pipeline = Pipeline(prefetch)
     load_state(model, out, cost_model.name)
     strategy = make_strategy(search, log=search_log, features=features, pipeline=pipeline)
     loggers = task_loggers(str(out), [t.name for t in tasks])

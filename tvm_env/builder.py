@@ -46,15 +46,26 @@ class PooledLocalBuilder(ms.builder.LocalBuilder._cls):
         super().__init__(max_workers=max_workers, timeout_sec=timeout_sec, f_build=fast_build)
         self.reuse_batches, self._pool, self._batches = reuse_batches, None, 0
 
+    def _fresh_pool(self) -> None:
+        from tvm.support.popen_pool import PopenPoolExecutor
+
+        if self._pool is not None:
+            self._pool.shutdown()
+        self._pool = PopenPoolExecutor(max_workers=self.max_workers, timeout=self.timeout_sec)
+        self._batches = 0
+
+    def warm(self) -> None:
+        """Start every worker now (each imports TVM, seconds), so the first build does not pay it."""
+        if self._pool is None:
+            self._fresh_pool()
+        list(self._pool.map_with_error_catching(lambda _: None, range(self.max_workers)))
+
     def build(self, build_inputs: list) -> list:
         from tvm.s_tir.meta_schedule.builder import local_builder
-        from tvm.support.popen_pool import PopenPoolExecutor, StatusKind
+        from tvm.support.popen_pool import StatusKind
 
         if self._pool is None or self._batches >= self.reuse_batches:
-            if self._pool is not None:
-                self._pool.shutdown()
-            self._pool = PopenPoolExecutor(max_workers=self.max_workers, timeout=self.timeout_sec)
-            self._batches = 0
+            self._fresh_pool()
         self._batches += 1
         args = [
             (self.f_build, self.f_export, b.mod, b.target, local_builder._serialize_params(b.params))

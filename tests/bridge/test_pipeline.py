@@ -87,35 +87,3 @@ def test_join_search_lets_the_build_go_on():
     assert pipeline.join_search() < 0.4 and not built  # the search is done, the build goes on
     assert pipeline.join() > 0.1 and built == ["picks"]
     assert pipeline.join_search() == 0.0 and pipeline.join() == 0.0
-
-
-def test_join_search_returns_when_the_search_releases_the_loop():
-    import threading
-    import time
-
-    pipeline, go_on, finished = Pipeline(model_lock=threading.RLock()), threading.Event(), []
-
-    def search():
-        pipeline.release()  # read what it needs of the database: MetaSchedule may store the round
-        go_on.wait(5)
-        finished.append(True)
-        return "picks"
-
-    pipeline.submit(search)
-    assert pipeline.join_search() < 0.5 and not finished  # released while the search goes on
-    go_on.set()
-    pipeline.join()
-    assert finished == [True]
-
-
-def test_a_draft_that_runs_past_the_update_measures_each_schedule_once(tmp_path, builder, monkeypatch):
-    # With walk processes the run passes the cost model's lock to the pipeline: a background
-    # search releases the loop once it has read the database, and verifies under the lock.
-    import data.features
-
-    monkeypatch.setattr(data.features, "default_walk_workers", lambda: 2)
-    result = run(tmp_path, builder, pipeline=True, trials=16)
-    assert [r["total_trials"] for r in result.rows] == [4, 8, 12, 16]
-    records = result.database.get_all_tuning_records()
-    assert len({int(tvm_ffi.structural_hash(r.as_measure_candidate().sch.mod)) for r in records}) == 16
-    assert all(math.isfinite(r["best_us"]) for r in result.rows)

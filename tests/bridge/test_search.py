@@ -122,7 +122,9 @@ def test_psa_scores_many_and_pam_few(tuned):
 
 def test_quick_start_measures_ranked_samples_first_and_evolves_them_next(tmp_path):
     draft, log = Tally(PSACostModel(device="a100")), SearchLog()
-    strategy = DraftVerifySearch(draft=draft, population_size=POPULATION, potential_size=POTENTIAL, log=log)
+    strategy = DraftVerifySearch(
+        draft=draft, population_size=POPULATION, potential_size=POTENTIAL, quick_start=True, log=log
+    )
     ms.tune_tasks(
         tasks=[context_for(matmul(), strategy, clone=True)],
         task_weights=[1.0],
