@@ -1,69 +1,125 @@
-"""Where the collector's time goes per record: sampling, building, running (data/collect.py).
+"""End-to-end speed of the dataset collector (data/collect.py): valid records per second, and where
+the time went, for the sequential way and the pipelined one side by side.
 
-`python benchmarks/collect_speed.py --target '{"kind": "llvm", "mcpu": "sapphirerapids", "num-cores": 2}'
---op conv2d:1,56,56,64,64,3,1,1 --n 32`
+`python benchmarks/collect_speed.py --target '{"kind": "llvm", "num-cores": 2}'
+--workload conv2d:1,28,28,64,64,3,1,1 matmul:128,128,128 --records 48`
 
-Two build batches are timed: the first includes starting the builder's worker pool (each worker
-imports tvm and torch), the second is the steady state the pooled builder reaches in a long run.
+Each mode collects the same plan (same seeds, so the same schedules) into a fresh temporary folder,
+in its own process (no warm caches from the mode before), and reports from `StageTimes`:
+
+* `sequential`: sample a task, build a whole batch, run it, commit it (`--sequential`).
+* `pipelined`: the collector's default (on a CPU target measured here, runs wait for idle cores).
+* `overlapped`: pipelined with runs overlapping builds (`--overlap-runs`; the default on GPU and
+  RPC targets, here only to show the overlap on CPU: timings taken that way are noisy).
+
+Wall time counts from the first sample to the last commit (task extraction excluded), worker
+start-up included. Build time is the time the build pool was busy, run time the runners' busy time.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import math
+import os
+import subprocess
+import sys
+import tempfile
 import time
 
-from data.collect import CollectConfig, Measurer, sample_schedules
-from data.zoo import operator_task
-from tvm_env import ms, parse_target, setup
+MODES = {
+    "sequential": {"sequential": True},
+    "pipelined": {},
+    "overlapped": {"overlap_runs": True},
+}
+
+
+def _one(args: argparse.Namespace) -> dict:
+    """Collect once in this process (mode `args.mode`); the StageTimes as a dict."""
+    import dataclasses
+
+    from data.collect import CollectConfig, collect
+    from data.collect_pipeline import StageTimes
+
+    tasks = len(args.workload) + len(args.network)
+    per_task = args.per_task or math.ceil(args.records / max(1, tasks))
+    times = StageTimes()
+    with tempfile.TemporaryDirectory(prefix="collect_speed_") as out:
+        cfg = CollectConfig(
+            target=args.target,
+            out=out,
+            ops=tuple(args.workload),
+            networks=tuple(args.network),
+            max_tasks=args.max_tasks,
+            per_task=per_task,
+            batch_size=args.batch_size,
+            builder_workers=args.workers,
+            repeat=args.repeat,
+            min_repeat_ms=args.min_repeat_ms,
+            runners=args.runners,
+            deadline=args.seconds,
+            **MODES[args.mode],
+        )
+        collect(cfg, times)
+    return dataclasses.asdict(times)
+
+
+def _row(mode: str, t: dict) -> str:
+    wall = t["wall_s"] or float("nan")
+    return (
+        f"| {mode} | {t['records']} ({t['valid']}) | {wall:.1f} | {t['valid'] / wall:.3f} | {t['sample_s']:.1f} | "
+        f"{t['build_s']:.1f} ({t['build_s'] / wall:.0%}) | {t['run_s']:.1f} ({t['run_s'] / (wall * t['runners']):.0%}) "
+        f"| {t['commit_s']:.2f} | {t['first_commit_s']:.1f} |"
+    )
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--target", required=True)
-    p.add_argument("--op", default="conv2d:1,56,56,64,64,3,1,1", help="operator spec (data.zoo.operator_task)")
-    p.add_argument("--n", type=int, default=32, help="schedules per build batch")
-    p.add_argument("--builder-workers", type=int, default=None)
+    p.add_argument("--target", required=True, help="as for data.collect (tag or JSON dict)")
+    p.add_argument("--workload", nargs="*", default=[], help="operator specs (data.zoo.operator_task)")
+    p.add_argument("--network", nargs="*", default=[], help="zoo networks (give --per-task)")
+    p.add_argument("--max-tasks", type=int, default=None, help="per network: the heaviest N tasks")
+    p.add_argument("--records", type=int, default=48, help="records per mode (split over the operators)")
+    p.add_argument("--per-task", type=int, default=None, help="records per task (instead of --records)")
+    p.add_argument("--seconds", type=float, default=None, help="stop each mode after this many seconds")
+    p.add_argument("--modes", nargs="+", default=list(MODES), choices=list(MODES))
+    p.add_argument("--workers", type=int, default=None, help="build workers (default: all cores)")
+    p.add_argument("--batch-size", type=int, default=None, help="chunk size (default: the collector's)")
+    p.add_argument("--runners", type=int, default=None, help="parallel runners (default: the collector's)")
+    p.add_argument("--repeat", type=int, default=3)
+    p.add_argument("--min-repeat-ms", type=int, default=20)
+    p.add_argument("--mode", default=None, help=argparse.SUPPRESS)  # one mode, in a child process
     args = p.parse_args()
+    if not args.workload and not args.network:
+        p.error("give --workload and/or --network")
 
-    target = parse_target(args.target)
-    setup(target)
-    spec = operator_task(args.op)
-    cfg = CollectConfig(target=args.target, out="unused", ops=[args.op], builder_workers=args.builder_workers)
+    if args.mode:
+        print("RESULT " + json.dumps(_one(args)), flush=True)
+        return
 
-    t0 = time.perf_counter()
-    schedules = sample_schedules(spec, target, 2 * args.n, seed=0, exclude=set())
-    t_sample = time.perf_counter() - t0
-    cands = [ms.MeasureCandidate(s, ms.arg_info.ArgInfo.from_entry_func(s.mod, remove_preproc=True)) for s in schedules]
-
-    t0 = time.perf_counter()
-    measurer = Measurer(cfg, target)
-    t_start = time.perf_counter() - t0
-    timings = []
-    for batch in (cands[: args.n], cands[args.n :]):
-        t0 = time.perf_counter()
-        built = measurer.builder.build([ms.builder.BuilderInput(c.sch.mod, target) for c in batch])
-        t_build = time.perf_counter() - t0
-        ok = [(b, c) for b, c in zip(built, batch) if b.error_msg is None]
-        t0 = time.perf_counter()
-        futures = measurer.runner.run(
-            [ms.runner.RunnerInput(b.artifact_path, measurer.device_type, c.args_info) for b, c in ok]
+    rows = {}
+    for mode in args.modes:
+        start = time.perf_counter()
+        done = subprocess.run(
+            [sys.executable, __file__, *sys.argv[1:], "--mode", mode], capture_output=True, text=True, check=False
         )
-        results = [f.result() for f in futures]
-        t_run = time.perf_counter() - t0
-        for b in built:
-            if b.artifact_path:
-                ms.utils.remove_build_dir(b.artifact_path)
-        timings.append((t_build, t_run, len(ok), sum(r.error_msg is None for r in results)))
+        lines = [ln for ln in done.stdout.splitlines() if ln.startswith("RESULT ")]
+        if done.returncode or not lines:
+            sys.exit(f"{mode} failed:\n{done.stdout[-2000:]}\n{done.stderr[-3000:]}")
+        rows[mode] = json.loads(lines[-1].removeprefix("RESULT "))
+        print(f"{mode}: {time.perf_counter() - start:.0f} s in all", file=sys.stderr, flush=True)
 
-    n = len(schedules) // 2
-    print(f"op {args.op} ({spec.flops:.3g} FLOPs), target {target.export()['kind']}, {n} schedules per batch")
-    print("| phase | seconds | per record |\n|---|---|---|")
-    print(f"| sample {2 * n} schedules | {t_sample:.1f} | {t_sample / (2 * n):.3f} |")
-    print(f"| start builder + runner | {t_start:.1f} | |")
-    for i, (t_build, t_run, n_built, n_ran) in enumerate(timings):
-        label = "first (pool start)" if i == 0 else "second (pool warm)"
-        print(f"| build, {label}, {n_built}/{n} ok | {t_build:.1f} | {t_build / n:.3f} |")
-        print(f"| run, {label}, {n_ran} ok | {t_run:.1f} | {t_run / max(n_ran, 1):.3f} |")
+    first = rows[args.modes[0]]
+    print(
+        f"target {args.target}; {os.cpu_count()} cores, {first['builders']} build workers, {first['runners']} runner(s)"
+    )
+    print(
+        "| mode | records (valid) | wall s | valid records/s | sample s | build s (pool busy) "
+        "| run s (runners busy) | commit s | first chunk stored at s |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|")
+    for mode, t in rows.items():
+        print(_row(mode, t))
 
 
 if __name__ == "__main__":

@@ -54,6 +54,7 @@ class StageTimes:
 
     `build_s` is the time the build pool was busy: its workers' build seconds / `builders`
     (pipelined), the build phases' wall time (sequential). `run_s` sums the runners' busy time.
+    `first_commit_s`: from the start to the first chunk stored (worker start-up included).
     """
 
     wall_s: float = 0.0
@@ -61,6 +62,7 @@ class StageTimes:
     build_s: float = 0.0
     run_s: float = 0.0
     commit_s: float = 0.0
+    first_commit_s: float = 0.0
     builders: int = 1
     runners: int = 1
     records: int = 0
@@ -87,8 +89,10 @@ def _candidate(sch: tvm.s_tir.Schedule) -> ms.MeasureCandidate:
     return ms.MeasureCandidate(sch, ms.arg_info.ArgInfo.from_entry_func(sch.mod, remove_preproc=True))
 
 
-def _commit(commit: Commit, times: StageTimes, rows: list) -> None:
+def _commit(commit: Commit, times: StageTimes, rows: list, began: float) -> None:
     start = time.perf_counter()
+    if not times.records:
+        times.first_commit_s = start - began
     commit(rows)
     times.commit_s += time.perf_counter() - start
     times.records += len(rows)
@@ -128,7 +132,7 @@ def measure_sequential(
             candidates = [_candidate(sch) for _, sch in batch]
             secs = measurer.measure(candidates)
             times.build_s, times.run_s = measurer.build_s, measurer.run_s
-            _commit(commit, times, list(zip(batch, candidates, secs)))
+            _commit(commit, times, list(zip(batch, candidates, secs)), start)
             del pending[: len(batch)]
 
     try:
@@ -258,8 +262,10 @@ def measure_pipelined(
                     break
             sampled_all = sampler_done.is_set() and sampled.empty()
             stop = stopping()
-            if stop:
+            if stop and not quit_.is_set():
                 quit_.set()
+                if pool is not None:
+                    pool.cancel_pending()  # chunks whose run has not started are dropped anyway
             while (
                 not stop
                 and not paused.is_set()
@@ -288,7 +294,7 @@ def measure_pipelined(
                 while next_commit in results:
                     chunk, secs = chunks.pop(next_commit), results.pop(next_commit)
                     if secs is not None:
-                        _commit(commit, times, list(zip(chunk.items, chunk.candidates, secs)))
+                        _commit(commit, times, list(zip(chunk.items, chunk.candidates, secs)), start)
                     next_commit += 1
             if not chunks and (stop or (sampled_all and not pending)):
                 break

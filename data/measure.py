@@ -208,6 +208,7 @@ class BuildPool:
         self._pool = PopenPoolExecutor(max_workers=workers, timeout=timeout, maximum_process_uses=max_uses)
         self._idle = threading.Condition()
         self._outstanding = 0
+        self._raw: set[concurrent.futures.Future] = set()
         self.busy_s = 0.0
 
     @property
@@ -220,6 +221,8 @@ class BuildPool:
             self._outstanding += 1
         result: concurrent.futures.Future = concurrent.futures.Future()
         raw = self._pool.submit(_timed_build, mod, target)
+        with self._idle:
+            self._raw.add(raw)
         raw.add_done_callback(functools.partial(self._finish, result))
         return result
 
@@ -238,6 +241,7 @@ class BuildPool:
         with self._idle:
             self.busy_s += seconds
             self._outstanding -= 1
+            self._raw.discard(raw)
             self._idle.notify_all()
         result.set_result(out)
 
@@ -246,8 +250,16 @@ class BuildPool:
         with self._idle:
             self._idle.wait_for(lambda: self._outstanding == 0)
 
+    def cancel_pending(self) -> None:
+        """Cancel the builds no worker has started (they resolve as failed builds at once)."""
+        with self._idle:
+            pending = list(self._raw)
+        for raw in pending:
+            raw.cancel()
+
     def shutdown(self) -> None:
-        """Kill the workers (builds in flight end as failures)."""
+        """Cancel the pending builds and kill the workers (builds in flight end as failures)."""
+        self.cancel_pending()
         self._pool.shutdown(wait=False)
 
 

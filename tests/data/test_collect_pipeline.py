@@ -1,0 +1,137 @@
+"""data.collect_pipeline and data.measure with real builds and runs on llvm: chunks commit in
+sampling order with two runners, a stop mid-pipeline keeps every committed record exactly once, a
+failed build is stored as [1e10], and each run's measurement settings land in index.json."""
+
+import json
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import data.collect as collect_module
+from data.collect import CollectConfig, collect, count_records
+from data.collect_pipeline import StageTimes, measure_pipelined
+from data.labels import FAILED_SECONDS, mean_latency
+from data.measure import gpu_info, runner_count, visible_gpus
+from data.sampler import sample_schedules
+from data.zoo import operator_task
+from tvm_env import ms, parse_target, setup, target_device_name, tvm_ffi
+
+TARGET = '{"kind": "llvm", "num-cores": 2}'
+SPEC = "matmul:32,32,32"
+FAST = {"builder_workers": 2, "repeat": 2, "min_repeat_ms": 1, "timeout": 30.0}
+
+
+def _hash(sch) -> int:
+    return int(tvm_ffi.structural_hash(sch.mod))
+
+
+@pytest.fixture(scope="module")
+def schedules():
+    """Ten distinct schedules of a 32^3 matmul and of a 16^3 one (two "tasks")."""
+    target = parse_target(TARGET)
+    setup(target)  # the x86 intrinsics only (without it the sampler imports every intrinsic: 30 s)
+    return [
+        sample_schedules(operator_task(spec), target, 5, seed=3, exclude=set()) for spec in (SPEC, "matmul:16,16,16")
+    ]
+
+
+def _pipeline(schedules, cfg, stop_after=None, runners=1):
+    """Run the pipeline over `schedules` (payload: the sampling index); the chunks as committed.
+    `stop_after`: chunks committed when the stop comes (as a signal would set it)."""
+    chunks: list[list[tuple[int, list[float]]]] = []
+    groups, n = [], 0
+    for task in schedules:
+        groups.append([(n + i, sch) for i, sch in enumerate(task)])
+        n += len(task)
+
+    def commit(rows):
+        chunks.append([(item[0], secs) for item, _, secs in rows])
+
+    times = StageTimes()
+
+    def stopping():
+        return stop_after is not None and len(chunks) >= stop_after
+
+    measure_pipelined(iter(groups), commit, cfg, parse_target(TARGET), stopping, times, runners, overlap=True)
+    return chunks, times
+
+
+def test_chunks_commit_in_sampling_order_with_two_runners(schedules):
+    cfg = CollectConfig(target=TARGET, out="unused", ops=[SPEC], batch_size=2, runners=2, **FAST)
+    assert runner_count(cfg, parse_target(TARGET)) == 2
+    chunks, times = _pipeline(schedules, cfg, runners=2)
+    order = [i for chunk in chunks for i, _ in chunk]
+    assert order == list(range(10)), "every candidate committed once, in sampling order"
+    assert [len(c) for c in chunks] == [2] * 5, "chunks of --batch-size, across the two tasks"
+    assert all(np.isfinite(mean_latency(secs)) and len(secs) == 2 for chunk in chunks for _, secs in chunk)
+    assert (times.records, times.valid, times.runners) == (10, 10, 2)
+    assert times.wall_s > 0 and times.build_s > 0 and times.run_s > 0
+
+
+def test_a_failed_build_is_stored_as_failed(schedules):
+    cfg = CollectConfig(target=TARGET, out="unused", ops=[SPEC], batch_size=4, **{**FAST, "timeout": 1e-3})
+    chunks, times = _pipeline([schedules[0][:2]], cfg)
+    assert [secs for chunk in chunks for _, secs in chunk] == [[FAILED_SECONDS]] * 2
+    assert (times.records, times.valid) == (2, 0)
+
+
+def test_stop_mid_pipeline_keeps_whole_chunks_in_order(schedules):
+    cfg = CollectConfig(target=TARGET, out="unused", ops=[SPEC], batch_size=2, **FAST)
+    chunks, _ = _pipeline(schedules, cfg, stop_after=1)
+    order = [i for chunk in chunks for i, _ in chunk]
+    assert order == list(range(len(order))), "a prefix of the sampling order"
+    assert 0 < len(order) < 10 and all(len(c) == 2 for c in chunks), order
+
+
+def test_interrupted_collection_then_rerun_stores_each_schedule_once(tmp_path):
+    """The stop flag (what SIGINT/SIGTERM set) raised while chunks are building and running: the
+    committed records stay, each once; a rerun (the sequential way, on an index written before
+    runs were recorded) tops up to --per-task with new schedules; each run's measurement settings
+    are in index.json."""
+    cfg = CollectConfig(target=TARGET, out=str(tmp_path), ops=[SPEC], per_task=12, batch_size=2, **FAST)
+    device = tmp_path / target_device_name(parse_target(TARGET))
+    task = device / operator_task(SPEC).task_dir
+    collect_module._stop_requested = False
+    results: list = []
+    worker = threading.Thread(target=lambda: results.extend(collect(cfg)))
+    worker.start()
+    try:
+        while worker.is_alive() and count_records(task)[0] < 2:
+            time.sleep(0.05)
+    finally:
+        collect_module._stop_requested = True
+        worker.join()
+        collect_module._stop_requested = False
+    (first,) = results
+    stored = count_records(task)[0]
+    assert first.status == "interrupted" and first.new == stored and 2 <= stored < 12 and stored % 2 == 0
+    lines = (task / "database_tuning_record.json").read_text().splitlines()
+    index = json.loads((device / "index.json").read_text())
+    (run,) = index["collections"]
+    assert run["records"] == stored and run["tvm"].startswith("0.27") and run["date"][:2] == "20"
+    assert run["evaluator"] == {"number": 1, "repeat": 2, "min_repeat_ms": 1, "enable_cpu_cache_flush": True}
+    assert {k: run[k] for k in ("builder_workers", "runner", "runners", "timeout", "pipeline")} == {
+        "builder_workers": 2, "runner": "local", "runners": 1, "timeout": 30.0, "pipeline": "quiet runs"
+    }  # fmt: skip
+    assert "gpus" not in run  # a CPU target: no GPU clocks to record
+
+    del index["collections"]  # as indexes were written before
+    (device / "index.json").write_text(json.dumps(index))
+    (second,) = collect(CollectConfig(**{**cfg.__dict__, "sequential": True}))
+    assert (second.before, second.new, second.status) == (stored, 12 - stored, "complete")
+    assert (task / "database_tuning_record.json").read_text().splitlines()[:stored] == lines
+    db = ms.database.JSONDatabase(str(task / "database_workload.json"), str(task / "database_tuning_record.json"))
+    hashes = [_hash(r.as_measure_candidate().sch) for r in db.get_all_tuning_records()]
+    assert len(hashes) == 12 and len(set(hashes)) == 12
+    (run,) = json.loads((device / "index.json").read_text())["collections"]
+    assert (run["records"], run["pipeline"]) == (12 - stored, "sequential")
+
+
+def test_no_gpu_here():
+    """This host has no GPU and no nvidia-smi: one runner, no GPU info, no error."""
+    target = parse_target(TARGET)
+    assert visible_gpus(target) == 0 and visible_gpus(parse_target("nvidia/nvidia-h100")) == 0
+    assert runner_count(CollectConfig(target=TARGET, out="unused", ops=[SPEC]), target) == 1
+    assert gpu_info() == []
