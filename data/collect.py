@@ -88,7 +88,7 @@ class CollectConfig:
         seed: base random seed of the sampler (combined with the records already stored, so top-ups
             explore new schedules).
         batch_size: candidates built and run per chunk (one database commit per chunk); None: 2x the
-            build workers when pipelined (8x when runs wait for idle cores), 128 when sequential.
+            build workers when runs overlap builds, else 128.
         builder_workers: parallel build processes.
         timeout: seconds allowed for one build and for one run.
         runner: "local" (LocalRunner on this machine) or "rpc" (RPCRunner through a tracker).
@@ -485,7 +485,7 @@ def _parser() -> ArgumentParser:
     p.add_argument("--seed", type=int, default=defaults["seed"], help="base seed of the sampler")
     p.add_argument(
         "--batch-size", type=int | None, default=None,
-        help="candidates per build/run chunk (default: 2x --workers pipelined, 128 with --sequential)",
+        help="candidates per build/run chunk (default: 2x --workers when runs overlap builds, else 128)",
     )  # fmt: skip
     p.add_argument(
         "--workers", "--builder-workers", dest="builder_workers", type=int | None, default=None,

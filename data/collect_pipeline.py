@@ -100,12 +100,12 @@ def _commit(commit: Commit, times: StageTimes, rows: list, began: float) -> None
 
 
 def default_chunk(cfg: CollectConfig, overlap: bool) -> int:
-    """Candidates per build/run chunk: `--batch-size`, else 128 (sequential), 2x the build workers
-    (pipelined: small chunks keep the runner fed), 8x when runs wait for idle cores."""
+    """Candidates per build/run chunk: `--batch-size`, else 2x the build workers when runs overlap
+    builds (small chunks keep the runner fed), else 128 (sequential, or runs that wait for an idle
+    pool: each chunk then costs one drain of the pool, as a sequential batch does)."""
     if cfg.batch_size:
         return cfg.batch_size
-    workers = cfg.builder_workers or os.cpu_count() or 1
-    return 128 if cfg.sequential else (2 if overlap else 8) * workers
+    return 2 * (cfg.builder_workers or os.cpu_count() or 1) if overlap and not cfg.sequential else 128
 
 
 def measure_sequential(

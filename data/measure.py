@@ -41,6 +41,7 @@ __all__ = [
     "rpc_servers",
     "run_built",
     "runner_count",
+    "runner_devices",
     "visible_gpus",
 ]
 
@@ -99,6 +100,16 @@ def runner_count(cfg: CollectConfig, target: tvm.target.Target) -> int:
     return max(1, visible_gpus(target))
 
 
+def runner_devices(count: int, gpus: int, visible: str | None) -> list[str | None]:
+    """The CUDA device each of `count` runners' workers sees (its CUDA_VISIBLE_DEVICES): GPU i mod
+    `gpus`, named as this process's CUDA_VISIBLE_DEVICES (`visible`) names it; None (no pinning)
+    with fewer than two GPUs."""
+    if gpus < 2:
+        return [None] * count
+    names = [v.strip() for v in visible.split(",")] if visible else [str(i) for i in range(gpus)]
+    return [names[i % gpus] for i in range(count)]
+
+
 def _pin_gpu(device: str) -> None:
     """Runner worker initializer: this process sees one GPU (set before CUDA starts in it)."""
     os.environ["CUDA_VISIBLE_DEVICES"] = device
@@ -117,14 +128,15 @@ def make_runners(cfg: CollectConfig, target: tvm.target.Target, count: int) -> l
         host, port = cfg.tracker.rsplit(":", 1)
         rpc = ms.runner.RPCConfig(host, int(port), cfg.key, session_timeout_sec=int(cfg.timeout))
         return [ms.runner.RPCRunner(rpc_config=rpc, evaluator_config=evaluator, max_workers=count)]
-    gpus = visible_gpus(target)
-    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
-    names = visible.split(",") if visible else [str(i) for i in range(gpus)]
-    runners = []
-    for i in range(count):
-        pin = functools.partial(_pin_gpu, names[i % gpus].strip()) if gpus > 1 else None
-        runners.append(ms.runner.LocalRunner(timeout_sec=cfg.timeout, evaluator_config=evaluator, initializer=pin))
-    return runners
+    devices = runner_devices(count, visible_gpus(target), os.environ.get("CUDA_VISIBLE_DEVICES"))
+    return [
+        ms.runner.LocalRunner(
+            timeout_sec=cfg.timeout,
+            evaluator_config=evaluator,
+            initializer=functools.partial(_pin_gpu, device) if device is not None else None,
+        )
+        for device in devices
+    ]
 
 
 def gpu_info() -> list[dict[str, str]]:
@@ -183,6 +195,15 @@ def measurement_settings(cfg: CollectConfig, target: tvm.target.Target, runners:
 # ----------------------------------------------------------------------------------------------
 
 
+def _lower_priority() -> None:
+    """Build worker initializer: yield the CPU to the runner and the sampler (they are on the
+    critical path, and a run's launches and timings should not queue behind compilers)."""
+    try:
+        os.nice(10)
+    except OSError:  # not permitted here: build at the normal priority
+        pass
+
+
 def _timed_build(mod: Any, target: Any) -> tuple[str, float]:
     """Worker side of `BuildPool`: LocalBuilder's build-and-export, and the seconds it took."""
     from tvm.s_tir.meta_schedule.builder import local_builder
@@ -198,14 +219,17 @@ class BuildPool:
     A future resolves to a `BuilderResult` (an error message for a failed or timed-out build, never
     an exception). Each worker process is replaced after `max_uses` builds (MetaSchedule restarts
     its whole pool every batch to bound leaks in long-lived workers; one at a time keeps the other
-    workers busy). `busy_s` sums the workers' build seconds.
+    workers busy). Workers run at a lower priority (nice 10), so the cores they leave idle are
+    theirs but the runner and the sampler come first. `busy_s` sums the workers' build seconds.
     """
 
     def __init__(self, workers: int, timeout: float, max_uses: int = 256):
         from tvm.support.popen_pool import PopenPoolExecutor
 
         self.workers, self.timeout = workers, timeout
-        self._pool = PopenPoolExecutor(max_workers=workers, timeout=timeout, maximum_process_uses=max_uses)
+        self._pool = PopenPoolExecutor(
+            max_workers=workers, timeout=timeout, maximum_process_uses=max_uses, initializer=_lower_priority
+        )
         self._idle = threading.Condition()
         self._outstanding = 0
         self._raw: set[concurrent.futures.Future] = set()
