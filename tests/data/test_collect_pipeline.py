@@ -3,6 +3,7 @@ sampling order with two runners, a stop mid-pipeline keeps every committed recor
 failed build is stored as [1e10], and each run's measurement settings land in index.json."""
 
 import json
+import os
 import threading
 import time
 
@@ -13,7 +14,7 @@ import data.collect as collect_module
 from data.collect import CollectConfig, collect, count_records
 from data.collect_pipeline import StageTimes, measure_pipelined
 from data.labels import FAILED_SECONDS, mean_latency
-from data.measure import gpu_info, runner_count, visible_gpus
+from data.measure import gpu_info, runner_count, runner_devices, visible_gpus
 from data.sampler import sample_schedules
 from data.zoo import operator_task
 from tvm_env import ms, parse_target, setup, target_device_name, tvm_ffi
@@ -134,4 +135,36 @@ def test_no_gpu_here():
     target = parse_target(TARGET)
     assert visible_gpus(target) == 0 and visible_gpus(parse_target("nvidia/nvidia-h100")) == 0
     assert runner_count(CollectConfig(target=TARGET, out="unused", ops=[SPEC]), target) == 1
+    assert gpu_info() == []
+
+
+def test_one_runner_per_gpu():
+    """Runner i's worker sees GPU i mod the GPU count, by the name CUDA_VISIBLE_DEVICES gives it."""
+    assert runner_devices(2, 0, None) == [None, None] and runner_devices(1, 1, None) == [None]
+    assert runner_devices(4, 4, None) == ["0", "1", "2", "3"]
+    assert runner_devices(3, 2, "2, 5") == ["2", "5", "2"]
+
+
+NVIDIA_SMI = """#!/bin/sh
+[ "$FAIL" = 1 ] && exit 9
+echo "0, NVIDIA H100 80GB HBM3, 570.86.15, 345 MHz, 2619 MHz, 1980 MHz, 2619 MHz, 700.00 W, 700.00 W, P0"
+echo "1, NVIDIA H100 80GB HBM3, 570.86.15, 1980 MHz, 2619 MHz, 1980 MHz, 2619 MHz, 700.00 W, 700.00 W, P0"
+"""
+
+
+def test_gpu_info_reads_nvidia_smi(tmp_path, monkeypatch):
+    """nvidia-smi's CSV becomes one dict per visible GPU; a failing nvidia-smi gives [] (a
+    stand-in script: this host has no GPU)."""
+    exe = tmp_path / "nvidia-smi"
+    exe.write_text(NVIDIA_SMI)
+    exe.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    gpus = gpu_info()
+    assert [g["index"] for g in gpus] == ["0", "1"]
+    assert gpus[0]["name"] == "NVIDIA H100 80GB HBM3" and gpus[0]["clocks.max.sm"] == "1980 MHz"
+    assert gpus[0]["power.limit"] == "700.00 W" and gpus[1]["clocks.sm"] == "1980 MHz"
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
+    assert [g["index"] for g in gpu_info()] == ["1"]
+    monkeypatch.setenv("FAIL", "1")
     assert gpu_info() == []
