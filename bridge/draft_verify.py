@@ -51,7 +51,6 @@ logger = logging.getLogger(__name__)
 _SAMPLE_INIT = tvm_ffi.get_global_func("s_tir.meta_schedule.SearchStrategyEvolutionarySearchSampleInitPopulation")
 _EVOLVE = tvm_ffi.get_global_func("s_tir.meta_schedule.SearchStrategyEvolutionarySearchEvolveWithCostModel")
 
-
 Pairs = list[tuple[int, Any]]
 """(schedule key, schedule) pairs, so a schedule is hashed once however many rounds it waits."""
 
@@ -105,7 +104,8 @@ class DraftVerifySearch(_ResumableSearch):
                 evolving them, so the first batch is measured seconds sooner; the next draft, due at
                 once, evolves them (in the background when pipelined). Off by default: on an H100
                 host that evolution ran beside the first batch's builds and took 14-25 s, so the
-                second batch came later than without it (docs/benchmarks.md, "Ablations").
+                second batch came later than without it (docs/benchmarks.md, "Ablation: quick
+                start and early release").
             pipeline: search (and build) the next round in the background (`bridge.pipeline`);
                 None: rounds in turn, as MetaSchedule runs them.
             log: where rounds are logged (None: nowhere).
@@ -255,20 +255,18 @@ class DraftVerifySearch(_ResumableSearch):
         """Draft (when due), verify and pick `n` schedules; (picks or None when exhausted, stats)."""
         start = time.perf_counter()
         draft_before, verify_before = self.draft_model.scored, self.verify_model.scored
-        limits = self._parent_limits()
-        best = self._best_measured(max(limits))
         self._potential = self._unmeasured(self._potential)
         low = len(self._potential) < max(n, self.redraft_below * self.potential_size)
         due = self.redraft_every > 0 and self.round % self.redraft_every == 0
         drafted = low or due or not self._drafts or self._unevolved
         if drafted:
-            self._draft(best[: limits[0]])
+            self._draft()
         self._samples = self._unmeasured(self._samples)
         stats: dict = {"drafted": int(drafted)}
         if not self._potential and not self._samples:
             return None, stats
         verify_start = time.perf_counter()
-        ranked, cold = self._verify(best[: limits[1]])
+        ranked, cold = self._verify()
         n_random = min(int(n * self.eps_greedy), len(self._samples))
         picks = ranked[: n - n_random]
         chosen = {k for k, _ in picks}
@@ -309,16 +307,9 @@ class DraftVerifySearch(_ResumableSearch):
                 logger.warning("%s: cannot replay a measured record: %s", self.task_name, err)
         return out
 
-    def _parent_limits(self) -> tuple[int, int]:
-        """How many of the best measured schedules parent a draft, and the verifier's generations."""
-        verify = min(
-            int(len(self.measured) * self.pool_measured_ratio), int(self.population_size * self.pool_measured_ratio)
-        )
-        return int(self.population_size * self.init_measured_ratio), verify
-
-    def _draft(self, parents: list) -> None:
-        """A new potential space: evolve (the last population, refreshed | a fresh sample) with PSA,
-        from `parents` (best measured schedules) too."""
+    def _draft(self) -> None:
+        """A new potential space: evolve (the last population, refreshed | a fresh sample) with PSA."""
+        parents = self._best_measured(int(self.population_size * self.init_measured_ratio))
         reused = [s for k, s in self._unmeasured(self._population)] if self._drafts else []
         fresh = self.population_size - len(parents)
         if reused:
@@ -341,9 +332,8 @@ class DraftVerifySearch(_ResumableSearch):
     def _unmeasured(self, pairs: Sequence[tuple[int, Any]]) -> Pairs:
         return [(k, s) for k, s in pairs if k not in self.measured]
 
-    def _verify(self, parents: list) -> tuple[Pairs, bool]:
-        """The potential space ranked by the verify model, its best `verify_pool` and `parents` (best
-        measured schedules) evolved further; (ranking, whether it was a cold start)."""
+    def _verify(self) -> tuple[Pairs, bool]:
+        """The potential space ranked by the verify model; (ranking, whether it was a cold start)."""
         self.verify_model.forget()  # the verifier may have been updated since the last round
         if not self._potential:
             return [], False
@@ -353,7 +343,10 @@ class DraftVerifySearch(_ResumableSearch):
         ranked = [self._potential[i] for i in np.argsort(-scores, kind="stable")]
         if self.verify_generations == 0:
             return ranked, False
-        pool = [s for _, s in ranked[: self.verify_pool]] + parents
+        limit = min(
+            int(len(self.measured) * self.pool_measured_ratio), int(self.population_size * self.pool_measured_ratio)
+        )
+        pool = [s for _, s in ranked[: self.verify_pool]] + self._best_measured(limit)
         verifier = self._evolutionary_search(len(pool), self.verify_generations, self.verify_model)
         try:
             # The heap holds as many as the pool: the measured parents and repeats are filtered out.

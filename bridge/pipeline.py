@@ -8,13 +8,12 @@ with a `PrefetchBuilder`, builds round k+1's picks there too, so that round k+1 
 runner as soon as round k's results are in. The price: round k+1 is chosen by the cost model as it
 was before round k's results (one round of staleness).
 
-The rule that keeps this safe: a background job never reads the database while MetaSchedule's
-measure callbacks write it, and never scores with the cost model while it is updated. A job is a
-search, then (optionally) a build; `notify_runner_results`, which MetaSchedule calls BEFORE its
-callbacks update the cost model and the database, waits until the search has `release`d them: by
-default when the search part ends; a search that read what it needs of the database up front and
-scores under the cost model's lock releases at once, so its draft runs on through the update.
-`generate_measure_candidates` and `post_tuning` wait for the whole job. A pipeline runs one job at a time for all tasks of a run. The FFI releases the GIL, so the
+The rule that keeps this safe: the search part of a background job never runs together with
+anything of MetaSchedule's but the builder and runner of the current round. A job is a search,
+then (optionally) a build; `notify_runner_results`, which MetaSchedule calls BEFORE its measure
+callbacks update the cost model and the database, waits for the search part (`join_search`), so the
+build of the next batch may go on while the model updates; `generate_measure_candidates` and
+`post_tuning` wait for the whole job. A pipeline runs one job at a time for all tasks of a run. The FFI releases the GIL, so the
 drafting's C++ evolution and the walk's worker processes run in parallel with the builder's.
 """
 
@@ -93,43 +92,37 @@ class Pipeline:
 
     Attributes:
         builder: where picks are built ahead (None: only the search runs ahead).
-        model_lock: the lock the run's cost model scores and updates under (e.g.
-            `PrunerCostModel._lock`); a search that scores under it may `release` the loop early.
     """
 
-    def __init__(self, builder: PrefetchBuilder | None = None, model_lock: Any = None):
-        self.builder, self.model_lock = builder, model_lock
+    def __init__(self, builder: PrefetchBuilder | None = None):
+        self.builder = builder
         self._executor = ThreadPoolExecutor(1, thread_name_prefix="pruner-search")
         self._job: Future | None = None
-        self._released = threading.Event()
+        self._searched = threading.Event()
 
     def submit(self, search: Callable[[], Any], build: Callable[[Any], None] | None = None) -> None:
         """Run `search()` in the background, then `build(its result)` (after the job in flight, which
-        is joined first). `join_search` waits for the first part, or until it calls `release`."""
+        is joined first). `join_search` waits for the first part only."""
         self.join()
-        self._released.clear()
+        self._searched.clear()
 
         def job() -> None:
             try:
                 result = search()
             finally:
-                self._released.set()
+                self._searched.set()
             if build is not None:
                 build(result)
 
         self._job = self._executor.submit(job)
 
-    def release(self) -> None:
-        """Called by a job's search: it no longer reads the database, so `join_search` may return."""
-        self._released.set()
-
     def join_search(self) -> float:
-        """Wait until the search part of the job in flight is done or has called `release` (the rest
-        may go on); re-raises what the job raised if it ended. Returns the seconds waited."""
+        """Wait until the search part of the job in flight is done (its build may go on); re-raises
+        what the job raised if it ended. Returns the seconds waited."""
         if self._job is None:
             return 0.0
         start = time.perf_counter()
-        self._released.wait()
+        self._searched.wait()
         if self._job.done():
             self._job.result()
         return time.perf_counter() - start

@@ -249,8 +249,8 @@ def tune_tasks(
     if builder is None:
         builder = PooledLocalBuilder(max_workers=measure.workers or cores, timeout_sec=measure.timeout)
     prefetch = PrefetchBuilder(builder=builder) if search.psa is not None and search.pipeline else None
-    model = make_cost_model(cost_model, target=target, cores=cores, features=features)
     pipeline = Pipeline(prefetch)
+    model = make_cost_model(cost_model, target=target, cores=cores, features=features)
     load_state(model, out, cost_model.name)
     strategy = make_strategy(search, log=search_log, features=features, pipeline=pipeline)
     loggers = task_loggers(str(out), [t.name for t in tasks])

@@ -78,6 +78,21 @@ def unpicked(potential, picks):
     ]
 
 
+def tune_matmul(strategy, log: SearchLog, cost_model, work, trials: int):
+    """A real tuning run of the 64^3 matmul with `strategy`, 4 trials a round, logged to `log`."""
+    return ms.tune_tasks(
+        tasks=[context_for(matmul(), strategy, clone=True)],
+        task_weights=[1.0],
+        work_dir=str(work),
+        max_trials_global=trials,
+        num_trials_per_iter=4,
+        builder=log.builder(PooledLocalBuilder(max_workers=2)),
+        runner=log.runner(ms.runner.LocalRunner(evaluator_config=ms.runner.EvaluatorConfig(number=2, min_repeat_ms=5))),
+        cost_model=cost_model,
+        measure_callbacks=[*ms.measure_callback.MeasureCallback.create("default"), log.callback()],
+    )
+
+
 @pytest.fixture(scope="module")
 def tuned(tmp_path_factory):
     """A real 3-round draft-then-verify tuning run (PSA drafts, online PAM verifies) on a 64^3 matmul."""
@@ -87,17 +102,7 @@ def tuned(tmp_path_factory):
     strategy = DraftVerifySearch(
         draft=draft, population_size=POPULATION, potential_size=POTENTIAL, redraft_every=2, quick_start=False, log=log
     )
-    database = ms.tune_tasks(
-        tasks=[context_for(matmul(), strategy, clone=True)],
-        task_weights=[1.0],
-        work_dir=str(work),
-        max_trials_global=12,
-        num_trials_per_iter=4,
-        builder=log.builder(PooledLocalBuilder(max_workers=2)),
-        runner=log.runner(ms.runner.LocalRunner(evaluator_config=ms.runner.EvaluatorConfig(number=2, min_repeat_ms=5))),
-        cost_model=verify,
-        measure_callbacks=[*ms.measure_callback.MeasureCallback.create("default"), log.callback()],
-    )
+    database = tune_matmul(strategy, log, verify, work, trials=12)
     return database, log, draft, verify
 
 
@@ -125,17 +130,7 @@ def test_quick_start_measures_ranked_samples_first_and_evolves_them_next(tmp_pat
     strategy = DraftVerifySearch(
         draft=draft, population_size=POPULATION, potential_size=POTENTIAL, quick_start=True, log=log
     )
-    ms.tune_tasks(
-        tasks=[context_for(matmul(), strategy, clone=True)],
-        task_weights=[1.0],
-        work_dir=str(tmp_path),
-        max_trials_global=8,
-        num_trials_per_iter=4,
-        builder=log.builder(PooledLocalBuilder(max_workers=2)),
-        runner=log.runner(ms.runner.LocalRunner(evaluator_config=ms.runner.EvaluatorConfig(number=2, min_repeat_ms=5))),
-        cost_model=ms.cost_model.RandomModel(),
-        measure_callbacks=[*ms.measure_callback.MeasureCallback.create("default"), log.callback()],
-    )
+    tune_matmul(strategy, log, ms.cost_model.RandomModel(), tmp_path, trials=8)
     first, second = log.rows
     assert first["drafted"] == second["drafted"] == 1  # the quick start's samples are evolved at once
     # Round 1: PSA scored the distinct fresh samples once, no generation of children.
