@@ -50,7 +50,7 @@ from tqdm import tqdm
 from tvm.s_tir.meta_schedule.utils import _json_de_tvm
 
 from data.atomic import atomic_write_bytes
-from data.collect_pipeline import StageTimes, measure_pipelined, measure_sequential
+from data.collect_pipeline import StageTimes, map_ahead, measure_pipelined, measure_sequential
 from data.labels import mean_latency
 from data.measure import measurement_settings, runner_count
 from data.record_tree import DB_FILES, IndexFileError, add_task, new_index, read_index, read_lines, write_index
@@ -107,6 +107,9 @@ class CollectConfig:
         max_flops: drop network tasks above this many FLOPs.
         size: input size of the networks (image side / sequence length); None for the standard.
         population: population size of the sampler's evolutionary search.
+        samplers: tasks sampled at once, ahead of the builds (threads; each sampler's evolution
+            uses every core). Used when runs overlap builds; quiet runs and `sequential` sample one
+            task at a time.
         min_schedules: skip tasks whose design space holds fewer distinct schedules (they carry
             no ranking signal); skipped tasks are noted in index.json and not retried.
         compress: xz-compress the database files of every finished task (`.json.xz`).
@@ -134,6 +137,7 @@ class CollectConfig:
     max_flops: float | None = None
     size: int | None = None
     population: int = 64
+    samplers: int = 2
     min_schedules: int = 8
     compress: bool = False
     deadline: float | None = None
@@ -143,7 +147,7 @@ class CollectConfig:
             raise ValueError("nothing to collect: give --network and/or --workload")
         for network in self.networks:
             check_network(network)  # a zoo name or an existing own-model file, else it says which
-        for name in ("per_task", "batch_size", "repeat", "runners", "builder_workers"):
+        for name in ("per_task", "batch_size", "repeat", "runners", "builder_workers", "samplers"):
             if getattr(self, name) is not None and getattr(self, name) <= 0:
                 raise ValueError(f"{name}={getattr(self, name)!r} must be positive")
         if self.population < 50:
@@ -354,6 +358,8 @@ def collect(cfg: CollectConfig, times: StageTimes | None = None) -> list[TaskRes
     reached: set[str] = set()  # tasks the sampler got to
     runs: list[_TaskRun] = []  # tasks with sampled schedules
     overlap = cfg.overlap_runs if cfg.overlap_runs is not None else (cfg.runner == "rpc" or is_gpu(target))
+    # tasks sampled at once: quiet runs (no overlap) and the sequential way sample one task at a time
+    samplers = 1 if cfg.sequential or not overlap else cfg.samplers
     settings: dict | None = None  # this run's entry in index["collections"], added at its first commit
 
     end = time.monotonic() + cfg.deadline if cfg.deadline else float("inf")
@@ -361,15 +367,23 @@ def collect(cfg: CollectConfig, times: StageTimes | None = None) -> list[TaskRes
     def stopping() -> bool:
         return _stop_requested or time.monotonic() > end
 
+    def sample(plan: TaskPlan, res: TaskResult) -> list[tuple[_TaskRun, tvm.s_tir.Schedule]] | None:
+        """One task's sampled schedules (runs `samplers` tasks ahead, on threads); None once stopping."""
+        if stopping():
+            return None
+        if plan.task_dir in index["skipped"]:
+            res.status = f"skipped: {index['skipped'][plan.task_dir]}"
+            return []
+        bar.set_postfix_str(f"sampling {plan.task_dir[:40]}")
+        return _start_task(plan, cfg, target, device_path / plan.task_dir, res)
+
     def sampled_tasks() -> Iterator[list[tuple[_TaskRun, tvm.s_tir.Schedule]]]:
-        for plan, res in zip(plans, results):
-            if stopping():
+        tasks = list(zip(plans, results))
+        for (plan, res), picked in zip(tasks, map_ahead(lambda t: sample(*t), tasks, samplers)):
+            if picked is None or stopping():
                 return
             if plan.task_dir in index["skipped"]:
-                res.status = f"skipped: {index['skipped'][plan.task_dir]}"
                 continue
-            bar.set_postfix_str(f"sampling {plan.task_dir[:40]}")
-            picked = _start_task(plan, cfg, target, device_path / plan.task_dir, res)
             bar.update(max(0, cfg.per_task - res.before) - len(picked))
             if res.status.startswith("skipped"):
                 skipped[plan.task_dir] = res.status.removeprefix("skipped: ")
@@ -519,6 +533,10 @@ def _parser() -> ArgumentParser:
         help="zoo network input size (image side / sequence length; default: the network's own)",
     )  # fmt: skip
     p.add_argument("--population", type=int, default=defaults["population"], help="sampler population size")
+    p.add_argument(
+        "--samplers", type=int, default=defaults["samplers"],
+        help="tasks sampled at once ahead of the builds (when runs overlap builds; else 1)",
+    )  # fmt: skip
     p.add_argument(
         "--min-schedules", type=int, default=defaults["min_schedules"], help="skip tasks with fewer distinct schedules"
     )

@@ -32,7 +32,8 @@ import queue
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 from data.labels import mean_latency
@@ -42,7 +43,7 @@ from tvm_env import ms, tvm
 if TYPE_CHECKING:
     from data.collect import CollectConfig
 
-__all__ = ["StageTimes", "measure_pipelined", "measure_sequential"]
+__all__ = ["StageTimes", "map_ahead", "measure_pipelined", "measure_sequential"]
 
 Item = tuple[Any, "tvm.s_tir.Schedule"]
 Commit = Callable[[list[tuple[Item, ms.MeasureCandidate, list[float]]]], None]
@@ -83,6 +84,28 @@ class StageTimes:
             f"time: sample {self.sample_s:.0f} s, build {self.build_s:.0f} s (pool busy {self.build_share:.0%}), "
             f"run {self.run_s:.0f} s (runners busy {self.run_share:.0%}), commit {self.commit_s:.1f} s"
         )
+
+
+def map_ahead(fn: Callable[[Any], Any], items: Iterable[Any], workers: int) -> Iterator[Any]:
+    """`fn(item)` for each item, yielded in the items' order, with up to `workers` calls running ahead
+    of the consumer on threads (the collector samples several tasks at once this way: the sampler's
+    C++ evolution releases the GIL). One worker: a plain `map`, in the caller's thread. Closing the
+    generator cancels the calls not started and waits for the ones running, so none outlives it."""
+    if workers <= 1:
+        yield from map(fn, items)
+        return
+    ahead: deque[Future] = deque()
+    with ThreadPoolExecutor(workers, thread_name_prefix="collect-sample") as pool:
+        try:
+            for item in items:
+                ahead.append(pool.submit(fn, item))
+                if len(ahead) >= workers:
+                    yield ahead.popleft().result()
+            while ahead:
+                yield ahead.popleft().result()
+        finally:
+            for future in ahead:
+                future.cancel()
 
 
 def _candidate(sch: tvm.s_tir.Schedule) -> ms.MeasureCandidate:

@@ -38,8 +38,9 @@ def sample_schedules(
 
     Port of the removed `dataset_sample_candidates`: evolutionary search with a RandomModel, so the
     picks are random mutations of random initial samples. Fewer than `n` come back when the space
-    runs dry (`max_idle_rounds` rounds in a row without a new schedule). Each round costs about
-    (1 + genetic_iters) x population schedule replays (about 13 ms each on one core here).
+    runs dry (`max_idle_rounds` rounds in a row without a new schedule). A round is one evolution of
+    `population` schedules (about 2 s on 2 cores for a CUDA task) plus, when more are wanted, a fresh
+    initial population (about 5 s: sampling retries schedules that the postprocessors reject).
 
     Args:
         exclude: structural hashes of scheduled modules already stored; updated in place.
@@ -92,5 +93,6 @@ def sample_schedules(
                 picked.append(sch)
                 fresh += 1
         idle = 0 if fresh else idle + 1
-        states = sample_init(strategy, population)
+        if len(picked) < n:  # a fresh population only when more are wanted (it costs ~70% of a round)
+            states = sample_init(strategy, population)
     return picked

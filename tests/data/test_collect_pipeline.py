@@ -12,7 +12,7 @@ import pytest
 
 import data.collect as collect_module
 from data.collect import CollectConfig, collect, count_records
-from data.collect_pipeline import StageTimes, measure_pipelined
+from data.collect_pipeline import StageTimes, map_ahead, measure_pipelined
 from data.labels import FAILED_SECONDS, mean_latency
 from data.measure import gpu_info, runner_count, runner_devices, visible_gpus
 from data.sampler import sample_schedules
@@ -128,6 +128,51 @@ def test_interrupted_collection_then_rerun_stores_each_schedule_once(tmp_path):
     assert len(hashes) == 12 and len(set(hashes)) == 12
     (run,) = json.loads((device / "index.json").read_text())["collections"]
     assert (run["records"], run["pipeline"]) == (12 - stored, "sequential")
+
+
+def test_map_ahead_keeps_order_runs_ahead_and_closes_cleanly():
+    """Calls run on `workers` threads at once, results come in the items' order, and closing the
+    generator early cancels the calls not started and waits for the running ones."""
+    running, peak, started, lock = [0], [0], [], threading.Lock()
+
+    def slow(i):
+        with lock:
+            started.append(i)
+            running[0] += 1
+            peak[0] = max(peak[0], running[0])
+        time.sleep(0.2 if i % 2 == 0 else 0.05)  # later items finish first
+        with lock:
+            running[0] -= 1
+        return i * i
+
+    assert list(map_ahead(slow, range(6), 3)) == [i * i for i in range(6)]
+    assert peak[0] == 3, "three calls in flight"
+    started.clear()
+    gen = map_ahead(slow, range(100), 2)
+    assert [next(gen), next(gen)] == [0, 1]
+    gen.close()
+    assert running[0] == 0, "no call outlives the generator"
+    assert len(started) <= 4, "calls not started were cancelled"
+    assert list(map_ahead(slow, [], 2)) == [] and list(map_ahead(slow, [3], 1)) == [9]
+
+
+def test_tasks_sampled_ahead_are_committed_once_each(tmp_path):
+    """Three tasks sampled two at a time while runs overlap builds: every task gets --per-task
+    distinct schedules, in its own database, and a rerun measures nothing."""
+    specs = [SPEC, "matmul:16,16,16", "matmul:24,24,24"]
+    cfg = CollectConfig(
+        target=TARGET, out=str(tmp_path), ops=specs, per_task=6, overlap_runs=True, samplers=2, **FAST
+    )
+    results = collect(cfg)
+    assert [(r.new, r.status) for r in results] == [(6, "complete")] * 3
+    device = tmp_path / target_device_name(parse_target(TARGET))
+    for spec in specs:
+        task = device / operator_task(spec).task_dir
+        db = ms.database.JSONDatabase(str(task / "database_workload.json"), str(task / "database_tuning_record.json"))
+        records = db.get_all_tuning_records()
+        assert len({_hash(r.as_measure_candidate().sch) for r in records}) == len(records) == 6
+        assert all(tvm_ffi.structural_equal(r.workload.mod, operator_task(spec).mod) for r in records)
+    assert [r.new for r in collect(cfg)] == [0, 0, 0]
 
 
 def test_no_gpu_here():
