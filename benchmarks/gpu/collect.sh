@@ -1,23 +1,40 @@
 #!/usr/bin/env bash
 # Device run (nvidia-h100-x1, carry .devkit without xgboost): collect H100 records with the pipelined
-# collector into runs/h100_collect until a deadline, and bring them back as $OUT/h100_collect.tar.xz
-# (unpack under data/ and commit at once). NETWORKS picks the zoo networks of this call, so calls that
-# cannot carry earlier data still collect new tasks.
-#   NETWORKS="vit_b16 gpt2" MAX_TASKS=4 PER_TASK=48 bash benchmarks/gpu/collect.sh
+# collector until a deadline, and bring the device folder back as $OUT/h100_collect.tar.xz.
+#   NETWORKS="mobilenet_v2 bert_base" MAX_TASKS=8 PER_TASK=64 bash benchmarks/gpu/collect.sh
+# ROOT=data (the default) resumes into the shipped tree data/h100: the collector skips the schedules
+# already stored, and the tar holds the whole updated folder (unpack it with `tar -C data -xJf` and
+# commit at once). A call that cannot carry data/ sets ROOT=runs/h100_collect and collects other
+# networks (NETWORKS=). Every 10 s, CPU busy % and GPU utilization go to $OUT/util.log.
 set -uo pipefail
 export PYTHONUNBUFFERED=1
 T0=$(date +%s)
 source .devkit/use-devkit.sh || exit 1
 # jsonargparse (data.collect's CLI) is not on the device image: .devkit/pylib.tar.xz carries it
 mkdir -p /tmp/pylib && tar -C /tmp/pylib -xJf .devkit/pylib.tar.xz
-export PYTHONPATH=$PWD:/tmp/pylib:$PYTHONPATH
+export PYTHONPATH=$PWD:/tmp/pylib:${PYTHONPATH:-}
 nproc; nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,clocks.max.sm --format=csv,noheader
-ROOT=runs/h100_collect
+ROOT=${ROOT:-data}
+util() {  # CPU busy % (from /proc/stat) and GPU utilization %, every 10 s
+  local a b
+  a=($(head -1 /proc/stat))
+  while sleep 10; do
+    b=($(head -1 /proc/stat))
+    local total=0 i; for i in 1 2 3 4 5 6 7 8; do total=$(( total + b[i] - a[i] )); done
+    local idle=$(( b[4] + b[5] - a[4] - a[5] ))
+    echo "$(( $(date +%s) - T0 )) s cpu $(( 100 * (total - idle) / (total > 0 ? total : 1) ))% gpu $(nvidia-smi --query-gpu=utilization.gpu --format=csv,noheader,nounits)%"
+    a=("${b[@]}")
+  done
+}
+util > $OUT/util.log 2>&1 &
+UTIL=$!
 LEFT=$(( ${LIMIT:-560} - ($(date +%s) - T0) - 40 ))
 # The collector's --deadline stops new batches; `timeout` guarantees the tar below still runs.
 timeout $(( LEFT + 15 )) python3 -m data.collect --target nvidia/nvidia-h100 --deadline $(( LEFT - 60 )) \
-  --network ${NETWORKS:-vit_b16 gpt2} --max-tasks ${MAX_TASKS:-4} --per-task ${PER_TASK:-48} \
-  --min-repeat-ms 10 --timeout 20 --compress --out $ROOT > $OUT/collect.log 2>&1
-echo "collector exit $?"; grep -v -i warning $OUT/collect.log | tr '\r' '\n' | grep -v "^collect:" | tail -12
-tar -C runs -cJf $OUT/h100_collect.tar.xz h100_collect
+  --network ${NETWORKS:-mobilenet_v2 bert_base} --max-tasks ${MAX_TASKS:-8} --per-task ${PER_TASK:-64} \
+  --samplers ${SAMPLERS:-2} --min-repeat-ms 10 --timeout 20 --compress --out $ROOT > $OUT/collect.log 2>&1
+echo "collector exit $?"; kill $UTIL
+grep -v -i warning $OUT/collect.log | tr '\r' '\n' | grep -v "^collect:" | tail -14
+tail -n 4 $OUT/util.log
+tar -C $ROOT -cJf $OUT/h100_collect.tar.xz h100
 echo "total $(( $(date +%s) - T0 )) s"
