@@ -2,10 +2,10 @@
 # Device run (nvidia-h100-x1, carry .devkit without xgboost): collect H100 records with the pipelined
 # collector until a deadline, and bring the device folder back as $OUT/h100_collect.tar.xz.
 #   NETWORKS="mobilenet_v2 bert_base" MAX_TASKS=8 PER_TASK=64 bash benchmarks/gpu/collect.sh
-# ROOT=data (the default) resumes into the shipped tree data/h100: the collector skips the schedules
-# already stored, and the tar holds the whole updated folder (unpack it with `tar -C data -xJf` and
-# commit at once). A call that cannot carry data/ sets ROOT=runs/h100_collect and collects other
-# networks (NETWORKS=). Every 10 s, CPU busy % and GPU utilization go to $OUT/util.log.
+# ROOT=data/h100 (the default) resumes into the shipped dataset: the collector writes under
+# ROOT/cuda-sm_90a (the target's device folder) and skips the schedules already stored; the tar holds
+# that whole updated folder (unpack it with `tar -C data/h100 -xJf` and commit at once). A call that
+# cannot carry data/ sets ROOT=runs/h100_collect and collects other networks (NETWORKS=). Every 10 s, CPU busy % and GPU utilization go to $OUT/util.log.
 set -uo pipefail
 export PYTHONUNBUFFERED=1
 T0=$(date +%s)
@@ -14,7 +14,8 @@ source .devkit/use-devkit.sh || exit 1
 mkdir -p /tmp/pylib && tar -C /tmp/pylib -xJf .devkit/pylib.tar.xz
 export PYTHONPATH=$PWD:/tmp/pylib:${PYTHONPATH:-}
 nproc; nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,clocks.max.sm --format=csv,noheader
-ROOT=${ROOT:-data}
+ROOT=${ROOT:-data/h100}
+DEVICE=cuda-sm_90a  # tvm_env.target_device_name of nvidia/nvidia-h100: where the collector writes
 util() {  # CPU busy % (from /proc/stat) and GPU utilization %, every 10 s
   local a b
   a=($(head -1 /proc/stat))
@@ -36,5 +37,5 @@ timeout $(( LEFT + 15 )) python3 -m data.collect --target nvidia/nvidia-h100 --d
 echo "collector exit $?"; kill $UTIL
 grep -v -i warning $OUT/collect.log | tr '\r' '\n' | grep -v "^collect:" | tail -14
 tail -n 4 $OUT/util.log
-tar -C $ROOT -cJf $OUT/h100_collect.tar.xz h100
+tar -C $ROOT -cJf $OUT/h100_collect.tar.xz $DEVICE && ls -la $OUT/h100_collect.tar.xz
 echo "total $(( $(date +%s) - T0 )) s"
