@@ -160,9 +160,7 @@ def test_tasks_sampled_ahead_are_committed_once_each(tmp_path):
     """Three tasks sampled two at a time while runs overlap builds: every task gets --per-task
     distinct schedules, in its own database, and a rerun measures nothing."""
     specs = [SPEC, "matmul:16,16,16", "matmul:24,24,24"]
-    cfg = CollectConfig(
-        target=TARGET, out=str(tmp_path), ops=specs, per_task=6, overlap_runs=True, samplers=2, **FAST
-    )
+    cfg = CollectConfig(target=TARGET, out=str(tmp_path), ops=specs, per_task=6, overlap_runs=True, samplers=2, **FAST)
     results = collect(cfg)
     assert [(r.new, r.status) for r in results] == [(6, "complete")] * 3
     device = tmp_path / target_device_name(parse_target(TARGET))
