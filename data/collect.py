@@ -347,6 +347,7 @@ def collect(cfg: CollectConfig, times: StageTimes | None = None) -> list[TaskRes
     with where the time went.
     """
     times = times if times is not None else StageTimes()
+    end = time.monotonic() + cfg.deadline if cfg.deadline else float("inf")  # task extraction counts too
     target = parse_target(cfg.target)
     setup(target)
     device_path = Path(cfg.out) / target_device_name(target)
@@ -361,8 +362,6 @@ def collect(cfg: CollectConfig, times: StageTimes | None = None) -> list[TaskRes
     # tasks sampled at once: quiet runs (no overlap) and the sequential way sample one task at a time
     samplers = 1 if cfg.sequential or not overlap else cfg.samplers
     settings: dict | None = None  # this run's entry in index["collections"], added at its first commit
-
-    end = time.monotonic() + cfg.deadline if cfg.deadline else float("inf")
 
     def stopping() -> bool:
         return _stop_requested or time.monotonic() > end
@@ -547,7 +546,10 @@ def _parser() -> ArgumentParser:
         help="store finished tasks as database_*.json.xz",
     )
     p.add_argument(
-        "--deadline", type=float | None, default=None, help="stop starting new batches after this many seconds"
+        "--deadline",
+        type=float | None,
+        default=None,
+        help="stop starting new batches this many seconds after the start (task extraction included)",
     )
     p.add_argument("--verbose", action=ActionYesNo(no_prefix="no-"), default=False, help="log build and run errors")
     return p
