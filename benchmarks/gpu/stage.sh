@@ -4,6 +4,7 @@
 # data a device run does not need (the embedded CPU dataset, test fixtures, docs, pictures) to
 # /tmp/pruner-stage; `stage.sh in` puts it back. Run both from the project root, around the run.
 #   bash benchmarks/gpu/stage.sh out [EXTRA_PATH ...]   # e.g. bridge/pretrained beside the xgboost kit
+#   KEEP="data/h100" bash benchmarks/gpu/stage.sh out   # a collection run resumes into data/h100
 #   bash benchmarks/gpu/stage.sh in
 set -euo pipefail
 stage=/tmp/pruner-stage
@@ -13,6 +14,7 @@ case "${1:-}" in
     mkdir -p "$stage"
     for p in data/embedded data/h100 tests docs "$@"; do
       [ -e "$p" ] || continue
+      case " ${KEEP:-} " in *" $p "*) continue ;; esac
       mkdir -p "$stage/$(dirname "$p")"
       mv "$p" "$stage/$p"
     done
