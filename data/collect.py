@@ -59,7 +59,7 @@ from data.zoo import (
     NETWORKS,
     TaskSpec,
     check_network,
-    extract_network_tasks,
+    extract_networks,
     operator_task,
     select_tasks,
 )
@@ -113,6 +113,8 @@ class CollectConfig:
         min_schedules: skip tasks whose design space holds fewer distinct schedules (they carry
             no ranking signal); skipped tasks are noted in index.json and not retried.
         compress: xz-compress the database files of every finished task (`.json.xz`).
+        extract_workers: networks whose tasks are extracted at once, each in its own process; None:
+            one per network up to the CPU count; 1: one after the other in this process.
     """
 
     target: str | dict
@@ -141,13 +143,14 @@ class CollectConfig:
     min_schedules: int = 8
     compress: bool = False
     deadline: float | None = None
+    extract_workers: int | None = None
 
     def __post_init__(self) -> None:
         if not self.networks and not self.ops:
             raise ValueError("nothing to collect: give --network and/or --workload")
         for network in self.networks:
             check_network(network)  # a zoo name or an existing own-model file, else it says which
-        for name in ("per_task", "batch_size", "repeat", "runners", "builder_workers", "samplers"):
+        for name in ("per_task", "batch_size", "repeat", "runners", "builder_workers", "samplers", "extract_workers"):
             if getattr(self, name) is not None and getattr(self, name) <= 0:
                 raise ValueError(f"{name}={getattr(self, name)!r} must be positive")
         if self.population < 50:
@@ -271,9 +274,9 @@ def plan_tasks(cfg: CollectConfig, target: tvm.target.Target, known: dict | None
     by_hash: dict[str, TaskPlan] = {}
     dir_of_hash = {v["workload_hash"]: d for d, v in (known or {}).items()}
     sources: list[tuple[str | None, list[TaskSpec]]] = []
+    extracted = extract_networks(list(dict.fromkeys(cfg.networks)), target, cfg.size, cfg.extract_workers)
     for net in cfg.networks:
-        tasks = extract_network_tasks(net, target, size=cfg.size)
-        sources.append((net, select_tasks(tasks, cfg.max_tasks, cfg.min_flops, cfg.max_flops)))
+        sources.append((net, select_tasks(extracted[net], cfg.max_tasks, cfg.min_flops, cfg.max_flops)))
     sources.append((None, [operator_task(spec) for spec in cfg.ops]))
     for net, tasks in sources:
         for spec in tasks:
@@ -551,6 +554,10 @@ def _parser() -> ArgumentParser:
         default=None,
         help="stop starting new batches this many seconds after the start (task extraction included)",
     )
+    p.add_argument(
+        "--extract-workers", type=int | None, default=None,
+        help="networks extracted at once, one process each (default: one per network, up to the cores; 1: in turn)",
+    )  # fmt: skip
     p.add_argument("--verbose", action=ActionYesNo(no_prefix="no-"), default=False, help="log build and run errors")
     return p
 

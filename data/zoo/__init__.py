@@ -8,14 +8,14 @@ downloads and no torchvision. Weights are random (seeded): schedules do not depe
   `inception`, `deeplab`, `transformer`), shared pieces in `common`.
 * `sources`: a network spec -> relax module + example inputs, for zoo names and the user's own
   models (`path.py:factory`, ONNX, a saved relax IRModule).
-* `tasks`: relax module -> `TaskSpec` list (`extract_network_tasks`), `select_tasks`.
+* `tasks`: relax module -> `TaskSpec` list (`extract_network_tasks`; several networks in parallel processes: `extract_networks`), `select_tasks`.
 * `operators`: single operators named by a spec string, e.g. ``"matmul:512,512,512"``.
 """
 
 from data.zoo.networks import NETWORKS
 from data.zoo.operators import OPERATORS, check_operator_spec, operator_task
 from data.zoo.sources import LoadedNetwork, check_network, load_network, network_label
-from data.zoo.tasks import TaskSpec, extract_network_tasks, relax_tasks, select_tasks, workload_hash
+from data.zoo.tasks import TaskSpec, extract_network_tasks, extract_networks, relax_tasks, select_tasks, workload_hash
 
 __all__ = [
     "NETWORKS",
@@ -25,6 +25,7 @@ __all__ = [
     "check_network",
     "check_operator_spec",
     "extract_network_tasks",
+    "extract_networks",
     "load_network",
     "network_label",
     "operator_task",

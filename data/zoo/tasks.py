@@ -8,12 +8,15 @@ AnnotateTIROpPattern / FoldConstant / FuseOps / FuseTIR -> `extract_tasks`. Iden
 
 from __future__ import annotations
 
+import concurrent.futures
 import dataclasses
+import multiprocessing
+import os
 from collections.abc import Sequence
 
 from tvm_env import ms, parse_target, setup, tvm, tvm_ffi
 
-__all__ = ["TaskSpec", "extract_network_tasks", "relax_tasks", "select_tasks", "workload_hash"]
+__all__ = ["TaskSpec", "extract_network_tasks", "extract_networks", "relax_tasks", "select_tasks", "workload_hash"]
 
 
 def workload_hash(mod: tvm.IRModule) -> str:
@@ -89,6 +92,49 @@ def extract_network_tasks(name: str, target: str | dict | tvm.target.Target, siz
     from data.zoo.sources import load_network
 
     return relax_tasks(load_network(name, size).mod, target)
+
+
+def _extract_as_json(name: str, target: dict, size: int | None) -> list[tuple[str, str, int]]:
+    """`extract_network_tasks` in a worker process: (task name, module as TVM JSON, weight) rows."""
+    return [(t.name, tvm.ir.save_json(t.mod), t.weight) for t in extract_network_tasks(name, target, size)]
+
+
+def extract_networks(
+    names: Sequence[str], target: str | dict | tvm.target.Target, size: int | None = None, workers: int | None = None
+) -> dict[str, list[TaskSpec]]:
+    """`extract_network_tasks` of several networks, one process per network at once.
+
+    Extraction is single-threaded Python and C++ (the torch import, LegalizeOps, FoldConstant), 5-30 s
+    a network, so a collection of several networks spends minutes in it on one core; here each
+    network is extracted in its own (spawned) process and the modules come back as TVM JSON, which
+    round-trips to the same structural hash.
+
+    Args:
+        names: networks, as `extract_network_tasks` takes them.
+        target: where the tasks will be tuned.
+        size: input size of every network (None: each one's standard size).
+        workers: processes at once; None: one per network, up to the CPU count. With 1 (or a single
+            network) everything runs in this process.
+
+    Returns:
+        network name -> its tasks, in `names` order.
+
+    Raises:
+        ValueError: as `extract_network_tasks`, for the first network that fails.
+    """
+    target = parse_target(target)
+    workers = max(1, min(len(names), os.cpu_count() or 1)) if workers is None else workers
+    if workers < 1:
+        raise ValueError(f"workers={workers!r} must be >= 1")
+    if workers == 1 or len(names) <= 1:
+        return {name: extract_network_tasks(name, target, size) for name in names}
+    spawn = multiprocessing.get_context("spawn")  # fork is unsafe with TVM's and torch's threads
+    with concurrent.futures.ProcessPoolExecutor(workers, mp_context=spawn) as pool:
+        futures = {name: pool.submit(_extract_as_json, name, dict(target.export()), size) for name in names}
+        return {
+            name: [TaskSpec.from_mod(n, tvm.ir.load_json(js), w) for n, js, w in futures[name].result()]
+            for name in names
+        }
 
 
 def select_tasks(

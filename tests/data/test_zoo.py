@@ -10,6 +10,7 @@ from data.zoo import (
     OPERATORS,
     TaskSpec,
     extract_network_tasks,
+    extract_networks,
     operator_task,
     select_tasks,
 )
@@ -52,6 +53,21 @@ def test_extract_bert_tiny_tasks():
         assert re.fullmatch(re.escape(t.name) + r"_[0-9a-f]{8}", t.task_dir)
         assert t.workload_hash == str(tvm_ffi.structural_hash(t.mod))
         assert "main" in [gv.name_hint for gv in t.mod.get_global_vars()]
+
+
+def test_extract_networks_in_processes_matches_in_process():
+    """Networks extracted in spawned processes come back as the same tasks (modules through TVM JSON)."""
+    names = ["vit_b16", "bert_tiny"]
+    parallel = extract_networks(names, TARGET, size=16, workers=2)
+    assert list(parallel) == names
+    for name in names:
+        here = extract_network_tasks(name, TARGET, size=16)
+        assert [(t.name, t.weight, t.flops, t.workload_hash) for t in parallel[name]] == [
+            (t.name, t.weight, t.flops, t.workload_hash) for t in here
+        ]
+        assert all(t.workload_hash == str(tvm_ffi.structural_hash(t.mod)) for t in parallel[name])
+    with pytest.raises(ValueError, match="'vgg' is not in the zoo"):
+        extract_networks(["bert_tiny", "vgg"], TARGET, size=16, workers=2)
 
 
 def test_extract_rejects_bad_arguments():
