@@ -114,7 +114,7 @@ class CollectConfig:
             no ranking signal); skipped tasks are noted in index.json and not retried.
         compress: xz-compress the database files of every finished task (`.json.xz`).
         extract_workers: networks whose tasks are extracted at once, each in its own process; None:
-            one per network up to the CPU count; 1: one after the other in this process.
+            one per network up to half the CPU count; 1: one after the other in this process.
     """
 
     target: str | dict
@@ -556,7 +556,7 @@ def _parser() -> ArgumentParser:
     )
     p.add_argument(
         "--extract-workers", type=int | None, default=None,
-        help="networks extracted at once, one process each (default: one per network, up to the cores; 1: in turn)",
+        help="networks extracted at once, one process each (default: one per network, up to half the cores; 1: in turn)",
     )  # fmt: skip
     p.add_argument("--verbose", action=ActionYesNo(no_prefix="no-"), default=False, help="log build and run errors")
     return p
