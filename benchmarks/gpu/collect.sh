@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Device run (nvidia-h100-x1, carry .devkit without xgboost): collect H100 records with the pipelined
 # collector until a deadline, and bring the device folder back as $OUT/h100_collect.tar.xz.
+# Before: `bash ../shared/gpu/pack-devkit.sh && bash benchmarks/gpu/pack-pylib.sh` (once per machine)
+# and `KEEP="data/h100" bash benchmarks/gpu/stage.sh out`; after: `bash benchmarks/gpu/stage.sh in`.
 #   NETWORKS="mobilenet_v2 bert_base" MAX_TASKS=8 PER_TASK=64 bash benchmarks/gpu/collect.sh
 # ROOT=data/h100 (the default) resumes into the shipped dataset: the collector writes under
 # ROOT/cuda-sm_90a (the target's device folder) and skips the schedules already stored; the tar holds
