@@ -6,8 +6,10 @@
 #   NETWORKS="mobilenet_v2 bert_base" MAX_TASKS=8 PER_TASK=64 bash benchmarks/gpu/collect.sh
 # ROOT=data/h100 (the default) resumes into the shipped dataset: the collector writes under
 # ROOT/cuda-sm_90a (the target's device folder) and skips the schedules already stored; the tar holds
-# that whole updated folder (unpack it with `tar -C data/h100 -xJf` and commit at once). A call that
-# cannot carry data/ sets ROOT=runs/h100_collect and collects other networks (NETWORKS=). Every 10 s, CPU busy % and GPU utilization go to $OUT/util.log.
+# that whole updated folder (unpack it with `tar -C data/h100 -xJf` and commit at once). When the
+# tree no longer fits beside the kit (67.1 MB in all), collect into a fresh root with a seed of its
+# own and merge what comes back: ROOT=runs/h100_collect SEED=7 bash benchmarks/gpu/collect.sh, then
+# `tar -C /tmp/c -xJf h100_collect.tar.xz && python -m data.merge /tmp/c data/h100` (drops repeats). Every 10 s, CPU busy % and GPU utilization go to $OUT/util.log.
 set -uo pipefail
 export PYTHONUNBUFFERED=1
 T0=$(date +%s)
@@ -35,7 +37,7 @@ LEFT=$(( ${LIMIT:-560} - ($(date +%s) - T0) - 40 ))
 # The collector's --deadline stops new batches; `timeout` guarantees the tar below still runs.
 timeout $(( LEFT + 15 )) python3 -m data.collect --target nvidia/nvidia-h100 --deadline $(( LEFT - 60 )) \
   --network ${NETWORKS:-mobilenet_v2 bert_base} --max-tasks ${MAX_TASKS:-8} --per-task ${PER_TASK:-64} \
-  --samplers ${SAMPLERS:-2} --min-repeat-ms 10 --timeout 20 --compress --out $ROOT > $OUT/collect.log 2>&1
+  --samplers ${SAMPLERS:-2} --seed ${SEED:-0} --min-repeat-ms 10 --timeout 20 --compress --out $ROOT > $OUT/collect.log 2>&1
 echo "collector exit $?"; kill $UTIL
 grep -v -i warning $OUT/collect.log | tr '\r' '\n' | grep -v "^collect:" | tail -14
 tail -n 4 $OUT/util.log
