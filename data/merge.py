@@ -164,8 +164,6 @@ def merge_device(src: Path, dst: Path, dry_run: bool = False) -> MergeResult:
             if home.folder.exists():
                 raise ValueError(f"{home.folder}: exists with another workload than {task.folder}'s; rename one")
             result.new_tasks.append(task.folder.name)
-        else:
-            result.topped_up.append(home.folder.name)
         folder_of[task.folder.name] = home.folder.name
         slot = {}  # src workload row -> dst workload row
         for i, (text, w) in enumerate(task.workloads):
@@ -190,6 +188,8 @@ def merge_device(src: Path, dst: Path, dry_run: bool = False) -> MergeResult:
             home.records.append((text, r))
             added += 1
         result.added += added
+        if added and home.folder.name not in result.new_tasks:
+            result.topped_up.append(home.folder.name)
         if added or home.folder.name in result.new_tasks:
             changed.append(home)
             by_hash.update({h: home for h in home.hashes()})
