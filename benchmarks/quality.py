@@ -208,10 +208,10 @@ def xgb_test_scores(dm: ShardDataModule, data: ShardData, seed: int, threads: in
     return scores, note, seconds
 
 
-def run_network(
+def fit_network(
     model: str, data_args: list[str], root: Path, epochs: int, extra: list[str], dm: ShardDataModule
-) -> tuple[dict, str]:
-    """Fit configs/<model>.yaml, test its best checkpoint; returns the test metrics and a note.
+) -> tuple[str, str]:
+    """Fit configs/<model>.yaml; returns its best checkpoint's path and a note (best epoch, score).
 
     Raises:
         RuntimeError: the fit's DataModule made other splits than the reference one (a config
@@ -219,15 +219,7 @@ def run_network(
     """
     common = ["--config", str(REPO / "configs" / f"{model}.yaml"), *data_args, "--trainer.default_root_dir", str(root)]
     fit = train_main(
-        [
-            "fit",
-            *common,
-            "--trainer.max_epochs",
-            str(epochs),
-            "--trainer.logger.init_args.save_dir",
-            str(root),
-            *extra,
-        ]
+        ["fit", *common, "--trainer.max_epochs", str(epochs), "--trainer.logger.init_args.save_dir", str(root), *extra]
     )
     for name, records in dm.splits.items():
         if not np.array_equal(fit.datamodule.splits[name], records):
@@ -236,12 +228,25 @@ def run_network(
                 f"vs {len(records)} records): pass the data options after `--`"
             )
     best = next(c for c in fit.trainer.checkpoint_callbacks if c.monitor)
-    test = train_main(["test", *common, "--ckpt_path", best.best_model_path, "--trainer.logger", "false", *extra])
-    metrics = {k: float(v) for k, v in test.trainer.callback_metrics.items() if k.startswith("test_")}
     epoch = re.search(r"epoch=(\d+)", Path(best.best_model_path).name)
     note = f"best epoch {epoch.group(1) if epoch else '?'} of {fit.trainer.current_epoch}, "
     note += f"{best.monitor} {float(best.best_model_score):.3f}"
-    return metrics, note
+    return best.best_model_path, note
+
+
+def test_checkpoint(model: str, data_args: list[str], ckpt: str, extra: list[str]) -> dict[str, float]:
+    """`train.py test` of checkpoint `ckpt` with configs/<model>.yaml on `data_args`' test split."""
+    config = ["--config", str(REPO / "configs" / f"{model}.yaml"), *data_args]
+    test = train_main(["test", *config, "--ckpt_path", ckpt, "--trainer.logger", "false", *extra])
+    return {k: float(v) for k, v in test.trainer.callback_metrics.items() if k.startswith("test_")}
+
+
+def run_network(
+    model: str, data_args: list[str], root: Path, epochs: int, extra: list[str], dm: ShardDataModule
+) -> tuple[dict, str]:
+    """Fit configs/<model>.yaml (`fit_network`), test its best checkpoint; the test metrics and a note."""
+    ckpt, note = fit_network(model, data_args, root, epochs, extra, dm)
+    return test_checkpoint(model, [*data_args, "--trainer.default_root_dir", str(root)], ckpt, extra), note
 
 
 def timed(fn: Callable, *args) -> tuple[object, float]:

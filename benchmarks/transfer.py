@@ -1,0 +1,116 @@
+"""Adapting a pretrained PAM to new work with a few hundred records: MoA against finetuning, against
+training from scratch on the same records, and against the pretrained model as it is, in one run.
+
+    python benchmarks/transfer.py --shards runs/h100_shards --target-network bert_base --seed 0 1 2 --out runs/transfer/bert_base
+    python benchmarks/transfer.py ... -- --trainer.accelerator gpu --trainer.precision bf16-mixed   # train.py flags
+
+Per seed:
+1. *pretrain*: PAM (`configs/pam.yaml`) on every task except the target network's (hold-out split).
+2. The target network's tasks alone, split within each task: `--adapt-fraction` of the records
+   to adapt on (a few hundred; a tenth of them validate), the rest to test. On those same splits:
+   * `pretrained`: the pretrained PAM, no update (`train.py test`);
+   * `scratch`: PAM trained from nothing on the adaptation records;
+   * `finetune`: the pretrained PAM trained on (`configs/finetune.yaml`, `--model.init_from`);
+   * `moa`: MoA from the pretrained PAM (`configs/moa.yaml`: the online copy trains, a momentum
+     copy follows it; Pruner's MoA-Pruner, offline).
+Every row is tested on the same records (checked); metrics as in benchmarks/quality.py.
+The published MoA adapts across GPUs (pretrained on one, adapted on another); with one GPU kind
+measured, this adapts across networks on one GPU, which exercises the same mechanism.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from quality import REPO, fit_network, reference_datamodule, summarize, test_checkpoint  # noqa: E402
+
+from data.atomic import atomic_write_text  # noqa: E402
+
+ROWS = ("pretrained", "scratch", "finetune", "moa")
+SHOWN = ("test_pairwise_acc", "test_peak@1", "test_peak@5", "test_kendall_tau")
+
+
+def run_seed(args: argparse.Namespace, seed: int, extra: list[str]) -> tuple[dict[str, dict], dict]:
+    """Every row for one seed (splits, initialization); `extra`: train.py flags for every fit and test."""
+    seeds = ["--data.seed", str(seed), "--seed_everything", str(seed)]
+    out = Path(args.out) / f"seed{seed}"
+    source = [
+        "--data.shards",
+        args.shards,
+        "--data.split",
+        "hold-out",
+        "--data.test_networks",
+        json.dumps([args.target_network]),
+        *seeds,
+    ]
+    dm = reference_datamodule(REPO / "configs" / "pam.yaml", source, extra)
+    start = time.perf_counter()
+    pretrained, note = fit_network("pam", source, out / "pretrain", args.epochs, extra, dm)
+    rows: dict[str, dict] = {}
+    pre_s = time.perf_counter() - start
+
+    test_fraction = 1.0 - args.adapt_fraction  # the DataModule carves validation from the rest
+    target = ["--data.shards", args.shards, "--data.networks", json.dumps([args.target_network]),
+              "--data.split", "within-task", "--data.test_fraction", str(test_fraction), "--data.val_fraction", "0.1",
+              *seeds]  # fmt: skip
+    tdm = reference_datamodule(REPO / "configs" / "pam.yaml", target, extra)
+    sizes = {name: int(len(idx)) for name, idx in tdm.splits.items()}
+    rows["pretrained"] = {
+        **test_checkpoint("pam", target, pretrained, []),
+        "train_s": pre_s,
+        "note": f"pretrain: {note}",
+    }
+    for row, config, extra in (
+        ("scratch", "pam", []),
+        ("finetune", "finetune", ["--model.init_from", pretrained]),
+        ("moa", "moa", ["--model.init_from", pretrained]),
+    ):
+        start = time.perf_counter()
+        ckpt, note = fit_network(config, target, out / row, args.epochs, extra, tdm)
+        train_s = time.perf_counter() - start
+        rows[row] = {**test_checkpoint(config, target, ckpt, extra), "train_s": train_s, "note": note}
+    return rows, {"pretrain_train_records": int(len(dm.splits["train"])), **sizes}
+
+
+def main(argv: list[str] | None = None) -> dict:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--shards", required=True, help="feature shards of several networks")
+    p.add_argument("--target-network", required=True, help="the network adapted to (left out of pretraining)")
+    p.add_argument(
+        "--adapt-fraction", type=float, default=0.4, help="share of its records adapted on (incl. validation)"
+    )
+    p.add_argument("--epochs", type=int, default=50)
+    p.add_argument("--seed", type=int, nargs="+", default=[0])
+    p.add_argument("--out", default="runs/transfer")
+    args, extra = p.parse_known_args(argv)
+    extra = [a for a in extra if a != "--"]  # train.py flags after `--`, for every fit and test
+    if not 0.0 < args.adapt_fraction < 1.0:
+        p.error(f"--adapt-fraction {args.adapt_fraction} must be in (0, 1): the rest of the records test")
+    per_seed, sizes = {}, {}
+    for seed in args.seed:
+        per_seed[seed], sizes[seed] = run_seed(args, seed, extra)
+    summary = summarize(per_seed)
+    result = {"target_network": args.target_network, "adapt_fraction": args.adapt_fraction, "sizes": sizes,
+              "results": summary, "per_seed": per_seed}  # fmt: skip
+    Path(args.out).mkdir(parents=True, exist_ok=True)
+    atomic_write_text(Path(args.out) / "results.json", json.dumps(result, indent=1) + "\n")
+    first = sizes[args.seed[0]]
+    print(f"\n{args.target_network}: pretrained on {first['pretrain_train_records']} records of the other networks; "
+          f"adapted on {first['train']}, validated on {first['val']}, tested on {first['test']} (seed {args.seed[0]})")  # fmt: skip
+    print("| row | " + " | ".join(k.removeprefix("test_") for k in SHOWN) + " | train s |")
+    print("|---|" + "---|" * (len(SHOWN) + 1))
+    for row in ROWS:
+        r = summary[row]
+        cells = [f"{r[k]:.3f}" + (f" ± {r[k + '_std']:.3f}" if k + "_std" in r else "") for k in SHOWN]
+        print(f"| {row} | " + " | ".join(cells) + f" | {r['train_s']:.1f} |")
+    return result
+
+
+if __name__ == "__main__":
+    main()
