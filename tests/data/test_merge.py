@@ -100,3 +100,26 @@ def test_merge_refuses_another_target(tmp_path):
         assert "different targets" in str(err)
     else:
         raise AssertionError("merging another target's records must fail")
+
+
+def test_dry_run_counts_and_writes_nothing(tmp_path, capsys):
+    src, dst, _ = _trees(tmp_path)
+    before = {p: p.read_bytes() for p in dst.rglob("*") if p.is_file()}
+    assert main([str(src), str(dst.parent), "--dry-run", "true"]) == 0
+    assert "8 already stored" in capsys.readouterr().out
+    assert {p: p.read_bytes() for p in dst.rglob("*") if p.is_file()} == before
+
+
+def test_a_folder_name_taken_by_another_workload_is_refused(tmp_path):
+    src, dst, _ = _trees(tmp_path)
+    # dst holds a folder named like src's conv2d task, but with matmul's workload
+    shutil.copytree(dst / MATMUL, dst / CONV)
+    shutil.rmtree(dst / MATMUL)
+    before = {p: p.read_bytes() for p in dst.rglob("*") if p.is_file()}
+    try:
+        merge_device(src, dst)
+    except ValueError as err:
+        assert f"{dst / CONV}: exists with another workload" in str(err)
+        assert {p: p.read_bytes() for p in dst.rglob("*") if p.is_file()} == before
+    else:
+        raise AssertionError("a folder name clash must not merge records into the wrong task")
