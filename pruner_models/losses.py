@@ -44,7 +44,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-LossName = Literal["lambdarank", "ranknet", "mse"]
+LossName = Literal["lambdarank", "ranknet", "mse", "lambdarank+mse"]
 """The names accepted by `LOSSES` (use as the type of a LightningCLI `loss:` argument)."""
 
 Reduction = Literal["mean", "sum"]
@@ -380,9 +380,21 @@ def mse_loss(
     return _reduce(per_task_sum / tasks.sizes.clamp_min(1), tasks.sizes > 0, reduction)
 
 
+def lambda_rank_mse_loss(
+    preds: Tensor, labels: Tensor, task: Tensor, reduction: Reduction = "mean", *, dense: bool | None = None
+) -> Tensor:
+    """LambdaRank plus MSE, summed: the ranking loss orders each task's records, the regression on
+    the normalized label pulls the fastest ones apart (on the H100 hold-outs MSE alone led peak@1 and
+    LambdaRank alone led pairwise accuracy; docs/benchmarks.md, "Model quality")."""
+    return lambda_rank_loss(preds, labels, task, reduction, dense=dense) + mse_loss(
+        preds, labels, task, reduction, dense=dense
+    )
+
+
 LOSSES: dict[str, Callable[..., Tensor]] = {
     "lambdarank": lambda_rank_loss,
     "ranknet": ranknet_loss,
     "mse": mse_loss,
+    "lambdarank+mse": lambda_rank_mse_loss,
 }
 """Loss by name (`LossName`); every entry has the signature `(preds, labels, task, reduction="mean", *, dense=None)`."""

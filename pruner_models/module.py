@@ -61,7 +61,7 @@ class CostModelModule(L.LightningModule):
     """Shared training logic; subclasses build `self.net` (a module mapping a batch to (B,) scores).
 
     Args:
-        loss: ranking loss computed within each task's records: lambdarank, ranknet or mse.
+        loss: ranking loss computed within each task's records: lambdarank, ranknet, mse or lambdarank+mse.
         optimizer: adam (training from scratch) or sgd (the original's finetune).
         lr: learning rate (7e-4 in the original, for both).
         weight_decay: L2 weight decay (1e-6 in the original).

@@ -97,6 +97,17 @@ def test_loss_matches_reference(name, reduction, seed):
     assert got.item() == pytest.approx(want, rel=1e-10, abs=1e-12)
 
 
+@pytest.mark.parametrize("reduction", ["mean", "sum"])
+def test_lambdarank_plus_mse_is_the_sum_of_both_references(reduction):
+    """Each term reduced on its own (LambdaRank over tasks with a pair, MSE over every task)."""
+    preds, labels, task = make_batch(4)
+    groups = per_task(preds, labels, task).values()
+    want = reduce_ref([ref_lambdarank_task(s, y) for s, y in groups], reduction)
+    want += reduce_ref([ref_mse_task(s, y) for s, y in groups], reduction)
+    got = LOSSES["lambdarank+mse"](preds, labels, task, reduction=reduction)
+    assert got.item() == pytest.approx(want, rel=1e-10, abs=1e-12)
+
+
 def test_registry_matches_config_names():
     assert set(LOSSES) == set(get_args(LossName))
 
