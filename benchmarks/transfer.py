@@ -62,19 +62,19 @@ def run_seed(args: argparse.Namespace, seed: int, extra: list[str]) -> tuple[dic
     tdm = reference_datamodule(REPO / "configs" / "pam.yaml", target, extra)
     sizes = {name: int(len(idx)) for name, idx in tdm.splits.items()}
     rows["pretrained"] = {
-        **test_checkpoint("pam", target, pretrained, []),
+        **test_checkpoint("pam", target, pretrained, extra),
         "train_s": pre_s,
         "note": f"pretrain: {note}",
     }
-    for row, config, extra in (
+    for row, config, init in (
         ("scratch", "pam", []),
         ("finetune", "finetune", ["--model.init_from", pretrained]),
         ("moa", "moa", ["--model.init_from", pretrained]),
     ):
         start = time.perf_counter()
-        ckpt, note = fit_network(config, target, out / row, args.epochs, extra, tdm)
+        ckpt, note = fit_network(config, target, out / row, args.epochs, [*extra, *init], tdm)
         train_s = time.perf_counter() - start
-        rows[row] = {**test_checkpoint(config, target, ckpt, extra), "train_s": train_s, "note": note}
+        rows[row] = {**test_checkpoint(config, target, ckpt, [*extra, *init]), "train_s": train_s, "note": note}
     return rows, {"pretrain_train_records": int(len(dm.splits["train"])), **sizes}
 
 

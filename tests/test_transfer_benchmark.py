@@ -16,7 +16,9 @@ _spec = importlib.util.spec_from_file_location("transfer_benchmark", REPO / "ben
 transfer = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(transfer)
 
-FAST = ["--", "--trainer.accelerator", "cpu", "--trainer.enable_progress_bar", "false", "--data.batch_size", "64"]
+# train.py flags after `--` reach every fit: --trainer.max_epochs 1 overrides --epochs 2 in all four
+FAST = ["--", "--trainer.accelerator", "cpu", "--trainer.enable_progress_bar", "false", "--data.batch_size", "64",
+        "--trainer.max_epochs", "1"]  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -45,5 +47,7 @@ def test_transfer_rows_share_one_split_of_the_target_network(shards, tmp_path, c
         assert 0.0 <= r["test_pairwise_acc"] <= 1.0 and r["train_s"] > 0, (row, r)
     assert out["results"]["pretrained"]["note"].startswith("pretrain: best epoch")
     assert "best epoch" in out["results"]["moa"]["note"]
+    for row in ("pretrained", "scratch", "finetune", "moa"):
+        assert "of 1," in out["results"][row]["note"], (row, out["results"][row]["note"])
     assert json.loads((tmp_path / "results.json").read_text())["target_network"] == "net_b"
     assert "| moa |" in capsys.readouterr().out
