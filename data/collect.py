@@ -49,11 +49,19 @@ from jsonargparse import ArgumentParser
 from tqdm import tqdm
 from tvm.s_tir.meta_schedule.utils import _json_de_tvm
 
-from data.atomic import atomic_write_bytes
 from data.collect_pipeline import StageTimes, map_ahead, measure_pipelined, measure_sequential
 from data.labels import mean_latency
 from data.measure import measurement_settings, runner_count
-from data.record_tree import DB_FILES, IndexFileError, add_task, new_index, read_index, read_lines, write_index
+from data.record_tree import (
+    DB_FILES,
+    IndexFileError,
+    add_task,
+    json_rows,
+    new_index,
+    read_index,
+    write_database_file,
+    write_index,
+)
 from data.sampler import sample_schedules, schedule_hash
 from data.zoo import (
     NETWORKS,
@@ -206,12 +214,10 @@ def count_records(task_path: Path) -> tuple[int, int]:
         path = path.with_name(path.name + ".xz")
         if not path.exists():
             return 0, 0
-    for lineno, line in read_lines(path):
+    for lineno, _, row in json_rows(path, "tuning record"):
         try:
-            if isinstance(line, UnicodeDecodeError):
-                raise line
-            run_secs = json.loads(line)[1][1]
-        except (ValueError, IndexError, TypeError) as err:
+            run_secs = row[1][1]
+        except (IndexError, TypeError) as err:
             raise ValueError(f"{path}:{lineno}: malformed tuning record ({err})") from None
         total += 1
         valid += mean_latency(run_secs) != float("inf")
@@ -223,11 +229,9 @@ def _set_compressed(task_path: Path, compressed: bool) -> None:
     for name in DB_FILES:
         plain, packed = task_path / name, task_path / (name + ".xz")
         if compressed and plain.exists():
-            atomic_write_bytes(packed, lzma.compress(plain.read_bytes(), preset=9 | lzma.PRESET_EXTREME))
-            plain.unlink()
+            write_database_file(task_path, name, plain.read_bytes(), compressed=True)
         elif not compressed and packed.exists():
-            atomic_write_bytes(plain, lzma.decompress(packed.read_bytes()))
-            packed.unlink()
+            write_database_file(task_path, name, lzma.decompress(packed.read_bytes()), compressed=False)
 
 
 def _target_json(target: tvm.target.Target) -> dict:

@@ -24,7 +24,6 @@ A malformed line in either tree stops the merge before anything is written, nami
 from __future__ import annotations
 
 import json
-import lzma
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -32,7 +31,6 @@ from pathlib import Path
 
 from jsonargparse import ArgumentParser
 
-from data.atomic import atomic_write_bytes
 from data.record_tree import (
     DB_FILES,
     RECORD_FILE,
@@ -40,10 +38,11 @@ from data.record_tree import (
     XZ,
     database_file,
     device_dirs,
+    json_rows,
     new_index,
     read_index,
-    read_lines,
     task_dirs,
+    write_database_file,
     write_index,
 )
 
@@ -66,15 +65,9 @@ def _rows(path: Path | None) -> list[tuple[str, list]]:
     rows = []
     if path is None:
         return rows
-    for lineno, line in read_lines(path):
-        try:
-            if isinstance(line, UnicodeDecodeError):
-                raise line
-            row = json.loads(line)
-            if not isinstance(row, list) or len(row) < 2:
-                raise ValueError("not a [field, field, ...] row")
-        except ValueError as err:
-            raise ValueError(f"{path}:{lineno}: malformed database line ({err})") from None
+    for lineno, line, row in json_rows(path):
+        if not isinstance(row, list) or len(row) < 2:
+            raise ValueError(f"{path}:{lineno}: malformed database line (not a [field, field, ...] row)")
         rows.append((line.strip(), row))
     return rows
 
@@ -103,14 +96,7 @@ class _Task:
     def write(self) -> None:
         self.folder.mkdir(parents=True, exist_ok=True)
         for name, rows in zip(DB_FILES, (self.workloads, self.records), strict=True):
-            data = "".join(text + "\n" for text, _ in rows).encode()
-            plain, packed = self.folder / name, self.folder / (name + XZ)
-            if self.compressed:
-                atomic_write_bytes(packed, lzma.compress(data, preset=9 | lzma.PRESET_EXTREME))
-                plain.unlink(missing_ok=True)
-            else:
-                atomic_write_bytes(plain, data)
-                packed.unlink(missing_ok=True)
+            write_database_file(self.folder, name, "".join(text + "\n" for text, _ in rows).encode(), self.compressed)
 
 
 def _trace_key(record: list) -> str:

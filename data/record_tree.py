@@ -32,7 +32,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from data.atomic import atomic_write_text
+from data.atomic import atomic_write_bytes, atomic_write_text
 
 __all__ = [
     "DB_FILES",
@@ -46,6 +46,7 @@ __all__ = [
     "index_tasks",
     "index_weights",
     "is_database",
+    "json_rows",
     "new_index",
     "read_index",
     "read_lines",
@@ -53,6 +54,7 @@ __all__ = [
     "task_dirs",
     "task_key",
     "task_name",
+    "write_database_file",
     "write_index",
 ]
 
@@ -133,6 +135,34 @@ def read_lines(path: Path) -> Iterator[tuple[int, str | UnicodeDecodeError]]:
                 continue
             if text.strip():
                 yield lineno, text
+
+
+def json_rows(path: Path, what: str = "database line") -> Iterator[tuple[int, str, Any]]:
+    """(1-based line number, text, parsed JSON) of every non-empty line of a database file.
+
+    Raises:
+        ValueError: a line that is not UTF-8 JSON, as "<path>:<line>: malformed <what> (<why>)".
+    """
+    for lineno, line in read_lines(path):
+        try:
+            if isinstance(line, UnicodeDecodeError):
+                raise line
+            row = json.loads(line)
+        except ValueError as err:
+            raise ValueError(f"{path}:{lineno}: malformed {what} ({err})") from None
+        yield lineno, line, row
+
+
+def write_database_file(folder: Path, name: str, data: bytes, compressed: bool) -> None:
+    """Store `data` as `folder/name.xz` (xz -9e) or plain `folder/name`, atomically, and remove the
+    other form once the new one is in place."""
+    plain, packed = Path(folder) / name, Path(folder) / (name + XZ)
+    if compressed:
+        atomic_write_bytes(packed, lzma.compress(data, preset=9 | lzma.PRESET_EXTREME))
+        plain.unlink(missing_ok=True)
+    else:
+        atomic_write_bytes(plain, data)
+        packed.unlink(missing_ok=True)
 
 
 def task_dirs(device_dir: Path) -> list[Path]:
