@@ -21,7 +21,7 @@ from jsonargparse import ArgumentParser
 
 from data.atomic import atomic_write_text
 from data.collect import count_records
-from data.record_tree import device_dirs, index_weights, read_index, task_dirs, task_name
+from data.record_tree import device_folders, index_weights, read_index, task_dirs, task_name
 
 __all__ = ["device_card", "main", "markdown"]
 
@@ -113,9 +113,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--json", type=str | None, default=None, help="also write the numbers here as JSON")
     args = parser.parse_args(argv)
     try:
-        kind, devices = device_dirs(Path(args.root))
-        if kind == "database":
-            raise ValueError(f"{args.root}: a task folder; give its device folder or the tree's root")
+        devices = device_folders(Path(args.root))
         cards = [device_card(d) for d in devices]
     except ValueError as err:  # not a record tree, or a malformed record (named by file and line)
         print(f"error: {err}", file=sys.stderr)

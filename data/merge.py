@@ -37,7 +37,7 @@ from data.record_tree import (
     WORKLOAD_FILE,
     XZ,
     database_file,
-    device_dirs,
+    device_folders,
     json_rows,
     new_index,
     read_index,
@@ -195,9 +195,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--dry-run", type=bool, default=False, help="count, write nothing")
     args = parser.parse_args(argv)
     try:
-        kind, devices = device_dirs(Path(args.src))
-        if kind == "database":
-            raise ValueError(f"{args.src}: a task folder; give its device folder or the tree's root")
+        devices = device_folders(Path(args.src))
         for device in devices:
             r = merge_device(device, Path(args.dst) / device.name, dry_run=args.dry_run)
             print(

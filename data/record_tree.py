@@ -43,6 +43,7 @@ __all__ = [
     "add_task",
     "database_file",
     "device_dirs",
+    "device_folders",
     "index_tasks",
     "index_weights",
     "is_database",
@@ -190,6 +191,18 @@ def device_dirs(path: Path) -> tuple[str, list[Path]]:
             f"{path}: no {RECORD_FILE}[.xz] here, in its subfolders (a device folder) or two levels down (a tree root)"
         )
     return "root", devices
+
+
+def device_folders(path: Path) -> list[Path]:
+    """The device folders of a tree root, or [path] for a device folder (`device_dirs`).
+
+    Raises:
+        ValueError: `path` is a single task folder, or not a record tree at all.
+    """
+    kind, devices = device_dirs(path)
+    if kind == "database":
+        raise ValueError(f"{path}: a task folder; give its device folder or the tree's root")
+    return devices
 
 
 # ----------------------------------------------------------------------------------------------
