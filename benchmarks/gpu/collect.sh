@@ -4,6 +4,7 @@
 # Before: `bash ../shared/gpu/pack-devkit.sh && bash benchmarks/gpu/pack-pylib.sh` (once per machine)
 # and `KEEP="data/h100" bash benchmarks/gpu/stage.sh out`; after: `bash benchmarks/gpu/stage.sh in`.
 #   NETWORKS="mobilenet_v2 bert_base" MAX_TASKS=8 PER_TASK=64 bash benchmarks/gpu/collect.sh
+# SIZE= sets the networks' input size (image side / sequence length; default: each one's own).
 # ROOT=data/h100 (the default) resumes into the shipped dataset: the collector writes under
 # ROOT/cuda-sm_90a (the target's device folder) and skips the schedules already stored; the tar holds
 # that whole updated folder (unpack it with `tar -C data/h100 -xJf` and commit at once). When the
@@ -37,7 +38,7 @@ LEFT=$(( ${LIMIT:-560} - ($(date +%s) - T0) - 40 ))
 # The collector's --deadline stops new batches; `timeout` guarantees the tar below still runs.
 timeout $(( LEFT + 15 )) python3 -m data.collect --target nvidia/nvidia-h100 --deadline $(( LEFT - 60 )) \
   --network ${NETWORKS:-mobilenet_v2 bert_base} --max-tasks ${MAX_TASKS:-8} --per-task ${PER_TASK:-64} \
-  --samplers ${SAMPLERS:-2} --seed ${SEED:-0} --min-repeat-ms 10 --timeout 20 --compress --out $ROOT > $OUT/collect.log 2>&1
+  ${SIZE:+--size $SIZE} --samplers ${SAMPLERS:-2} --seed ${SEED:-0} --min-repeat-ms 10 --timeout 20 --compress --out $ROOT > $OUT/collect.log 2>&1
 echo "collector exit $?"; kill $UTIL
 grep -v -i warning $OUT/collect.log | tr '\r' '\n' | grep -v "^collect:" | tail -14
 tail -n 4 $OUT/util.log

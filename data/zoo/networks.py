@@ -2,7 +2,7 @@
 
 Kinds that Pruner and TenSet evaluate: residual CNNs (ResNet-18/50, ResNeXt-50), a mobile CNN
 (MobileNetV2), a densely connected CNN (DenseNet-121), a multi-branch CNN (Inception-v3), a
-segmentation network (DeepLabV3), encoders (BERT-base/tiny, ViT-B/16) and a decoder (GPT-2 style).
+segmentation network (DeepLabV3), encoders (BERT-base/large/tiny, ViT-B/16, ViT-L/16) and decoders (GPT-2 style, small and medium).
 """
 
 from __future__ import annotations
@@ -30,5 +30,10 @@ NETWORKS: dict[str, Network] = {
     "deeplabv3_resnet50": Network(DeepLabV3, image, 512),
     "vit_b16": Network(VisionTransformer, image, 224, min_size=16, max_size=512),
     "gpt2": Network(Gpt, tokens, 128, max_size=1024),
+    # The "large"/"medium" sizes (hidden 1024, 16 heads, FFN 4096) give the dense and batch_matmul
+    # kernels shapes of their own, so a held-out encoder has relatives of other shapes to learn from.
+    "bert_large": Network(lambda: Bert(hidden=1024, heads=16, ffn=4096, layers=2), tokens, 128, max_size=512),
+    "gpt2_medium": Network(lambda: Gpt(hidden=1024, heads=16, ffn=4096), tokens, 256, max_size=1024),
+    "vit_l16": Network(lambda: VisionTransformer(hidden=1024, heads=16, ffn=4096), image, 224, min_size=16, max_size=512),
 }
 """Network name -> definition; all run with batch 1."""

@@ -27,6 +27,9 @@ TARGET = {"kind": "llvm", "mcpu": "native", "num-cores": 2}
         ("mobilenet_v2", 64, (1, 1000)),
         ("bert_base", 8, (1, 8, 768)),
         ("bert_tiny", 8, (1, 8, 128)),
+        ("bert_large", 8, (1, 8, 1024)),
+        ("gpt2_medium", 8, (1, 8, 50257)),
+        ("vit_l16", 32, (1, 1000)),
     ],
 )
 def test_networks_run_in_torch(name, size, shape):
