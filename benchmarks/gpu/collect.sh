@@ -5,6 +5,8 @@
 # and `KEEP="data/h100" bash benchmarks/gpu/stage.sh out`; after: `bash benchmarks/gpu/stage.sh in`.
 #   NETWORKS="mobilenet_v2 bert_base" MAX_TASKS=8 PER_TASK=64 bash benchmarks/gpu/collect.sh
 # SIZE= sets the networks' input size (image side / sequence length; default: each one's own).
+# On an H200 (TVM has no tag for it; it is the H100's chip, sm_90a, with more and faster memory) keep
+# the H100's target and collect into a root of its own: ROOT=data/h200 on kind nvidia-h200.
 # ROOT=data/h100 (the default) resumes into the shipped dataset: the collector writes under
 # ROOT/cuda-sm_90a (the target's device folder) and skips the schedules already stored; the tar holds
 # that whole updated folder (unpack it with `tar -C data/h100 -xJf` and commit at once). When the
@@ -20,7 +22,7 @@ mkdir -p /tmp/pylib && tar -C /tmp/pylib -xJf .devkit/pylib.tar.xz
 export PYTHONPATH=$PWD:/tmp/pylib:${PYTHONPATH:-}
 nproc; nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,clocks.max.sm --format=csv,noheader
 ROOT=${ROOT:-data/h100}
-DEVICE=cuda-sm_90a  # tvm_env.target_device_name of nvidia/nvidia-h100: where the collector writes
+DEVICE=cuda-sm_90a  # tvm_env.target_device_name of nvidia/nvidia-h100 (and of any sm_90a target): where the collector writes
 util() {  # CPU busy % (from /proc/stat) and GPU utilization %, every 10 s
   local a b
   a=($(head -1 /proc/stat))
@@ -36,7 +38,7 @@ util > $OUT/util.log 2>&1 &
 UTIL=$!
 LEFT=$(( ${LIMIT:-560} - ($(date +%s) - T0) - 40 ))
 # The collector's --deadline stops new batches; `timeout` guarantees the tar below still runs.
-timeout $(( LEFT + 15 )) python3 -m data.collect --target nvidia/nvidia-h100 --deadline $(( LEFT - 60 )) \
+timeout $(( LEFT + 15 )) python3 -m data.collect --target ${TARGET:-nvidia/nvidia-h100} --deadline $(( LEFT - 60 )) \
   --network ${NETWORKS:-mobilenet_v2 bert_base} --max-tasks ${MAX_TASKS:-8} --per-task ${PER_TASK:-64} \
   ${SIZE:+--size $SIZE} --samplers ${SAMPLERS:-2} --seed ${SEED:-0} --min-repeat-ms 10 --timeout 20 --compress --out $ROOT > $OUT/collect.log 2>&1
 echo "collector exit $?"; kill $UTIL
