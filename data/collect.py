@@ -54,11 +54,14 @@ from data.labels import mean_latency
 from data.measure import measurement_settings, runner_count
 from data.record_tree import (
     DB_FILES,
+    INDEX,
     IndexFileError,
     add_task,
+    index_weights,
     json_rows,
     new_index,
     read_index,
+    stored_workload,
     write_database_file,
     write_index,
 )
@@ -123,6 +126,10 @@ class CollectConfig:
         compress: xz-compress the database files of every finished task (`.json.xz`).
         extract_workers: networks whose tasks are extracted at once, each in its own process; None:
             one per network up to half the CPU count; 1: one after the other in this process.
+        top_up: plan the tasks already in the tree's index.json instead of extracting networks (no
+            torch export or relax passes: 100-120 s of a 16-core GPU call for ten networks): those
+            of `networks` (each must be in the index), or all of them when `networks` is empty.
+            `max_tasks`, `min_flops`, `max_flops` and `size` do not apply; `ops` are added as usual.
     """
 
     target: str | dict
@@ -152,11 +159,12 @@ class CollectConfig:
     compress: bool = False
     deadline: float | None = None
     extract_workers: int | None = None
+    top_up: bool = False
 
     def __post_init__(self) -> None:
-        if not self.networks and not self.ops:
-            raise ValueError("nothing to collect: give --network and/or --workload")
-        for network in self.networks:
+        if not self.networks and not self.ops and not self.top_up:
+            raise ValueError("nothing to collect: give --network and/or --workload, or --top-up")
+        for network in () if self.top_up else self.networks:
             check_network(network)  # a zoo name or an existing own-model file, else it says which
         for name in ("per_task", "batch_size", "repeat", "runners", "builder_workers", "samplers", "extract_workers"):
             if getattr(self, name) is not None and getattr(self, name) <= 0:
@@ -269,8 +277,43 @@ def _update_index(index: dict, plans: Sequence[TaskPlan], device_path: Path, ski
 # ----------------------------------------------------------------------------------------------
 
 
-def plan_tasks(cfg: CollectConfig, target: tvm.target.Target, known: dict | None = None) -> list[TaskPlan]:
-    """Extract and dedupe the tasks of `cfg.networks` and `cfg.ops`.
+def _indexed_tasks(device_path: Path, index: dict, networks: Sequence[str]) -> list[tuple[str | None, list[TaskSpec]]]:
+    """(network, its tasks) for the tasks already in a tree's index (`CollectConfig.top_up`): those of
+    `networks`, or every indexed task (as network None) when it is empty. Each module is read back
+    from its folder's workload file and checked against the index's hash."""
+    weights = index_weights(index)
+    known = {n for w in weights.values() for n in w}
+    missing = [n for n in networks if n not in known]
+    if missing:
+        raise ValueError(f"{device_path / INDEX}: no tasks of network(s) {', '.join(missing)} to top up")
+
+    def spec(folder: str, weight: int) -> TaskSpec:
+        meta = index["tasks"][folder]
+        mod = ms.database.Workload.from_json(stored_workload(device_path / folder)).mod
+        task = TaskSpec.from_mod(meta["name"], mod, weight)
+        if task.workload_hash != meta["workload_hash"]:
+            raise ValueError(
+                f"{device_path / folder}: workload hash {task.workload_hash} is not the index's {meta['workload_hash']}"
+            )
+        return task
+
+    if not networks:
+        return [(None, [spec(folder, 1) for folder in sorted(index["tasks"])])]
+    return [
+        (net, [spec(d, int(w[net])) for d, w in sorted(weights.items()) if net in w and d in index["tasks"]])
+        for net in dict.fromkeys(networks)
+    ]
+
+
+def plan_tasks(
+    cfg: CollectConfig,
+    target: tvm.target.Target,
+    known: dict | None = None,
+    device_path: Path | None = None,
+    index: dict | None = None,
+) -> list[TaskPlan]:
+    """Extract and dedupe the tasks of `cfg.networks` and `cfg.ops` (with `cfg.top_up`: read the
+    networks' tasks from `index`, the index of `device_path`, instead of extracting them).
 
     A workload shared by several networks (same structural hash) is one task; it keeps the
     directory it already has in `known` (an index's "tasks"), else the first name seen.
@@ -278,9 +321,14 @@ def plan_tasks(cfg: CollectConfig, target: tvm.target.Target, known: dict | None
     by_hash: dict[str, TaskPlan] = {}
     dir_of_hash = {v["workload_hash"]: d for d, v in (known or {}).items()}
     sources: list[tuple[str | None, list[TaskSpec]]] = []
-    extracted = extract_networks(list(dict.fromkeys(cfg.networks)), target, cfg.size, cfg.extract_workers)
-    for net in cfg.networks:
-        sources.append((net, select_tasks(extracted[net], cfg.max_tasks, cfg.min_flops, cfg.max_flops)))
+    if cfg.top_up:
+        if device_path is None:
+            raise ValueError("top_up plans from a tree: give device_path")
+        sources += _indexed_tasks(device_path, index or {"tasks": {}, "networks": {}}, cfg.networks)
+    else:
+        extracted = extract_networks(list(dict.fromkeys(cfg.networks)), target, cfg.size, cfg.extract_workers)
+        for net in cfg.networks:
+            sources.append((net, select_tasks(extracted[net], cfg.max_tasks, cfg.min_flops, cfg.max_flops)))
     sources.append((None, [operator_task(spec) for spec in cfg.ops]))
     for net, tasks in sources:
         for spec in tasks:
@@ -360,7 +408,7 @@ def collect(cfg: CollectConfig, times: StageTimes | None = None) -> list[TaskRes
     device_path = Path(cfg.out) / target_device_name(target)
     device_path.mkdir(parents=True, exist_ok=True)
     index = _load_index(device_path, target)
-    plans = plan_tasks(cfg, target, index["tasks"])
+    plans = plan_tasks(cfg, target, index["tasks"], device_path, index)
     results = [TaskResult(p.task_dir, count_records(device_path / p.task_dir)[0]) for p in plans]
     skipped: dict[str, str] = {}
     reached: set[str] = set()  # tasks the sampler got to
@@ -561,6 +609,10 @@ def _parser() -> ArgumentParser:
     p.add_argument(
         "--extract-workers", type=int | None, default=None,
         help="networks extracted at once, one process each (default: one per network, up to half the cores; 1: in turn)",
+    )  # fmt: skip
+    p.add_argument(
+        "--top-up", action=ActionYesNo(no_prefix="no-"), default=False,
+        help="add records to the tasks already in the tree (of --network, or all) without extracting networks",
     )  # fmt: skip
     p.add_argument("--verbose", action=ActionYesNo(no_prefix="no-"), default=False, help="log build and run errors")
     return p

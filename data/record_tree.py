@@ -51,6 +51,7 @@ __all__ = [
     "new_index",
     "read_index",
     "read_lines",
+    "stored_workload",
     "task_dir",
     "task_dirs",
     "task_key",
@@ -152,6 +153,23 @@ def json_rows(path: Path, what: str = "database line") -> Iterator[tuple[int, st
         except ValueError as err:
             raise ValueError(f"{path}:{lineno}: malformed {what} ({err})") from None
         yield lineno, line, row
+
+
+def stored_workload(folder: Path) -> list[str]:
+    """The first workload line of a task folder, `[structural hash, base64 module]` as MetaSchedule's
+    `Workload.from_json` takes it (a collected task folder holds exactly one workload).
+
+    Raises:
+        ValueError: no workload file, or a first line of another shape, naming the file and line.
+    """
+    path = database_file(Path(folder), WORKLOAD_FILE)
+    if path is None:
+        raise ValueError(f"{folder}: no {WORKLOAD_FILE}[{XZ}]")
+    for lineno, _, row in json_rows(path, "workload line"):
+        if not (isinstance(row, list) and len(row) == 2 and all(isinstance(x, str) for x in row)):
+            raise ValueError(f"{path}:{lineno}: malformed workload line (expected [structural hash, base64 module])")
+        return row
+    raise ValueError(f"{path}: no workload line")
 
 
 def write_database_file(folder: Path, name: str, data: bytes, compressed: bool) -> None:

@@ -131,6 +131,51 @@ def test_top_up_compressed_then_rerun_measures_nothing(dataset, tmp_path):
     assert (task_dir / "database_tuning_record.json.xz").stat().st_mtime_ns == stamp
 
 
+def _as_network_task(dataset, network, weight):
+    """Make the stored matmul task a task of `network` (weight `weight`) in the index, as a network
+    collection would have listed it."""
+    index_path = dataset / DEVICE / "index.json"
+    index = json.loads(index_path.read_text())
+    folder = operator_task(SPEC).task_dir
+    index["tasks"][folder]["networks"] = [network]
+    index["networks"][network] = [[folder, weight]]
+    index_path.write_text(json.dumps(index))
+    return index_path
+
+
+def test_top_up_plans_from_the_index_without_extracting(dataset, capsys):
+    """--top-up reads the tasks of a network from the tree (no zoo, no extraction: the network name
+    exists only in the index), adds records to them and keeps their weights."""
+    index_path = _as_network_task(dataset, "net_only_in_the_index", 3)
+    before = (_task_dir(dataset) / "database_tuning_record.json").read_text().splitlines()
+    argv = ["--target", TARGET, "--top-up", "--per-task", "7", "--out", str(dataset), *FAST]
+    (result,) = main([*argv, "--network", "net_only_in_the_index"])
+    assert (result.task_dir, result.before, result.new, result.status) == (_task_dir(dataset).name, 5, 2, "complete")
+    assert (_task_dir(dataset) / "database_tuning_record.json").read_text().splitlines()[:5] == before
+    hashes = _schedule_hashes(_records(_task_dir(dataset)))
+    assert len(hashes) == 7 and len(set(hashes)) == 7
+    index = json.loads(index_path.read_text())
+    assert index["networks"] == {"net_only_in_the_index": [[_task_dir(dataset).name, 3]]}
+    assert index["collections"][-1]["records"] == 2
+    (again,) = main(argv)  # no --network: every indexed task
+    assert (again.before, again.new) == (7, 0)
+    with pytest.raises(SystemExit) as exit_info:
+        main([*argv, "--network", "resnet_50"])
+    assert exit_info.value.code == 2
+    assert "index.json: no tasks of network(s) resnet_50 to top up" in capsys.readouterr().err
+
+
+def test_top_up_refuses_a_workload_that_is_not_the_indexed_one(dataset, capsys):
+    index_path = _as_network_task(dataset, "net_a", 1)
+    index = json.loads(index_path.read_text())
+    index["tasks"][operator_task(SPEC).task_dir]["workload_hash"] = "123"
+    index_path.write_text(json.dumps(index))
+    with pytest.raises(SystemExit):
+        main(["--target", TARGET, "--top-up", "--per-task", "7", "--out", str(dataset), *FAST])
+    err = capsys.readouterr().err
+    assert f"{operator_task(SPEC).task_dir}: workload hash" in err and "is not the index's 123" in err
+
+
 def test_other_target_in_index_is_refused(dataset, capsys):
     index_path = dataset / DEVICE / "index.json"
     index = json.loads(index_path.read_text())
