@@ -2,20 +2,28 @@
 training from scratch on the same records, and against the pretrained model as it is, in one run.
 
     python benchmarks/transfer.py --shards runs/h100_shards --target-network bert_base --seed 0 1 2 --out runs/transfer/bert_base
+    python benchmarks/transfer.py --shards runs/h100_shards --target-shards runs/h200_shards --target-network bert_base \
+        --pretrain-on all --seed 0 1 2 --out runs/transfer_h200/bert_base_all   # across GPUs: H100 -> H200
     python benchmarks/transfer.py ... -- --trainer.accelerator gpu --trainer.precision bf16-mixed   # train.py flags
 
 Per seed:
-1. *pretrain*: PAM (`configs/pam.yaml`) on every task except the target network's (hold-out split).
-2. The target network's tasks alone, split within each task: `--adapt-fraction` of the records
-   to adapt on (a few hundred; a tenth of them validate), the rest to test. On those same splits:
+1. *pretrain*: PAM (`configs/pam.yaml`) on the records of `--shards` (the source: one GPU's), with
+   `--pretrain-on others` (default) every task except the target network's (hold-out split,
+   whole-task validation), with `--pretrain-on all` every task (a tenth of every task's records
+   validate). `all` needs `--target-shards`: on the same shards it would pretrain on the test records.
+2. The target network's tasks alone, from `--target-shards` (default: `--shards`; another GPU's
+   records for cross-GPU transfer), split within each task: `--adapt-fraction` of the records to
+   adapt on (a few hundred; a tenth of them validate), the rest to test. On those same splits:
    * `pretrained`: the pretrained PAM, no update (`train.py test`);
    * `scratch`: PAM trained from nothing on the adaptation records;
    * `finetune`: the pretrained PAM trained on (`configs/finetune.yaml`, `--model.init_from`);
    * `moa`: MoA from the pretrained PAM (`configs/moa.yaml`: the online copy trains, a momentum
      copy follows it; Pruner's MoA-Pruner, offline).
 Every row is tested on the same records (checked); metrics as in benchmarks/quality.py.
-The published MoA adapts across GPUs (pretrained on one, adapted on another); with one GPU kind
-measured, this adapts across networks on one GPU, which exercises the same mechanism.
+Measured (benchmarks/results/transfer/): across networks on one GPU (`h100_<network>.json`: the
+target network held out of H100 pretraining, adapted on its other H100 records) and across GPUs as
+the published MoA does (`h100_to_h200_<network>_<others|all>.json`: pretrained on H100 records,
+adapted and tested on H200 records of the same sm_90a target).
 """
 
 from __future__ import annotations
@@ -34,21 +42,23 @@ from data.atomic import atomic_write_text  # noqa: E402
 
 ROWS = ("pretrained", "scratch", "finetune", "moa")
 SHOWN = ("test_pairwise_acc", "test_peak@1", "test_peak@5", "test_kendall_tau")
+PRETRAIN_ON = ("others", "all")
+
+
+def pretrain_data(args: argparse.Namespace) -> list[str]:
+    """train.py data flags of the pretraining on `--shards` (without the seeds)."""
+    if args.pretrain_on == "others":  # the target network's tasks go to the (unused) test side
+        split = ["--data.split", "hold-out", "--data.test_networks", json.dumps([args.target_network])]
+    else:  # every record trains but a tenth of every task's, which validates
+        split = ["--data.split", "within-task", "--data.test_fraction", "0", "--data.val_fraction", "0.1"]
+    return ["--data.shards", args.shards, *split]
 
 
 def run_seed(args: argparse.Namespace, seed: int, extra: list[str]) -> tuple[dict[str, dict], dict]:
     """Every row for one seed (splits, initialization); `extra`: train.py flags for every fit and test."""
     seeds = ["--data.seed", str(seed), "--seed_everything", str(seed)]
     out = Path(args.out) / f"seed{seed}"
-    source = [
-        "--data.shards",
-        args.shards,
-        "--data.split",
-        "hold-out",
-        "--data.test_networks",
-        json.dumps([args.target_network]),
-        *seeds,
-    ]
+    source = [*pretrain_data(args), *seeds]
     dm = reference_datamodule(REPO / "configs" / "pam.yaml", source, extra)
     start = time.perf_counter()
     pretrained, note = fit_network("pam", source, out / "pretrain", args.epochs, extra, dm)
@@ -56,7 +66,7 @@ def run_seed(args: argparse.Namespace, seed: int, extra: list[str]) -> tuple[dic
     pre_s = time.perf_counter() - start
 
     test_fraction = 1.0 - args.adapt_fraction  # the DataModule carves validation from the rest
-    target = ["--data.shards", args.shards, "--data.networks", json.dumps([args.target_network]),
+    target = ["--data.shards", args.target_shards, "--data.networks", json.dumps([args.target_network]),
               "--data.split", "within-task", "--data.test_fraction", str(test_fraction), "--data.val_fraction", "0.1",
               *seeds]  # fmt: skip
     tdm = reference_datamodule(REPO / "configs" / "pam.yaml", target, extra)
@@ -75,13 +85,25 @@ def run_seed(args: argparse.Namespace, seed: int, extra: list[str]) -> tuple[dic
         ckpt, note = fit_network(config, target, out / row, args.epochs, [*extra, *init], tdm)
         train_s = time.perf_counter() - start
         rows[row] = {**test_checkpoint(config, target, ckpt, [*extra, *init]), "train_s": train_s, "note": note}
-    return rows, {"pretrain_train_records": int(len(dm.splits["train"])), **sizes}
+    pre = {"pretrain_train_records": int(len(dm.splits["train"])), "pretrain_val_records": int(len(dm.splits["val"]))}
+    return rows, {**pre, **sizes}
 
 
 def main(argv: list[str] | None = None) -> dict:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--shards", required=True, help="feature shards of several networks")
-    p.add_argument("--target-network", required=True, help="the network adapted to (left out of pretraining)")
+    p.add_argument("--shards", required=True, help="feature shards pretrained on (several networks; the source GPU)")
+    p.add_argument(
+        "--target-shards",
+        default=None,
+        help="shards of the target network's adaptation and test records (default: --shards)",
+    )
+    p.add_argument("--target-network", required=True, help="the network adapted to")
+    p.add_argument(
+        "--pretrain-on",
+        choices=PRETRAIN_ON,
+        default="others",
+        help="pretrain on the other networks' tasks of --shards (the target's held out) or on all of them",
+    )
     p.add_argument(
         "--adapt-fraction", type=float, default=0.4, help="share of its records adapted on (incl. validation)"
     )
@@ -92,17 +114,24 @@ def main(argv: list[str] | None = None) -> dict:
     extra = [a for a in extra if a != "--"]  # train.py flags after `--`, for every fit and test
     if not 0.0 < args.adapt_fraction < 1.0:
         p.error(f"--adapt-fraction {args.adapt_fraction} must be in (0, 1): the rest of the records test")
+    args.target_shards = args.target_shards or args.shards
+    if args.pretrain_on == "all" and Path(args.target_shards).resolve() == Path(args.shards).resolve():
+        p.error("--pretrain-on all with the target network's records in --shards would pretrain on its test records: "
+                "pass --target-shards (other records, e.g. another GPU's), or keep --pretrain-on others")  # fmt: skip
     per_seed, sizes = {}, {}
     for seed in args.seed:
         per_seed[seed], sizes[seed] = run_seed(args, seed, extra)
     summary = summarize(per_seed)
-    result = {"target_network": args.target_network, "adapt_fraction": args.adapt_fraction, "sizes": sizes,
-              "results": summary, "per_seed": per_seed}  # fmt: skip
+    result = {"target_network": args.target_network, "shards": args.shards, "target_shards": args.target_shards,
+              "pretrain_on": args.pretrain_on, "adapt_fraction": args.adapt_fraction, "seeds": args.seed,
+              "sizes": sizes, "results": summary, "per_seed": per_seed}  # fmt: skip
     Path(args.out).mkdir(parents=True, exist_ok=True)
     atomic_write_text(Path(args.out) / "results.json", json.dumps(result, indent=1) + "\n")
     first = sizes[args.seed[0]]
-    print(f"\n{args.target_network}: pretrained on {first['pretrain_train_records']} records of the other networks; "
-          f"adapted on {first['train']}, validated on {first['val']}, tested on {first['test']} (seed {args.seed[0]})")  # fmt: skip
+    which = "the other networks'" if args.pretrain_on == "others" else "all"
+    print(f"\n{args.target_network}: pretrained on {first['pretrain_train_records']} of {which} records of {args.shards}; "
+          f"adapted on {first['train']}, validated on {first['val']}, tested on {first['test']} of {args.target_shards} "
+          f"(seed {args.seed[0]})")  # fmt: skip
     print("| row | " + " | ".join(k.removeprefix("test_") for k in SHOWN) + " | train s |")
     print("|---|" + "---|" * (len(SHOWN) + 1))
     for row in ROWS:
@@ -113,4 +142,6 @@ def main(argv: list[str] | None = None) -> dict:
 
 
 if __name__ == "__main__":
-    main()
+    # Our flags are not train.py's: hide them from LightningCLI's sys.argv check (it warns otherwise).
+    argv, sys.argv[1:] = sys.argv[1:], []
+    main(argv)

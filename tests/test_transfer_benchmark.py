@@ -51,3 +51,52 @@ def test_transfer_rows_share_one_split_of_the_target_network(shards, tmp_path, c
         assert "of 1," in out["results"][row]["note"], (row, out["results"][row]["note"])
     assert json.loads((tmp_path / "results.json").read_text())["target_network"] == "net_b"
     assert "| moa |" in capsys.readouterr().out
+
+
+@pytest.fixture(scope="module")
+def target_shards(tmp_path_factory):
+    """The same tasks (keys, networks) measured again: other records, 40 a task instead of 60 (another GPU)."""
+    path = tmp_path_factory.mktemp("target_shards")
+    data = synthetic_shard_data(num_tasks=8, records_per_task=40, rows_per_record=(3, 4), seed=4)
+    write_shard(path / "shard.h5", data, {"source": "test target"})
+    return path
+
+
+def _valid_of(path: Path, network: str) -> tuple[int, int]:
+    """(valid records of `network`'s tasks, valid records of the other tasks) of the shards at `path`."""
+    data = read_shards(path)
+    valid = np.isfinite(data.latency)
+    of_net = np.array([network in nets.split(",") for nets in data.task_networks])[data.record_task]
+    return int((valid & of_net).sum()), int((valid & ~of_net).sum())
+
+
+@pytest.mark.parametrize("pretrain_on", ["others", "all"])
+def test_transfer_adapts_and_tests_on_the_target_shards(shards, target_shards, pretrain_on, tmp_path, capsys):
+    assert read_shards(shards).task_key.tolist() == read_shards(target_shards).task_key.tolist()
+    args = ["--shards", str(shards), "--target-shards", str(target_shards), "--target-network", "net_b",
+            "--pretrain-on", pretrain_on, "--epochs", "2", "--out", str(tmp_path), *FAST]  # fmt: skip
+    out = transfer.main(args)
+    assert (out["shards"], out["target_shards"], out["pretrain_on"]) == (str(shards), str(target_shards), pretrain_on)
+    target_b, _ = _valid_of(target_shards, "net_b")
+    source_b, source_rest = _valid_of(shards, "net_b")
+    assert target_b != source_b  # 40 records a task against 60: the counts say which shards were split
+    sizes = out["sizes"][0]
+    # adaptation and test records: every valid net_b record of the TARGET shards, once
+    assert sizes["train"] + sizes["val"] + sizes["test"] == target_b
+    assert sizes["test"] == pytest.approx(0.6 * target_b, abs=8)
+    # pretraining: the source shards, without net_b's tasks (others) or with them (all)
+    pretrain = sizes["pretrain_train_records"] + sizes["pretrain_val_records"]
+    assert pretrain == (source_rest if pretrain_on == "others" else source_rest + source_b)
+    for row in transfer.ROWS:
+        assert 0.0 <= out["results"][row]["test_pairwise_acc"] <= 1.0, row
+    printed = capsys.readouterr().out
+    assert f"tested on {sizes['test']} of {target_shards}" in printed and "| moa |" in printed
+
+
+def test_transfer_refuses_to_pretrain_on_the_test_records(shards, tmp_path, capsys):
+    with pytest.raises(SystemExit):
+        transfer.main(
+            ["--shards", str(shards), "--target-network", "net_b", "--pretrain-on", "all", "--out", str(tmp_path)]
+        )
+    assert "--target-shards" in capsys.readouterr().err
+    assert not (tmp_path / "results.json").exists()
