@@ -2,7 +2,7 @@
 # Device run (nvidia-h100-x1, carry .devkit without xgboost): collect H100 records with the pipelined
 # collector until a deadline, and bring the device folder back as $OUT/h100_collect.tar.xz.
 # Before: `bash ../shared/gpu/pack-devkit.sh && bash benchmarks/gpu/pack-pylib.sh` (once per machine)
-# and `KEEP="data/h100" bash benchmarks/gpu/stage.sh out`; after: `bash benchmarks/gpu/stage.sh in`.
+# and `KEEP="data/h100" bash benchmarks/gpu/stage.sh out bridge/weights data/h200 benchmarks/results`; after: `bash benchmarks/gpu/stage.sh in`.
 #   NETWORKS="mobilenet_v2 bert_base" MAX_TASKS=8 PER_TASK=64 bash benchmarks/gpu/collect.sh
 # TOP_UP=1 adds records to the tasks already in ROOT (of NETWORKS, or all) without extracting the
 # networks (saves 60-120 s a call); raise PER_TASK above what the tasks hold.
