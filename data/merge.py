@@ -124,12 +124,18 @@ def _merge_index(dst: dict, src: dict, folder_of: dict[str, str]) -> None:
             dst.setdefault("collections", []).append(c)
 
 
+def _gpu_names(index: dict) -> set[str]:
+    """The GPU models that measured an index's collections (its "gpus" entries; none for a CPU)."""
+    return {g.get("name") for c in index.get("collections", []) for g in c.get("gpus", []) if g.get("name")}
+
+
 def merge_device(src: Path, dst: Path, dry_run: bool = False) -> MergeResult:
     """Merge device folder `src` into device folder `dst` (created if missing); see the module doc.
 
     Raises:
-        ValueError: the two indexes name different targets, or a database line is malformed
-            (nothing is written then).
+        ValueError: the two indexes name different targets, or GPUs of different models measured
+            them (an H100 and an H200 share the sm_90a target, not their latencies), or a database
+            line is malformed (nothing is written then).
     """
     src, dst = Path(src), Path(dst)
     src_index, dst_index = read_index(src) or new_index(None), read_index(dst)
@@ -137,6 +143,12 @@ def merge_device(src: Path, dst: Path, dry_run: bool = False) -> MergeResult:
         dst_index = new_index(src_index.get("target"))
     if None not in (src_index.get("target"), dst_index.get("target")) and src_index["target"] != dst_index["target"]:
         raise ValueError(f"{src} and {dst} were collected for different targets; merge only the same device")
+    theirs_gpu, ours_gpu = _gpu_names(src_index), _gpu_names(dst_index)
+    if theirs_gpu and ours_gpu and theirs_gpu != ours_gpu:
+        raise ValueError(
+            f"{src} was measured on {', '.join(sorted(theirs_gpu))} and {dst} on {', '.join(sorted(ours_gpu))}: "
+            "the same target, other latencies; keep them in separate trees"
+        )
     theirs = [_Task.read(f) for f in task_dirs(src)]  # everything is read (and checked) before a write
     ours = [_Task.read(f) for f in task_dirs(dst)] if dst.is_dir() else []
     by_hash = {h: t for t in ours for h in t.hashes()}

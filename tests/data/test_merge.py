@@ -102,6 +102,21 @@ def test_merge_refuses_another_target(tmp_path):
         raise AssertionError("merging another target's records must fail")
 
 
+def test_merge_refuses_another_gpu_model_of_the_same_target(tmp_path, capsys):
+    """An H200 collects for the H100's sm_90a target; its records must not join an H100 tree."""
+    src, dst, _ = _trees(tmp_path)
+    for folder, gpu in ((src, "NVIDIA H200"), (dst, "NVIDIA H100 80GB HBM3")):
+        index = json.loads((folder / "index.json").read_text())
+        index["collections"] = [{"date": "2026-11-25", "records": 8, "gpus": [{"index": "0", "name": gpu}]}]
+        (folder / "index.json").write_text(json.dumps(index))
+    before = (dst / MATMUL / "database_tuning_record.json").read_text()
+    assert main([str(src.parent), str(dst.parent)]) == 2
+    err = capsys.readouterr().err
+    assert "measured on NVIDIA H200" in err and "on NVIDIA H100 80GB HBM3" in err
+    assert (dst / MATMUL / "database_tuning_record.json").read_text() == before
+    assert not (dst / CONV).exists()
+
+
 def test_dry_run_counts_and_writes_nothing(tmp_path, capsys):
     src, dst, _ = _trees(tmp_path)
     before = {p: p.read_bytes() for p in dst.rglob("*") if p.is_file()}
