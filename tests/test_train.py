@@ -23,7 +23,7 @@ from train import main
 
 REPO = Path(__file__).resolve().parents[1]
 EMBEDDED = REPO / "data" / "embedded" / "llvm-sapphirerapids-2c"
-MODEL_CONFIGS = sorted(config_dir().glob("*.yaml"))
+MODEL_CONFIGS = sorted(c for c in config_dir().glob("*.yaml") if c.stem != "gpu")  # gpu.yaml: an overlay
 TINY = ["--model.init_args.net.stmt_hidden", "32", "--model.init_args.net.fuse_hidden", "32"]
 TINY_PAM = TINY + ["--model.init_args.net.gemm_embed", "16", "--model.init_args.net.heads", "2"]
 QUIET = ["--trainer.enable_progress_bar", "false", "--trainer.enable_model_summary", "false"]
@@ -79,6 +79,27 @@ def test_every_config_loads(config, shards, tmp_path, monkeypatch):
         assert cli.model.hparams.optimizer == "sgd" and cli.trainer.gradient_clip_val is None
     if config.stem == "moa":
         assert isinstance(cli.model, MoAModule) and cli.model.hparams.momentum == 0.99
+
+
+def test_gpu_overlay_is_the_measured_winner(shards, tmp_path, monkeypatch):
+    """`--config pam --config gpu` keeps PAM and takes the batch size and learning rate that won the
+    committed H100 sweep (benchmarks/results/batch_size/h100_10k.json), not numbers typed by hand."""
+    import json
+
+    sweep = json.loads((Path(__file__).parents[1] / "benchmarks/results/batch_size/h100_10k.json").read_text())
+    won = sweep["summary"][sweep["winner"]]
+    assert won["train_s_to_target"] == min(
+        c["train_s_to_target"] for c in sweep["summary"].values() if c["train_s_to_target"] is not None
+    )
+    monkeypatch.chdir(tmp_path)
+    cpu = ["--trainer.accelerator", "cpu", "--trainer.precision", "32-true"]  # no GPU here
+    cli = main(["--config", "pam", "--config", "gpu", "--data.shards", str(shards), *cpu], run=False)
+    assert isinstance(cli.model, PAMModule) and cli.model.hparams.loss == "lambdarank"
+    assert cli.datamodule.hparams.batch_size == won["batch_size"]
+    assert cli.model.hparams.lr == pytest.approx(won["lr"], rel=1e-3)
+    assert cli.datamodule.hparams.data_on_device is True
+    assert cli.trainer.max_epochs == 400
+    assert [c.patience for c in cli.trainer.callbacks if type(c).__name__ == "EarlyStopping"] == [60]
 
 
 @pytest.fixture(scope="module")
