@@ -1,27 +1,17 @@
 """benchmarks/batch_size.py: a real sweep on synthetic shards (2 batch sizes x 2 schedules, 2 s fits on
 the CPU), and its summary (seed-mean curves, target, winner rule) on hand-made validation curves."""
 
-import importlib.util
 import json
-from pathlib import Path
 
 import pytest
+from benchmark_files import load_benchmark, small_shards
 
-from data.shards import write_shard
-from data.synthetic import synthetic_shard_data
-
-REPO = Path(__file__).resolve().parents[1]
-_spec = importlib.util.spec_from_file_location("batch_size_benchmark", REPO / "benchmarks" / "batch_size.py")
-bs = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(bs)
+bs = load_benchmark("batch_size")
 
 
 @pytest.fixture(scope="module")
 def shards(tmp_path_factory):
-    path = tmp_path_factory.mktemp("shards")
-    data = synthetic_shard_data(num_tasks=8, records_per_task=60, rows_per_record=(3, 4), seed=3)
-    write_shard(path / "shard.h5", data, {"source": "test"})
-    return path
+    return small_shards(tmp_path_factory.mktemp("shards"))
 
 
 def test_sweep_trains_every_config_with_monotone_clocks(shards, tmp_path, capsys):

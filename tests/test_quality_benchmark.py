@@ -1,24 +1,20 @@
 """benchmarks/quality.py end to end on synthetic shards: one table of random / PSA / XGBModel / PAM rows."""
 
 import csv
-import importlib.util
 import json
 import math
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
+from benchmark_files import load_benchmark
 
 from data.labels import normalized_throughput
 from data.schema import STMT_DIM
 from data.shards import ShardData, read_shards, write_shard
 from data.synthetic import synthetic_shard_data
 
-REPO = Path(__file__).resolve().parents[1]
-_spec = importlib.util.spec_from_file_location("quality_benchmark", REPO / "benchmarks" / "quality.py")
-quality = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(quality)
+quality = load_benchmark("quality")
 
 TINY_PAM = [
     "--model.init_args.net.stmt_hidden",

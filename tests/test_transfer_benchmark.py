@@ -1,20 +1,16 @@
 """benchmarks/transfer.py end to end on synthetic shards: pretrain without a network, then the four
 rows (pretrained as is, scratch, finetune, MoA) on the same records of that network."""
 
-import importlib.util
 import json
 from pathlib import Path
 
 import numpy as np
 import pytest
+from benchmark_files import load_benchmark, small_shards
 
-from data.shards import read_shards, write_shard
-from data.synthetic import synthetic_shard_data
+from data.shards import read_shards
 
-REPO = Path(__file__).resolve().parents[1]
-_spec = importlib.util.spec_from_file_location("transfer_benchmark", REPO / "benchmarks" / "transfer.py")
-transfer = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(transfer)
+transfer = load_benchmark("transfer")
 
 # train.py flags after `--` reach every fit: --trainer.max_epochs 1 overrides --epochs 2 in all four
 FAST = ["--", "--trainer.accelerator", "cpu", "--trainer.enable_progress_bar", "false", "--data.batch_size", "64",
@@ -23,10 +19,7 @@ FAST = ["--", "--trainer.accelerator", "cpu", "--trainer.enable_progress_bar", "
 
 @pytest.fixture(scope="module")
 def shards(tmp_path_factory):
-    path = tmp_path_factory.mktemp("shards")
-    data = synthetic_shard_data(num_tasks=8, records_per_task=60, rows_per_record=(3, 4), seed=3)
-    write_shard(path / "shard.h5", data, {"source": "test"})
-    return path
+    return small_shards(tmp_path_factory.mktemp("shards"))
 
 
 def test_transfer_rows_share_one_split_of_the_target_network(shards, tmp_path, capsys):
@@ -56,10 +49,7 @@ def test_transfer_rows_share_one_split_of_the_target_network(shards, tmp_path, c
 @pytest.fixture(scope="module")
 def target_shards(tmp_path_factory):
     """The same tasks (keys, networks) measured again: other records, 40 a task instead of 60 (another GPU)."""
-    path = tmp_path_factory.mktemp("target_shards")
-    data = synthetic_shard_data(num_tasks=8, records_per_task=40, rows_per_record=(3, 4), seed=4)
-    write_shard(path / "shard.h5", data, {"source": "test target"})
-    return path
+    return small_shards(tmp_path_factory.mktemp("target_shards"), records_per_task=40, seed=4, source="test target")
 
 
 def _valid_of(path: Path, network: str) -> tuple[int, int]:

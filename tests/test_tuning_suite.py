@@ -1,17 +1,14 @@
 """benchmarks/tuning.py's report on hand-made arm curves: equal-time latency, time to XGB's final, speedups."""
 
-import importlib.util
 import math
 from pathlib import Path
 
 import pytest
+from benchmark_files import load_benchmark
 
 from bridge.search_log import SearchLog
 
-REPO = Path(__file__).resolve().parents[1]
-_spec = importlib.util.spec_from_file_location("suite_report", REPO / "benchmarks" / "suite_report.py")
-suite_report = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(suite_report)
+suite_report = load_benchmark("suite_report")
 
 
 def write_arm(path: Path, points):
