@@ -34,6 +34,8 @@ NETWORKS: dict[str, Network] = {
     # kernels shapes of their own, so a held-out encoder has relatives of other shapes to learn from.
     "bert_large": Network(lambda: Bert(hidden=1024, heads=16, ffn=4096, layers=2), tokens, 128, max_size=512),
     "gpt2_medium": Network(lambda: Gpt(hidden=1024, heads=16, ffn=4096), tokens, 256, max_size=1024),
-    "vit_l16": Network(lambda: VisionTransformer(hidden=1024, heads=16, ffn=4096), image, 224, min_size=16, max_size=512),
+    "vit_l16": Network(
+        lambda: VisionTransformer(hidden=1024, heads=16, ffn=4096), image, 224, min_size=16, max_size=512
+    ),
 }
 """Network name -> definition; all run with batch 1."""
