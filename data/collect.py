@@ -57,6 +57,7 @@ from data.record_tree import (
     INDEX,
     IndexFileError,
     add_task,
+    is_database,
     index_weights,
     json_rows,
     new_index,
@@ -130,6 +131,9 @@ class CollectConfig:
             torch export or relax passes: 100-120 s of a 16-core GPU call for ten networks): those
             of `networks` (each must be in the index), or all of them when `networks` is empty.
             `max_tasks`, `min_flops`, `max_flops` and `size` do not apply; `ops` are added as usual.
+        plan_only: extract and plan the tasks, write each one's workload (no records) and list it in
+            index.json, then stop: a CPU host does the extraction, and a later `top_up` run on the
+            GPU machine measures the tasks without paying for it.
     """
 
     target: str | dict
@@ -160,6 +164,7 @@ class CollectConfig:
     deadline: float | None = None
     extract_workers: int | None = None
     top_up: bool = False
+    plan_only: bool = False
 
     def __post_init__(self) -> None:
         if not self.networks and not self.ops and not self.top_up:
@@ -370,8 +375,8 @@ def _start_task(
             _set_compressed(task_path, True)
         return []
     stored: set[int] = set()
+    _set_compressed(task_path, False)  # also a planned task's workload file (`CollectConfig.plan_only`)
     if result.before:
-        _set_compressed(task_path, False)
         db = ms.database.JSONDatabase(*(str(task_path / f) for f in DB_FILES))
         stored = {schedule_hash(r.as_measure_candidate().sch.mod) for r in db.get_all_tuning_records()}
     try:
@@ -395,6 +400,24 @@ def _start_task(
     return [(run, sch) for sch in schedules]
 
 
+def _plan_only(
+    cfg: CollectConfig, plans: Sequence[TaskPlan], results: list[TaskResult], device_path: Path, index: dict
+) -> list[TaskResult]:
+    """Write the workload of every planned task that has no folder yet and list all of them in the
+    index, so that `top_up` finds them (`CollectConfig.plan_only`)."""
+    for plan, res in zip(plans, results):
+        task_path = device_path / plan.task_dir
+        if not res.before and not is_database(task_path):
+            task_path.mkdir(parents=True, exist_ok=True)
+            ms.database.JSONDatabase(*(str(task_path / f) for f in DB_FILES)).commit_workload(plan.spec.mod)
+            if cfg.compress:
+                _set_compressed(task_path, True)
+        res.status = "planned"
+    _update_index(index, plans, {p.task_dir for p in plans}, {})
+    write_index(device_path, index)
+    return results
+
+
 def collect(cfg: CollectConfig, times: StageTimes | None = None) -> list[TaskResult]:
     """Collect every planned task of `cfg`; returns one result per task (see `main` for the summary).
 
@@ -413,6 +436,8 @@ def collect(cfg: CollectConfig, times: StageTimes | None = None) -> list[TaskRes
     plans = plan_tasks(cfg, target, index["tasks"], device_path, index)
     results = [TaskResult(p.task_dir, count_records(device_path / p.task_dir)[0]) for p in plans]
     stored = {r.task_dir for r in results if r.before}  # tasks with records on disk
+    if cfg.plan_only:
+        return _plan_only(cfg, plans, results, device_path, index)
     skipped: dict[str, str] = {}
     reached: set[str] = set()  # tasks the sampler got to
     runs: list[_TaskRun] = []  # tasks with sampled schedules
@@ -614,6 +639,11 @@ def _parser() -> ArgumentParser:
         "--extract-workers", type=int | None, default=None,
         help="networks extracted at once, one process each (default: one per network, up to half the cores; 1: in turn)",
     )  # fmt: skip
+    p.add_argument(
+        "--plan-only", action=ActionYesNo(no_prefix="no-"), default=False,
+        help="extract and plan the tasks, write their workloads and index them, measure nothing "
+        "(extract on a CPU host, then measure with --top-up on the GPU machine)",
+    )
     p.add_argument(
         "--top-up", action=ActionYesNo(no_prefix="no-"), default=False,
         help="add records to the tasks already in the tree (of --network, or all) without extracting networks",

@@ -165,6 +165,25 @@ def test_top_up_plans_from_the_index_without_extracting(dataset, capsys):
     assert "index.json: no tasks of network(s) resnet_50 to top up" in capsys.readouterr().err
 
 
+def test_plan_only_indexes_workloads_then_top_up_measures_them(tmp_path):
+    """--plan-only (extraction on a CPU host) writes each task's workload and indexes it, measuring
+    nothing; a later --top-up run (the GPU machine) measures those tasks without extracting."""
+    out = tmp_path / "planned"
+    (planned,) = _run(out, 5, "--plan-only", "--compress")
+    task = _task_dir(out)
+    assert (planned.before, planned.new, planned.status) == (0, 0, "planned")
+    assert sorted(p.name for p in task.iterdir()) == ["database_tuning_record.json.xz", "database_workload.json.xz"]
+    assert count_records(task) == (0, 0)
+    index = json.loads((out / DEVICE / "index.json").read_text())
+    assert task.name in index["tasks"] and not index.get("collections")
+    (measured,) = main(["--target", TARGET, "--top-up", "--per-task", "5", "--compress", "--out", str(out), *FAST])
+    assert (measured.task_dir, measured.before, measured.new) == (task.name, 0, 5)
+    assert count_records(task)[0] == 5
+    assert sorted(p.name for p in task.iterdir()) == ["database_tuning_record.json.xz", "database_workload.json.xz"]
+    (again,) = _run(out, 5, "--plan-only", "--compress")  # planning again keeps the records
+    assert (again.before, count_records(task)[0]) == (5, 5)
+
+
 def test_top_up_refuses_a_workload_that_is_not_the_indexed_one(dataset, capsys):
     index_path = _as_network_task(dataset, "net_a", 1)
     index = json.loads(index_path.read_text())
