@@ -5,7 +5,9 @@
 # and `KEEP="data/h100" bash benchmarks/gpu/stage.sh out bridge/weights data/h200 benchmarks/results`; after: `bash benchmarks/gpu/stage.sh in`.
 #   NETWORKS="mobilenet_v2 bert_base" MAX_TASKS=8 PER_TASK=64 bash benchmarks/gpu/collect.sh
 # TOP_UP=1 adds records to the tasks already in ROOT (of NETWORKS, or all) without extracting the
-# networks (saves 60-120 s a call); raise PER_TASK above what the tasks hold.
+# networks (saves 60-150 s a call); raise PER_TASK above what the tasks hold. Plan new networks on the
+# CPU host first (`python -m data.collect --target nvidia/nvidia-h100 --network N --plan-only --compress
+# --out data/h100`, same --size/--max-tasks), then TOP_UP=1 measures them here without extracting.
 # SIZE= sets the networks' input size (image side / sequence length; default: each one's own).
 # On an H200 (TVM has no tag for it; it is the H100's chip, sm_90a, with more and faster memory) keep
 # the H100's target and collect into a root of its own: ROOT=data/h200 on kind nvidia-h200.
