@@ -1,7 +1,8 @@
 """The zoo's registry: network name -> `Network` (builder, example input, default size), all batch 1.
 
-Kinds that Pruner and TenSet evaluate: residual CNNs (ResNet-18/50, ResNeXt-50), a mobile CNN
-(MobileNetV2), a densely connected CNN (DenseNet-121), a multi-branch CNN (Inception-v3), a
+Kinds that Pruner and TenSet evaluate: residual CNNs (ResNet-18/50, ResNeXt-50, Wide ResNet-50-2),
+mobile CNNs (MobileNetV2; MobileNetV3-Large and EfficientNet-B0, with squeeze-and-excitation and 5x5
+depthwise convolutions), a densely connected CNN (DenseNet-121), a multi-branch CNN (Inception-v3), a
 segmentation network (DeepLabV3), encoders (BERT-base/large/tiny, ViT-B/16, ViT-L/16) and decoders (GPT-2 style, small and medium).
 """
 
@@ -11,6 +12,7 @@ from data.zoo.common import Network, image, tokens
 from data.zoo.deeplab import DeepLabV3
 from data.zoo.densenet import DenseNet
 from data.zoo.inception import InceptionV3
+from data.zoo.mbconv import EfficientNet, MobileNetV3
 from data.zoo.mobilenet import MobileNetV2
 from data.zoo.resnet import BasicBlock, Bottleneck, ResNet
 from data.zoo.transformer import Bert, Gpt, VisionTransformer
@@ -37,5 +39,9 @@ NETWORKS: dict[str, Network] = {
     "vit_l16": Network(
         lambda: VisionTransformer(hidden=1024, heads=16, ffn=4096), image, 224, min_size=16, max_size=512
     ),
+    "efficientnet_b0": Network(EfficientNet, image, 224),
+    "mobilenet_v3_large": Network(MobileNetV3, image, 224),
+    # ResNet-50 with bottlenecks twice as wide (3x3 convolutions over 128..1024 channels).
+    "wide_resnet_50": Network(lambda: ResNet(Bottleneck, (3, 4, 6, 3), base_width=128), image, 224),
 }
 """Network name -> definition; all run with batch 1."""

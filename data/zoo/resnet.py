@@ -1,7 +1,9 @@
-"""Residual CNNs: ResNet-18/50 (He et al. 2016, torchvision v1.5 layout) and ResNeXt-50 32x4d.
+"""Residual CNNs: ResNet-18/50 (He et al. 2016, torchvision v1.5 layout), ResNeXt-50 32x4d and
+Wide ResNet-50-2 (Zagoruyko & Komodakis 2016).
 
 ResNeXt differs from ResNet-50 only in the bottleneck's 3x3 convolution, which is grouped (32
-groups) and twice as wide: grouped convolutions are a workload kind ResNet lacks.
+groups) and twice as wide: grouped convolutions are a workload kind ResNet lacks. Wide ResNet-50-2
+doubles the bottleneck's inner width (base_width 128) without grouping.
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ class Bottleneck(BasicBlock):
     """ResNet-50 / ResNeXt block: 1x1 reduce, 3x3 (grouped for ResNeXt, dilated for DeepLab), 1x1 expand.
 
     The stride sits on the 3x3, as in torchvision v1.5; the 3x3 has `planes * base_width / 64 * groups`
-    channels (ResNet-50: planes; ResNeXt-50 32x4d: 2 x planes in 32 groups).
+    channels (ResNet-50: planes; ResNeXt-50 32x4d: 2 x planes in 32 groups; Wide ResNet-50-2: 2 x planes).
     """
 
     expansion = 4

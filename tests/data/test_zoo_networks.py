@@ -14,6 +14,7 @@ from data.zoo import NETWORKS, extract_network_tasks, load_network, relax_tasks
 from data.zoo.deeplab import DeepLabV3
 from data.zoo.densenet import DenseNet
 from data.zoo.inception import inception_c, inception_e
+from data.zoo.mbconv import EfficientNet, MobileNetV3
 from data.zoo.resnet import Bottleneck, ResNet
 from data.zoo.sources import _from_torch
 
@@ -29,6 +30,9 @@ TARGET = {"kind": "llvm", "mcpu": "native", "num-cores": 2}
         ("deeplabv3_resnet50", 32, (1, 21, 32, 32)),
         ("vit_b16", 32, (1, 1000)),
         ("gpt2", 8, (1, 8, 50257)),
+        ("efficientnet_b0", 32, (1, 1000)),
+        ("mobilenet_v3_large", 32, (1, 1000)),
+        ("wide_resnet_50", 32, (1, 1000)),
     ],
 )
 def test_new_networks_run_in_torch(name, size, shape):
@@ -76,6 +80,42 @@ def test_deeplab_has_dilated_convolutions_and_resize():
     # a dilated 3x3 reads its padded input at ry * rate + yy
     rates = {int(r) for t in tasks for r in re.findall(r"v_ry \* T\.int64\((\d+)\) \+ v_yy", t.mod.script())}
     assert {2, 12, 24, 36} <= rates, rates
+
+
+def _se_excitations(tasks) -> dict[str, tuple[int, ...]]:
+    """Squeeze-and-excitation's excite step: task name -> weight of a 1x1 convolution over a pooled
+    (1, C', 1, 1) vector, fused with the gate that scales a (1, C, H, W) feature map (H, W > 1)."""
+    found = {}
+    for t in tasks:
+        *inputs, _ = [tuple(int(d) for d in buf.shape) for buf in t.mod["main"].params]
+        pooled = len(inputs[0]) == 4 and inputs[0][2:] == (1, 1)
+        if "conv2d" in t.name and pooled and any(len(s) == 4 and s[2:] != (1, 1) for s in inputs[2:]):
+            found[t.name] = inputs[1]
+    return found
+
+
+@pytest.mark.parametrize(
+    ("build", "depthwise_5x5", "excite", "gate"),
+    [
+        # stem 32 -> (expand 1, 3x3) 16 -> (expand 6, 5x5, stride 2) 24; SE squeezes 96 to 16 // 4 = 4
+        (lambda: EfficientNet(((1, 3, 1, 16, 1), (6, 5, 2, 24, 1)), head=64), (96, 1, 5, 5), (96, 4, 1, 1), "sigmoid"),
+        # stem 16 -> 3x3 bneck 64 -> 24 -> 5x5 bneck 72 -> 40 with SE to 24 (72 / 4 up to a multiple of 8);
+        # the hard-sigmoid gate is legalized as clip(x + 3, 0, 6) / 6
+        (
+            lambda: MobileNetV3(((3, 64, 24, False, "RE", 2), (5, 72, 40, True, "HS", 2)), head=64),
+            (72, 1, 5, 5),
+            (72, 24, 1, 1),
+            "clip",
+        ),
+    ],
+    ids=["efficientnet", "mobilenet_v3"],
+)
+def test_mbconv_has_5x5_depthwise_and_squeeze_excitation(build, depthwise_5x5, excite, gate):
+    tasks = _tasks(build(), 1, 3, 32, 32)
+    assert depthwise_5x5 in _weights(tasks)
+    excitations = _se_excitations(tasks)  # empty without SE
+    assert excite in excitations.values(), excitations
+    assert all(gate in name for name, weight in excitations.items() if weight == excite), excitations
 
 
 @pytest.mark.parametrize(
