@@ -1,0 +1,59 @@
+"""Copy the unfinished tasks of a record tree into a small root of their own, for a device call
+that cannot carry the whole dataset beside the TVM kit (67.1 MB in all).
+
+    python benchmarks/gpu/pending_root.py --root data/h100 --out pending --per_task 48
+
+writes pending/<device>/ with every task folder of data/h100/<device> that holds fewer than
+--per_task records (planned ones included) and an index.json that lists only those tasks (their
+networks' rows, the skipped tasks and the collections are kept). On the device,
+`ROOT=pending TOP_UP=1 PER_TASK=48 bash benchmarks/gpu/collect.sh` tops them up (same seed: the
+tasks keep their stored records, so nothing already stored is drawn again); back here,
+`tar -C /tmp/p -xJf h100_collect.tar.xz && python -m data.merge /tmp/p data/h100` joins them.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+from jsonargparse import CLI
+
+from data.collect import count_records
+from data.record_tree import read_index, task_dirs, write_index
+
+
+def pending_root(root: Path, out: Path, per_task: int) -> list[str]:
+    """The task folders copied from each device folder of `root` into `out`.
+
+    Args:
+        root: the record tree (e.g. data/h100).
+        out: the new root (must not hold the device folder yet).
+        per_task: tasks with fewer records than this are copied.
+    """
+    copied = []
+    for device in sorted(p for p in root.iterdir() if (p / "index.json").exists()):
+        index = read_index(device)
+        keep = {t.name for t in task_dirs(device) if count_records(t)[0] < per_task and t.name in index["tasks"]}
+        if (out / device.name).exists():
+            raise FileExistsError(f"{out / device.name} exists; remove it first")
+        for name in sorted(keep):
+            shutil.copytree(device / name, out / device.name / name)
+        index["tasks"] = {k: v for k, v in index["tasks"].items() if k in keep}
+        index["networks"] = {
+            net: [row for row in rows if row[0] in keep] for net, rows in index["networks"].items()
+        }
+        index["networks"] = {net: rows for net, rows in index["networks"].items() if rows}
+        (out / device.name).mkdir(parents=True, exist_ok=True)
+        write_index(out / device.name, index)
+        copied += [f"{device.name}/{n}" for n in sorted(keep)]
+    return copied
+
+
+def main(argv: list[str] | None = None) -> None:
+    copied = CLI(pending_root, args=argv, as_positional=False)
+    print(f"{len(copied)} unfinished tasks copied")
+
+
+if __name__ == "__main__":
+    main()
