@@ -57,8 +57,8 @@ from data.record_tree import (
     INDEX,
     IndexFileError,
     add_task,
-    is_database,
     index_weights,
+    is_database,
     json_rows,
     new_index,
     read_index,
@@ -640,7 +640,9 @@ def _parser() -> ArgumentParser:
         help="networks extracted at once, one process each (default: one per network, up to half the cores; 1: in turn)",
     )  # fmt: skip
     p.add_argument(
-        "--plan-only", action=ActionYesNo(no_prefix="no-"), default=False,
+        "--plan-only",
+        action=ActionYesNo(no_prefix="no-"),
+        default=False,
         help="extract and plan the tasks, write their workloads and index them, measure nothing "
         "(extract on a CPU host, then measure with --top-up on the GPU machine)",
     )

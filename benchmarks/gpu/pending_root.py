@@ -13,7 +13,6 @@ tasks keep their stored records, so nothing already stored is drawn again); back
 
 from __future__ import annotations
 
-import json
 import shutil
 from pathlib import Path
 
@@ -40,9 +39,7 @@ def pending_root(root: Path, out: Path, per_task: int) -> list[str]:
         for name in sorted(keep):
             shutil.copytree(device / name, out / device.name / name)
         index["tasks"] = {k: v for k, v in index["tasks"].items() if k in keep}
-        index["networks"] = {
-            net: [row for row in rows if row[0] in keep] for net, rows in index["networks"].items()
-        }
+        index["networks"] = {net: [row for row in rows if row[0] in keep] for net, rows in index["networks"].items()}
         index["networks"] = {net: rows for net, rows in index["networks"].items() if rows}
         (out / device.name).mkdir(parents=True, exist_ok=True)
         write_index(out / device.name, index)
