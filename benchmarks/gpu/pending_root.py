@@ -14,6 +14,7 @@ tasks keep their stored records, so nothing already stored is drawn again); back
 from __future__ import annotations
 
 import shutil
+import sys
 from pathlib import Path
 
 from jsonargparse import CLI
@@ -47,10 +48,15 @@ def pending_root(root: Path, out: Path, per_task: int) -> list[str]:
     return copied
 
 
-def main(argv: list[str] | None = None) -> None:
-    copied = CLI(pending_root, args=argv, as_positional=False)
+def main(argv: list[str] | None = None) -> int:
+    try:
+        copied = CLI(pending_root, args=argv, as_positional=False)
+    except FileExistsError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
     print(f"{len(copied)} unfinished tasks copied")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -1,0 +1,80 @@
+"""benchmarks/gpu/pending_root.py: the unfinished tasks of a record tree, copied into a root that a
+device call can carry, then merged back without losing or duplicating a record (real files, CLI)."""
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from data.collect import count_records
+
+REPO = Path(__file__).resolve().parents[1]
+TREE = REPO / "tests" / "fixtures" / "tiny_records"
+DEVICE = "llvm-sapphirerapids-2c"
+
+
+def _tree(tmp_path: Path) -> Path:
+    """The tiny tree with matmul cut to 10 records (unfinished) and conv2d left at 24, both in a network."""
+    root = tmp_path / "tree"
+    shutil.copytree(TREE, root)
+    records = root / DEVICE / "matmul_e87e4aed" / "database_tuning_record.json"
+    records.write_text("".join(records.read_text().splitlines(keepends=True)[:10]))
+    index_path = root / DEVICE / "index.json"
+    index = json.loads(index_path.read_text())
+    index["networks"] = {
+        "net_a": [["matmul_e87e4aed", 2], ["conv2d_nhwc_e7d8f54e", 1]],
+        "net_b": [["conv2d_nhwc_e7d8f54e", 1]],
+    }
+    index_path.write_text(json.dumps(index))
+    return root
+
+
+def _pending(root: Path, out: Path, per_task: int) -> str:
+    cmd = [
+        sys.executable,
+        "benchmarks/gpu/pending_root.py",
+        "--root",
+        str(root),
+        "--out",
+        str(out),
+        "--per_task",
+        str(per_task),
+    ]
+    done = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, check=True)
+    return done.stdout
+
+
+def test_copies_only_unfinished_tasks_with_their_index_rows(tmp_path):
+    root = _tree(tmp_path)
+    assert "1 unfinished tasks copied" in _pending(root, tmp_path / "pending", 24)
+    device = tmp_path / "pending" / DEVICE
+    assert sorted(p.name for p in device.iterdir()) == ["index.json", "matmul_e87e4aed"]
+    assert count_records(device / "matmul_e87e4aed") == count_records(root / DEVICE / "matmul_e87e4aed")
+    index = json.loads((device / "index.json").read_text())
+    assert list(index["tasks"]) == ["matmul_e87e4aed"]
+    assert index["networks"] == {"net_a": [["matmul_e87e4aed", 2]]}  # net_b had no unfinished task
+    assert index["target"] == json.loads((root / DEVICE / "index.json").read_text())["target"]
+
+
+def test_merging_the_copy_back_adds_nothing_twice(tmp_path):
+    root = _tree(tmp_path)
+    _pending(root, tmp_path / "pending", 24)
+    before = {t.name: count_records(t) for t in (root / DEVICE).iterdir() if t.is_dir()}
+    merged = subprocess.run(
+        [sys.executable, "-m", "data.merge", str(tmp_path / "pending"), str(root)],
+        cwd=REPO, capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    assert "0 records added, 10 already stored" in merged.stdout
+    assert {t.name: count_records(t) for t in (root / DEVICE).iterdir() if t.is_dir()} == before
+
+
+def test_refuses_an_existing_device_folder(tmp_path):
+    root = _tree(tmp_path)
+    _pending(root, tmp_path / "pending", 24)
+    again = subprocess.run(
+        [sys.executable, "benchmarks/gpu/pending_root.py", "--root", str(root), "--out", str(tmp_path / "pending"), "--per_task", "24"],
+        cwd=REPO, capture_output=True, text=True,
+    )  # fmt: skip
+    assert again.returncode == 2 and "error: " in again.stderr and "exists; remove it first" in again.stderr
+    assert "Traceback" not in again.stderr
