@@ -2,7 +2,8 @@
 # Device run of the tuning suite (benchmarks/tuning.py), resuming: arms already in
 # benchmarks/results/tuning are skipped, new ones are written there and come back in
 # $OUT/tuning_results.tar.xz (unpack it at the project root and commit it at once).
-# Carry .devkit (with xgboost for the xgb arm; without it, and with bridge/pretrained, for the moa arm).
+# Carry .devkit (with xgboost for the xgb arm; without it for the moa arm, whose pretrained PAM,
+# CHECKPOINT=benchmarks/weights/pam-suite-holdout-sm_90a.pt, saw none of the suite's source networks).
 #   ARMS="xgb pruner" BUDGET=120 bash benchmarks/gpu/suite.sh
 set -uo pipefail
 export PYTHONUNBUFFERED=1
