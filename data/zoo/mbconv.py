@@ -2,7 +2,8 @@
 (Howard et al. 2019).
 
 Both stack MobileNetV2's inverted residual with a squeeze-and-excitation (Hu et al. 2018) after the
-depthwise convolution (MnasNet's MBConv), so one block serves both. Workload kinds MobileNetV2 lacks:
+depthwise convolution (MnasNet's MBConv), so one block serves both, and MobileNetV2 too (without
+SE: `data.zoo.mobilenet.inverted_residual`). Workload kinds MobileNetV2 lacks:
 5x5 depthwise convolutions, SE's global pool + 1x1 convolutions on a 1x1 map + sigmoid / hard-sigmoid
 gate, and SiLU / hardswish activations. Layouts and channel counts follow torchvision (width 1.0).
 """

@@ -6,23 +6,15 @@ import torch
 from torch import nn
 
 from data.zoo.common import conv_bn
+from data.zoo.mbconv import MBConv
 
-__all__ = ["InvertedResidual", "MobileNetV2"]
+__all__ = ["MobileNetV2", "inverted_residual"]
 
 
-class InvertedResidual(nn.Module):
-    """MobileNetV2 block: 1x1 expand, 3x3 depthwise, 1x1 linear projection (+ residual)."""
-
-    def __init__(self, cin: int, cout: int, stride: int, expand: int):
-        super().__init__()
-        hidden = cin * expand
-        layers = [*conv_bn(cin, hidden, 1), nn.ReLU6()] if expand != 1 else []
-        layers += [*conv_bn(hidden, hidden, 3, stride, groups=hidden), nn.ReLU6(), *conv_bn(hidden, cout, 1)]
-        self.body = nn.Sequential(*layers)
-        self.residual = stride == 1 and cin == cout
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return x + self.body(x) if self.residual else self.body(x)
+def inverted_residual(cin: int, cout: int, stride: int, expand: int) -> MBConv:
+    """MobileNetV2 block: 1x1 expand, 3x3 depthwise, 1x1 linear projection (+ residual), ReLU6, no
+    squeeze-and-excitation: the MBConv of `data.zoo.mbconv` (the same layers in the same order)."""
+    return MBConv(cin, cin * expand, cout, 3, stride, nn.ReLU6, None)
 
 
 class MobileNetV2(nn.Module):
@@ -37,7 +29,7 @@ class MobileNetV2(nn.Module):
         cin = 32
         for t, c, n, s in self.CONFIG:
             for j in range(n):
-                layers.append(InvertedResidual(cin, c, s if j == 0 else 1, t))
+                layers.append(inverted_residual(cin, c, s if j == 0 else 1, t))
                 cin = c
         layers += [*conv_bn(cin, 1280, 1), nn.ReLU6()]
         self.features = nn.Sequential(*layers)
