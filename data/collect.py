@@ -247,6 +247,11 @@ def _set_compressed(task_path: Path, compressed: bool) -> None:
             write_database_file(task_path, name, lzma.decompress(packed.read_bytes()), compressed=False)
 
 
+def _task_database(task_path: Path) -> ms.database.JSONDatabase:
+    """A task folder's MetaSchedule database over its two plain files (created if missing)."""
+    return ms.database.JSONDatabase(*(str(task_path / f) for f in DB_FILES))
+
+
 def _target_json(target: tvm.target.Target) -> dict:
     return json.loads(json.dumps(_json_de_tvm(target.export())))
 
@@ -377,7 +382,7 @@ def _start_task(
     stored: set[int] = set()
     _set_compressed(task_path, False)  # also a planned task's workload file (`CollectConfig.plan_only`)
     if result.before:
-        db = ms.database.JSONDatabase(*(str(task_path / f) for f in DB_FILES))
+        db = _task_database(task_path)
         stored = {schedule_hash(r.as_measure_candidate().sch.mod) for r in db.get_all_tuning_records()}
     try:
         seed = cfg.seed * 1_000_003 + result.before
@@ -395,7 +400,7 @@ def _start_task(
     if not schedules:
         return []
     task_path.mkdir(parents=True, exist_ok=True)
-    db = ms.database.JSONDatabase(*(str(task_path / f) for f in DB_FILES))
+    db = _task_database(task_path)
     run = _TaskRun(plan, task_path, db, db.commit_workload(plan.spec.mod), result, len(schedules))
     return [(run, sch) for sch in schedules]
 
@@ -409,7 +414,7 @@ def _plan_only(
         task_path = device_path / plan.task_dir
         if not res.before and not is_database(task_path):
             task_path.mkdir(parents=True, exist_ok=True)
-            ms.database.JSONDatabase(*(str(task_path / f) for f in DB_FILES)).commit_workload(plan.spec.mod)
+            _task_database(task_path).commit_workload(plan.spec.mod)
             if cfg.compress:
                 _set_compressed(task_path, True)
         res.status = "planned"
@@ -435,9 +440,9 @@ def collect(cfg: CollectConfig, times: StageTimes | None = None) -> list[TaskRes
     index = _load_index(device_path, target)
     plans = plan_tasks(cfg, target, index["tasks"], device_path, index)
     results = [TaskResult(p.task_dir, count_records(device_path / p.task_dir)[0]) for p in plans]
-    stored = {r.task_dir for r in results if r.before}  # tasks with records on disk
     if cfg.plan_only:
         return _plan_only(cfg, plans, results, device_path, index)
+    stored = {r.task_dir for r in results if r.before}  # tasks with records on disk
     skipped: dict[str, str] = {}
     reached: set[str] = set()  # tasks the sampler got to
     runs: list[_TaskRun] = []  # tasks with sampled schedules

@@ -40,8 +40,8 @@ def pending_root(root: Path, out: Path, per_task: int) -> list[str]:
         for name in sorted(keep):
             shutil.copytree(device / name, out / device.name / name)
         index["tasks"] = {k: v for k, v in index["tasks"].items() if k in keep}
-        index["networks"] = {net: [row for row in rows if row[0] in keep] for net, rows in index["networks"].items()}
-        index["networks"] = {net: rows for net, rows in index["networks"].items() if rows}
+        rows_of = {net: [row for row in rows if row[0] in keep] for net, rows in index["networks"].items()}
+        index["networks"] = {net: rows for net, rows in rows_of.items() if rows}  # networks with a kept task
         (out / device.name).mkdir(parents=True, exist_ok=True)
         write_index(out / device.name, index)
         copied += [f"{device.name}/{n}" for n in sorted(keep)]
