@@ -9,6 +9,7 @@ import time
 
 import numpy as np
 import pytest
+from tvm import s_tir
 
 import data.collect as collect_module
 from data.collect import CollectConfig, collect, count_records
@@ -71,9 +72,20 @@ def test_chunks_commit_in_sampling_order_with_two_runners(schedules):
     assert times.wall_s > 0 and times.build_s > 0 and times.run_s > 0
 
 
-def test_a_failed_build_is_stored_as_failed(schedules):
-    cfg = CollectConfig(target=TARGET, out="unused", ops=[SPEC], batch_size=4, **{**FAST, "timeout": 1e-3})
-    chunks, times = _pipeline([schedules[0][:2]], cfg)
+def _unbuildable(spec: str) -> list:
+    """Two schedules of `spec` that llvm cannot build: a loop bound to a GPU thread (the build
+    raises in code generation, as a candidate that does not compile on the target would)."""
+    out = []
+    for axis in range(2):
+        sch = s_tir.Schedule(operator_task(spec).mod)
+        sch.bind(sch.get_loops(sch.get_sblock("C"))[axis], "threadIdx.x")
+        out.append(sch)
+    return out
+
+
+def test_a_failed_build_is_stored_as_failed():
+    cfg = CollectConfig(target=TARGET, out="unused", ops=[SPEC], batch_size=4, **FAST)
+    chunks, times = _pipeline([_unbuildable(SPEC)], cfg)
     assert [secs for chunk in chunks for _, secs in chunk] == [[FAILED_SECONDS]] * 2
     assert (times.records, times.valid) == (2, 0)
 
