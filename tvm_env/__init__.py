@@ -7,6 +7,7 @@ on this package; it imports neither.
 * `tvm_env.target`: target parsing (tags, JSON dicts; `"mcpu": "native"` is the host CPU), device names.
 * `tvm_env.configure`: per-process set-up (threads, tensor intrinsics, logging), MetaSchedule's task loggers.
 * `tvm_env.builder`: `fast_build` and `PooledLocalBuilder` (workers that live across batches).
+* `tvm_env.nvrtc`: NVRTC builds of CUDA kernels without the libcu++ headers they do not use.
 """
 
 import tvm

@@ -1,0 +1,172 @@
+"""Where a CUDA candidate's build time goes, step by step, and TVM's NVRTC compile against ours.
+
+Builds need no GPU, so this runs on the host: for `--per-workload` sampled schedules of each
+workload on `--target`, it times the steps of `tvm.tirx.build` and of the builder's export
+(MetaSchedule's `local_builder`), then compiles the generated CUDA to a cubin twice, with TVM 0.27's
+NVRTC path (`tvm.support.nvcc.compile_cuda`) and with `tvm_env.nvrtc.compile_cuda` (the builder's:
+the same code and options without the libcu++ headers the kernel does not use), and checks that
+their kernels' PTX is the same. One process, one core: the figures are core-seconds a candidate.
+
+    python benchmarks/build_profile.py --per_workload 8 --json_out benchmarks/results/build_profile.json
+
+Needs cuda-bindings and NVRTC (`pip install -e ".[cuda]"`) and the CUDA toolkit's headers
+(CUDA_PATH, or nvcc on the PATH).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from jsonargparse import CLI
+
+from data.sampler import sample_schedules
+from data.zoo import operator_task
+from tvm_env import nvrtc, parse_target, setup, tvm
+
+OPERATORS = (
+    "dense:128,3072,768",
+    "batch_matmul:12,128,128,64",
+    "conv2d:1,35,35,192,64,1,1,0",
+    "conv2d:1,35,35,64,96,3,1,1",
+    "depthwise_conv2d:1,28,28,240,5,1,2",
+)
+"""The tuning suite's single operators (benchmarks/tuning.py)."""
+
+STEPS = ("lower", "split+finalize", "cuda codegen", "host codegen", "export", "nvrtc (TVM)", "nvrtc (ours)")
+
+
+def _kernel_ptx(ptx: bytearray) -> list[str]:
+    text = bytes(ptx).rstrip(b"\0").decode()
+    return [
+        line for line in text.splitlines() if line.strip() and not (line.startswith(".global") and "4cuda3" in line)
+    ]
+
+
+def profile_one(mod: tvm.IRModule, target: tvm.target.Target) -> tuple[dict[str, float], bool]:
+    """Seconds of each build step of one candidate, and whether both compiles give the same kernel."""
+    from tvm.s_tir.transform import RemoveWeightLayoutRewriteBlock
+    from tvm.support import nvcc
+    from tvm.support.tar import tar
+
+    build = sys.modules["tvm.tirx.build"]  # the module; `tvm.tirx.build` is its function
+    secs: dict[str, float] = {}
+    clock = time.perf_counter()
+
+    def lap(step: str) -> None:
+        nonlocal clock
+        now = time.perf_counter()
+        secs[step] = now - clock
+        clock = now
+
+    mod = RemoveWeightLayoutRewriteBlock(skip_tensor_rewrite=True)(mod)
+    host = tvm.target.Target("llvm")
+    mod = tvm.tirx.transform.BindTarget(target.with_host(host))(mod)
+    pipeline, finalize_host, finalize_device = tvm.tirx.get_default_tir_pipeline(target)
+    mod = pipeline(mod)
+    lap("lower")
+    host_mod, device_mods = build.split_host_device_mods(mod)
+    host_mod = finalize_host()(host_mod)
+    device_mods = {t: finalize_device()(m) for t, m in device_mods.items()}
+    lap("split+finalize")
+    (device,) = [build.codegen_build(m, t) for t, m in device_mods.items() if len(m.functions)]
+    code = device.inspect_source()
+    lap("cuda codegen")
+    runtime = build.codegen_build(host_mod, host)
+    runtime.import_module(device)
+    lap("host codegen")
+    runtime.export_library(os.path.join(tempfile.mkdtemp(), "m.tar"), fcompile=tar)
+    lap("export")
+    nvcc.compile_cuda(code, target_format="cubin", arch=target.arch, compiler="nvrtc")
+    lap("nvrtc (TVM)")
+    nvrtc.compile_cuda(code, "cubin", arch=target.arch)
+    lap("nvrtc (ours)")
+    same = _kernel_ptx(nvcc.compile_cuda(code, target_format="ptx", arch=target.arch, compiler="nvrtc")) == _kernel_ptx(
+        nvrtc.compile_cuda(code, "ptx", arch=target.arch)
+    )
+    return secs, same
+
+
+def build_profile(
+    workloads: tuple[str, ...] = OPERATORS,
+    target: str = "nvidia/nvidia-h100",
+    per_workload: int = 8,
+    seed: int = 0,
+    json_out: Path | None = None,
+) -> dict:
+    """Profile the builds of sampled candidates; print a table; write `json_out`.
+
+    Args:
+        workloads: operator specs (data.zoo.operator_task), default the tuning suite's operators.
+        target: a CUDA target (tag or JSON dict).
+        per_workload: candidates sampled per workload.
+        seed: sampling seed.
+        json_out: where to write the per-candidate seconds and the means.
+    """
+    os.environ.setdefault("CUDA_PATH", nvrtc.cuda_path())  # TVM's own search misses a wrapped nvcc
+    tgt = parse_target(target)
+    setup(tgt)
+    rows, mismatched = [], []
+    for workload in workloads:
+        for i, sch in enumerate(sample_schedules(operator_task(workload), tgt, per_workload, seed=seed, exclude=set())):
+            with tgt:
+                secs, same = profile_one(sch.mod, tgt)
+            rows.append({"workload": workload, "candidate": i, **secs, "same_kernel": same})
+            if not same:
+                mismatched.append(f"{workload}#{i}")
+            print(
+                workload,
+                i,
+                " ".join(f"{k} {v:.3f}" for k, v in secs.items()),
+                "same" if same else "DIFFERENT",
+                flush=True,
+            )
+    means = {step: statistics.mean(r[step] for r in rows) for step in STEPS}
+    common = sum(means[s] for s in STEPS[:5])
+    summary = {
+        "candidates": len(rows),
+        "mean_s": means,
+        "build_s_tvm": common + means["nvrtc (TVM)"],
+        "build_s_ours": common + means["nvrtc (ours)"],
+        "same_kernel": len(rows) - len(mismatched),
+        "mismatched": mismatched,
+        "target": target,
+        "cpu": _cpu_name(),
+    }
+    print(f"\n{len(rows)} candidates on {summary['cpu']}: mean seconds a candidate (one core)")
+    for step in STEPS:
+        print(f"  {step:16s} {means[step]:.3f}")
+    print(
+        f"  build with TVM's NVRTC {summary['build_s_tvm']:.3f} s, with ours {summary['build_s_ours']:.3f} s "
+        f"({summary['build_s_ours'] / summary['build_s_tvm']:.2f}x); same kernel PTX {summary['same_kernel']}/{len(rows)}"
+    )
+    if json_out:
+        json_out.parent.mkdir(parents=True, exist_ok=True)
+        json_out.write_text(json.dumps({"summary": summary, "candidates": rows}, indent=1))
+    return summary
+
+
+def _cpu_name() -> str:
+    try:
+        return next(
+            line.split(":", 1)[1].strip()
+            for line in Path("/proc/cpuinfo").read_text().splitlines()
+            if line.startswith("model name")
+        )
+    except (OSError, StopIteration):
+        return "unknown"
+
+
+def main(argv: list[str] | None = None) -> dict:
+    return CLI(build_profile, args=argv, as_positional=False)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,204 @@
+"""NVRTC builds of TVM's CUDA kernels without the libcu++ headers a kernel does not use.
+
+Where a CUDA candidate's build time goes (`benchmarks/build_profile.py`, on the host): TVM's
+lowering and code generation take about 0.2 s, NVRTC the rest (1-3 s). About 1 s of every NVRTC
+compile is spent parsing two libcu++ headers: TVM 0.27's `tvm_callback_cuda_compile` prepends
+`#include <cuda/std/limits>` to every kernel (for `INFINITY`), and the generated code includes
+`<cuda/std/type_traits>` for eight `std::` aliases. Most kernels use neither.
+
+`compile_cuda` compiles the same code with the same NVRTC options as TVM's NVRTC path, and keeps a
+header only when the kernel uses what it provides: `<cuda/std/limits>` when the code names
+`INFINITY` or `numeric_limits`, the type-traits aliases when the code says `std::` anywhere else.
+The kernel's PTX is the same (tests/test_nvrtc.py compares it with TVM's, line by line); what is
+gone is the headers' unused `constexpr` globals. Code this module does not handle (TMA tensor
+maps, NVSHMEM) goes to TVM's own compile.
+
+`install()` makes it the process's `tvm_callback_cuda_compile` (TVM's C++ CUDA code generator calls
+that function by name); `tvm_env.fast_build` installs it in every builder worker. It honours
+TVM's `TVM_CUDA_COMPILE_MODE=nvcc`, and `PRUNER_NVRTC_LITE=0` keeps TVM's compile (to compare).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import shlex
+import shutil
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+__all__ = ["compile_cuda", "cuda_path", "install", "lighten", "lite_enabled"]
+
+_TRAITS_BLOCK = re.compile(r"[ \t]*#include <cuda/std/type_traits>\s*namespace std \{[^{}]*\}[ \t]*\n")
+"""The `<cuda/std/type_traits>` include and the `namespace std { using ...; }` aliases TVM's CUDA
+code generator writes into the `__CUDACC_RTC__` branch of every kernel's prelude."""
+
+_STD_USE = re.compile(r"(?<!cuda::)(?<![\w:])std::")
+"""A `std::` name not spelled `cuda::std::` (what the aliases exist for)."""
+
+_PRELUDE = """#include <cuda/std/cstdint>
+using cuda::std::uint8_t;
+using cuda::std::uint16_t;
+using cuda::std::uint32_t;
+using cuda::std::uint64_t;
+using cuda::std::int8_t;
+using cuda::std::int16_t;
+using cuda::std::int32_t;
+using cuda::std::int64_t;
+
+#ifndef __asm__
+#define __asm__ asm
+#endif
+#ifndef __volatile__
+#define __volatile__ volatile
+#endif
+"""
+"""TVM 0.27's NVRTC prelude (`tvm.support.nvcc._compile_cuda_nvrtc`) without `<cuda/std/limits>`."""
+
+_LIMITS = """#include <cuda/std/limits>
+#ifndef INFINITY
+#define INFINITY (::cuda::std::numeric_limits<float>::infinity())
+#endif
+"""
+
+_installed = False
+
+
+def lighten(code: str) -> str:
+    """`code` (TVM's generated CUDA) with our prelude, and without the headers it does not use."""
+    code = "\n".join(line for line in code.splitlines() if line.strip() != "#include <cuda.h>")
+    light = _TRAITS_BLOCK.sub("", code, count=1)
+    if _STD_USE.search(light):
+        light = code  # the kernel uses an alias: keep the block
+    limits = _LIMITS if ("INFINITY" in code or "numeric_limits" in code) else ""
+    return _PRELUDE + limits + "\n" + light
+
+
+def cuda_path() -> str:
+    """The CUDA toolkit root: $CUDA_PATH, else nvcc's folder (symlinks followed), else
+    /usr/local/cuda; the first of them with `include/cuda_runtime.h`. (TVM's `find_cuda_path` takes
+    nvcc's folder as it is found, which is wrong for a symlink or a wrapper in /usr/local/bin.)"""
+    if "CUDA_PATH" in os.environ:
+        return os.environ["CUDA_PATH"]
+    roots = []
+    nvcc = shutil.which("nvcc")
+    if nvcc:
+        roots.append(os.path.dirname(os.path.dirname(os.path.realpath(nvcc))))
+    roots.append("/usr/local/cuda")
+    return next((r for r in roots if os.path.isfile(os.path.join(r, "include", "cuda_runtime.h"))), roots[0])
+
+
+def _options(arch: str) -> list[bytes]:
+    """TVM 0.27's NVRTC options for `arch` (include paths, macros, fast math, ptxas flags)."""
+    from tvm.support import nvcc
+
+    root = cuda_path()
+    includes = [os.path.join(root, "include")]
+    arch_include = nvcc._find_cuda_target_include(root)
+    if arch_include:
+        includes.append(arch_include)
+        if os.path.isdir(os.path.join(arch_include, "cccl")):
+            includes.append(os.path.join(arch_include, "cccl"))
+    includes = [p for p in includes if os.path.isdir(p)]
+    if not any(os.path.isfile(os.path.join(p, "cuda_runtime.h")) for p in includes):
+        raise RuntimeError(f"no CUDA headers (cuda_runtime.h) under {root}: set CUDA_PATH to the CUDA toolkit")
+    opts = [f"--gpu-architecture={arch}", "-default-device", "--device-int128"]
+    opts += [f"-I{p}" for p in includes]
+    opts += [f"-D{m}=" for m in ("__NV_SILENCE_DEPRECATION_BEGIN", "__NV_SILENCE_DEPRECATION_END")]
+    opts += [f"-D{m}=" for m in ("__NV_SILENCE_HOST_DEPRECATION_BEGIN", "__NV_SILENCE_HOST_DEPRECATION_END")]
+    for kind in ("HALF", "BFLOAT16", "BFLOAT162"):
+        opts += [f"-U__CUDA_NO_{kind}_OPERATORS__", f"-U__CUDA_NO_{kind}_CONVERSIONS__"]
+    opts.append("--use_fast_math")
+    opts += [f"--ptxas-options={flag}" for flag in nvcc._ptxas_option_flags()]
+    extra = os.environ.get("TVM_CUDA_NVRTC_EXTRA_OPTS", "").strip()
+    if extra:
+        opts += shlex.split(extra)
+    return [o.encode() for o in opts]
+
+
+def _arch(target_format: str, arch: str | None) -> str:
+    """NVRTC's architecture for `target_format` ("cubin": sm_XX, "ptx": compute_XX), from `arch` or
+    (as TVM does) the current target or the GPU of this machine."""
+    if arch is None:
+        from tvm.support import nvcc
+        from tvm.target import Target
+
+        arch = "sm_" + nvcc.get_target_compute_version(Target.current(allow_none=True)).replace(".", "")
+    suffix = arch.split("_", 1)[1]
+    return f"compute_{suffix}" if target_format == "ptx" else f"sm_{suffix}"
+
+
+def _check(nvrtc: Any, result: Any, prog: Any, what: str) -> None:
+    if result == nvrtc.nvrtcResult.NVRTC_SUCCESS:
+        return
+    _, size = nvrtc.nvrtcGetProgramLogSize(prog)
+    log = bytearray(size)
+    nvrtc.nvrtcGetProgramLog(prog, log)
+    nvrtc.nvrtcDestroyProgram(prog)
+    raise RuntimeError(f"NVRTC {what} failed ({result}):\n{log.decode('utf-8', 'replace')}")
+
+
+def compile_cuda(code: str, target_format: str = "cubin", arch: str | None = None) -> bytearray:
+    """Compile TVM's generated CUDA `code` to a cubin (or PTX) as TVM's NVRTC path does, without
+    the headers the kernel does not use. Tensor-map and NVSHMEM kernels go to TVM's compile."""
+    from tvm.support import nvcc
+
+    if "CUtensorMap" in code or "nvshmem" in code:
+        return nvcc.compile_cuda(code, target_format=target_format, arch=arch, compiler="nvrtc")
+    from cuda.bindings import nvrtc
+
+    result, prog = nvrtc.nvrtcCreateProgram(lighten(code).encode(), b"tvm_kernels.cu", 0, None, None)
+    if result != nvrtc.nvrtcResult.NVRTC_SUCCESS:
+        raise RuntimeError(f"NVRTC could not create the program: {result}")
+    opts = _options(_arch(target_format, arch))
+    (result,) = nvrtc.nvrtcCompileProgram(prog, len(opts), opts)
+    _check(nvrtc, result, prog, "compilation")
+    get_size, get = (
+        (nvrtc.nvrtcGetCUBINSize, nvrtc.nvrtcGetCUBIN)
+        if target_format == "cubin"
+        else (nvrtc.nvrtcGetPTXSize, nvrtc.nvrtcGetPTX)
+    )
+    result, size = get_size(prog)
+    _check(nvrtc, result, prog, f"{target_format} size")
+    out = bytearray(size)
+    (result,) = get(prog, out)
+    _check(nvrtc, result, prog, target_format)
+    nvrtc.nvrtcDestroyProgram(prog)
+    return out
+
+
+def _callback(code: str) -> bytearray:
+    """`tvm_callback_cuda_compile`: ours unless TVM_CUDA_COMPILE_MODE=nvcc or PRUNER_NVRTC_LITE=0.
+
+    Where ours fails and TVM's compiles, TVM's result is used and a warning names the kernel's
+    first line (a candidate is never lost to this module); where both fail, TVM's error stands.
+    """
+    from tvm.support import nvcc
+
+    if os.environ.get("TVM_CUDA_COMPILE_MODE", "nvrtc").lower() != "nvrtc" or not lite_enabled():
+        return nvcc.tvm_callback_cuda_compile(code)
+    try:
+        return compile_cuda(code)
+    except RuntimeError as err:
+        out = nvcc.tvm_callback_cuda_compile(code)
+        kernel = next((line for line in code.splitlines() if "__global__" in line), "?")
+        log.warning("tvm_env.nvrtc could not compile what TVM's compile did (%s): %s", kernel.strip(), err)
+        return out
+
+
+def lite_enabled() -> bool:
+    """False when PRUNER_NVRTC_LITE=0 (TVM's own NVRTC compile, headers and all)."""
+    return os.environ.get("PRUNER_NVRTC_LITE", "1") != "0"
+
+
+def install() -> None:
+    """Make `compile_cuda` this process's `tvm_callback_cuda_compile` (once; idempotent)."""
+    global _installed
+    if _installed:
+        return
+    import tvm
+
+    tvm.register_global_func("tvm_callback_cuda_compile", _callback, override=True)
+    _installed = True
