@@ -65,7 +65,7 @@ def _kernel_lines(ptx: bytearray) -> list[str]:
 def _sources(target) -> list[tuple[str, str]]:
     """(name, TVM's generated CUDA) for sampled schedules of operators and of bert_tiny's fused
     kernels (layer norm, GELU, softmax); on a machine without CUDA the build stops at the source."""
-    tasks = [operator_task(s) for s in ("matmul:512,512,512", "depthwise_conv2d:1,28,28,240,5,1,2", "softmax:256,1024")]
+    tasks = [operator_task(s) for s in ("matmul:256,256,256", "depthwise_conv2d:1,14,14,64,3,1,1", "softmax:256,1024")]
     fused = {"layer_norm", "fused_reshape10_gelu_reshape11", "fused_softmax_broadcast_to2"}
     tasks += [t for t in extract_network_tasks("bert_tiny", target) if t.name in fused]
     out = []
