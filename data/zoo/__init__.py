@@ -5,7 +5,7 @@ evaluation needs several distinct networks. Everything is defined in torch in th
 downloads and no torchvision. Weights are random (seeded): schedules do not depend on them.
 
 * `networks`: the registry `NETWORKS`; one file per family (`resnet`, `mobilenet`, `mbconv`
-  (EfficientNet, MobileNetV3), `densenet`, `inception`, `deeplab`, `transformer`), shared pieces in `common`.
+  (EfficientNet, MobileNetV3), `densenet`, `inception`, `deeplab`, `convnext`, `transformer`), shared pieces in `common`.
 * `sources`: a network spec -> relax module + example inputs, for zoo names and the user's own
   models (`path.py:factory`, ONNX, a saved relax IRModule).
 * `tasks`: relax module -> `TaskSpec` list (`extract_network_tasks`; several networks in parallel processes: `extract_networks`), `select_tasks`.

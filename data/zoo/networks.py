@@ -3,19 +3,22 @@
 Kinds that Pruner and TenSet evaluate: residual CNNs (ResNet-18/50, ResNeXt-50, Wide ResNet-50-2),
 mobile CNNs (MobileNetV2; MobileNetV3-Large and EfficientNet-B0, with squeeze-and-excitation and 5x5
 depthwise convolutions), a densely connected CNN (DenseNet-121), a multi-branch CNN (Inception-v3), a
-segmentation network (DeepLabV3), encoders (BERT-base/large/tiny, ViT-B/16, ViT-L/16) and decoders (GPT-2 style, small and medium).
+segmentation network (DeepLabV3), a transformer-styled CNN (ConvNeXt-T: 7x7 depthwise convolutions, layer
+norms, GELU MLPs), encoders (BERT-base/large/tiny, ViT-B/16, ViT-L/16) and decoders (GPT-2 style, small and
+medium; a small LLaMA style one with RMSNorm, rotary embeddings and SwiGLU).
 """
 
 from __future__ import annotations
 
 from data.zoo.common import Network, image, tokens
+from data.zoo.convnext import ConvNeXt
 from data.zoo.deeplab import DeepLabV3
 from data.zoo.densenet import DenseNet
 from data.zoo.inception import InceptionV3
 from data.zoo.mbconv import EfficientNet, MobileNetV3
 from data.zoo.mobilenet import MobileNetV2
 from data.zoo.resnet import BasicBlock, Bottleneck, ResNet
-from data.zoo.transformer import Bert, Gpt, VisionTransformer
+from data.zoo.transformer import Bert, Gpt, Llama, VisionTransformer
 
 __all__ = ["NETWORKS"]
 
@@ -43,5 +46,9 @@ NETWORKS: dict[str, Network] = {
     "mobilenet_v3_large": Network(MobileNetV3, image, 224),
     # ResNet-50 with bottlenecks twice as wide (3x3 convolutions over 128..1024 channels).
     "wide_resnet_50": Network(lambda: ResNet(Bottleneck, (3, 4, 6, 3), base_width=128), image, 224),
+    # at least 32 px: the 4x4 stride-4 stem and three 2x2 stride-2 downsamplings leave a 1x1 map
+    "convnext_tiny": Network(ConvNeXt, image, 224, min_size=32),
+    # hidden 1024 like gpt2_medium but SwiGLU's width 2816 and a 32000-token head: shapes of their own
+    "llama_small": Network(Llama, tokens, 256, max_size=2048),
 }
 """Network name -> definition; all run with batch 1."""

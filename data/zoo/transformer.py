@@ -1,4 +1,5 @@
-"""Transformers: BERT encoders (post-LN), ViT-B/16 (pre-LN, image patches) and a GPT-2-style decoder.
+"""Transformers: BERT encoders (post-LN), ViT-B/16 (pre-LN, image patches), a GPT-2-style decoder and a
+LLaMA-style one (RMSNorm, rotary position embeddings, SwiGLU feed-forward, no biases).
 
 Attention is written out (projections, q.k^T, softmax, att.v) rather than calling
 `scaled_dot_product_attention`, so it lowers to batch_matmul + softmax tasks that MetaSchedule tunes.
@@ -12,13 +13,29 @@ import math
 import torch
 from torch import nn
 
-__all__ = ["Bert", "EncoderLayer", "Gpt", "PreNormLayer", "VisionTransformer"]
+__all__ = ["Bert", "EncoderLayer", "Gpt", "Llama", "LlamaLayer", "PreNormLayer", "RMSNorm", "VisionTransformer"]
 
 
-def _attention(x: torch.Tensor, qkv: nn.ModuleList, heads: int, bias: torch.Tensor | None = None) -> torch.Tensor:
-    """Multi-head self-attention context, (b, s, h) -> (b, s, h); `bias` (s, s) is added to the scores."""
+def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """Rotary position embedding of (b, heads, s, d) in the rotate-half form, with real cos / sin (s, d)
+    tables (relax's torch frontend has no complex numbers, which the reference implementation uses)."""
+    half = x.shape[-1] // 2
+    return x * cos + torch.cat([-x[..., half:], x[..., :half]], dim=-1) * sin
+
+
+def _attention(
+    x: torch.Tensor,
+    qkv: nn.ModuleList,
+    heads: int,
+    bias: torch.Tensor | None = None,
+    rope: tuple[torch.Tensor, torch.Tensor] | None = None,
+) -> torch.Tensor:
+    """Multi-head self-attention context, (b, s, h) -> (b, s, h); `bias` (s, s) is added to the scores,
+    `rope` (cos, sin), each (s, h / heads), rotates the queries and keys."""
     b, s, h = x.shape
     q, k, v = (proj(x).reshape(b, s, heads, h // heads).transpose(1, 2) for proj in qkv)
+    if rope is not None:
+        q, k = _rotate(q, *rope), _rotate(k, *rope)
     scores = q @ k.transpose(-1, -2) / math.sqrt(h // heads)
     if bias is not None:
         scores = scores + bias
@@ -122,3 +139,72 @@ class Gpt(nn.Module):
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
         pos = torch.arange(ids.shape[1]).unsqueeze(0)
         return self.head(self.ln(self.layers(self.tok(ids) + self.pos(pos))))
+
+
+class RMSNorm(nn.Module):
+    """Root-mean-square layer norm (Zhang & Sennrich 2019): x / rms(x) * weight (no mean subtraction, no bias)."""
+
+    def __init__(self, hidden: int, eps: float = 1e-6):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(hidden))
+        self.eps = eps
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
+
+
+class LlamaLayer(nn.Module):
+    """LLaMA layer: x + attn(rmsnorm(x)) with rotary q / k and a causal mask, then x + swiglu(rmsnorm(x))."""
+
+    def __init__(self, hidden: int, heads: int, ffn: int):
+        super().__init__()
+        self.heads = heads
+        self.norm1, self.norm2 = RMSNorm(hidden), RMSNorm(hidden)
+        self.qkv = nn.ModuleList(nn.Linear(hidden, hidden, bias=False) for _ in range(3))
+        self.out = nn.Linear(hidden, hidden, bias=False)
+        self.gate, self.up = nn.Linear(hidden, ffn, bias=False), nn.Linear(hidden, ffn, bias=False)
+        self.down = nn.Linear(ffn, hidden, bias=False)
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
+        x = x + self.out(_attention(self.norm1(x), self.qkv, self.heads, mask, rope))
+        h = self.norm2(x)
+        return x + self.down(nn.functional.silu(self.gate(h)) * self.up(h))
+
+
+class Llama(nn.Module):
+    """LLaMA-style decoder (Touvron et al. 2023): (1, seq) int64 token ids -> (1, seq, vocab) next-token logits.
+
+    The defaults are a small one (hidden 1024, 16 heads, SwiGLU width 2816 = 8/3 x 1024 up to a
+    multiple of 256, LLaMA's 32000-token vocabulary). The causal mask and the rotary cos / sin
+    tables are built once for `max_seq` positions and sliced.
+    """
+
+    def __init__(
+        self,
+        hidden: int = 1024,
+        heads: int = 16,
+        ffn: int = 2816,
+        layers: int = 2,
+        vocab: int = 32000,
+        max_seq: int = 2048,
+        theta: float = 10000.0,
+    ):
+        super().__init__()
+        self.tok = nn.Embedding(vocab, hidden)
+        self.layers = nn.ModuleList(LlamaLayer(hidden, heads, ffn) for _ in range(layers))
+        self.norm = RMSNorm(hidden)
+        self.head = nn.Linear(hidden, vocab, bias=False)
+        # additive mask: 0 on and below the diagonal, -1e4 above (a token sees only its past)
+        self.register_buffer("mask", torch.triu(torch.full((max_seq, max_seq), -1e4), diagonal=1), persistent=False)
+        dim = hidden // heads
+        angles = torch.outer(torch.arange(max_seq).float(), theta ** (-torch.arange(0, dim, 2).float() / dim))
+        angles = torch.cat([angles, angles], dim=-1)  # (max_seq, dim): each frequency for both halves
+        self.register_buffer("cos", angles.cos(), persistent=False)
+        self.register_buffer("sin", angles.sin(), persistent=False)
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        s = ids.shape[1]
+        x = self.tok(ids)
+        for layer in self.layers:
+            x = layer(x, self.mask[:s, :s], (self.cos[:s], self.sin[:s]))
+        return self.head(self.norm(x))

@@ -11,12 +11,15 @@ import torch
 from torch import nn
 
 from data.zoo import NETWORKS, extract_network_tasks, load_network, relax_tasks
+from data.zoo.common import tokens
+from data.zoo.convnext import ConvNeXt
 from data.zoo.deeplab import DeepLabV3
 from data.zoo.densenet import DenseNet
 from data.zoo.inception import inception_c, inception_e
 from data.zoo.mbconv import EfficientNet, MobileNetV3
 from data.zoo.resnet import Bottleneck, ResNet
 from data.zoo.sources import _from_torch
+from data.zoo.transformer import Llama
 
 TARGET = {"kind": "llvm", "mcpu": "native", "num-cores": 2}
 
@@ -33,6 +36,8 @@ TARGET = {"kind": "llvm", "mcpu": "native", "num-cores": 2}
         ("efficientnet_b0", 32, (1, 1000)),
         ("mobilenet_v3_large", 32, (1, 1000)),
         ("wide_resnet_50", 32, (1, 1000)),
+        ("convnext_tiny", 32, (1, 1000)),
+        ("llama_small", 8, (1, 8, 32000)),
     ],
 )
 def test_new_networks_run_in_torch(name, size, shape):
@@ -118,8 +123,45 @@ def test_mbconv_has_5x5_depthwise_and_squeeze_excitation(build, depthwise_5x5, e
     assert all(gate in name for name, weight in excitations.items() if weight == excite), excitations
 
 
+def test_convnext_has_7x7_depthwise_convolutions_and_layer_norms():
+    tasks = _tasks(ConvNeXt(depths=(1, 1), dims=(16, 32)), 1, 3, 32, 32)
+    weights = _weights(tasks)
+    # 7x7 depthwise per stage; the 4x4 stride-4 stem and the 2x2 stride-2 downsampling
+    assert {(16, 1, 7, 7), (32, 1, 7, 7), (16, 3, 4, 4), (32, 16, 2, 2)} <= weights, weights
+    names = [t.name for t in tasks]
+    assert not any("batch_norm" in n for n in names), names
+    # layer norm over the channels of channels-last (1, H, W, C) maps, for stem, blocks and downsampling
+    norms = {tuple(int(d) for d in t.mod["main"].params[0].shape) for t in tasks if "layer_norm" in t.name}
+    assert {(1, 8, 8, 16), (1, 4, 4, 32)} <= norms, norms
+    assert any("gelu" in n for n in names), names
+
+
+def test_llama_is_bias_free_causal_and_gated():
+    torch.manual_seed(0)
+    model = Llama(hidden=64, heads=4, ffn=96, layers=1, vocab=100, max_seq=16).eval()
+    assert all(m.bias is None for m in model.modules() if isinstance(m, nn.Linear))
+    ids = tokens(8) % 100
+    changed = ids.clone()
+    changed[0, -1] = (ids[0, -1] + 1) % 100
+    with torch.no_grad():
+        out, out_changed = model(ids), model(changed)
+    assert torch.allclose(out[:, :-1], out_changed[:, :-1], atol=1e-6), "a later token changed an earlier output"
+    assert not torch.allclose(out[:, -1], out_changed[:, -1])
+    tasks = relax_tasks(_from_torch("t", model, (ids,)).mod, TARGET)
+    shapes = {t.name: [tuple(int(d) for d in buf.shape) for buf in t.mod["main"].params] for t in tasks}
+    # no bias: every matmul reads just its two operands (GPT-2's fuse a bias add: three inputs)
+    assert all(len(s) == 3 for n, s in shapes.items() if "matmul" in n), shapes
+    # SwiGLU: silu(gate) * up, silu legalized as x * sigmoid(x), over two (seq, ffn) projections
+    assert any("sigmoid" in n and s == [(8, 96)] * 3 for n, s in shapes.items()), shapes
+
+
 @pytest.mark.parametrize(
-    ("name", "size", "matmul_flops"), [("vit_b16", 32, 2 * 5 * 768 * 768), ("gpt2", 8, 2 * 8 * 768 * 50257)]
+    ("name", "size", "matmul_flops"),
+    [
+        ("vit_b16", 32, 2 * 5 * 768 * 768),
+        ("gpt2", 8, 2 * 8 * 768 * 50257),
+        ("llama_small", 8, 2 * 8 * 1024 * 32000),  # the LM head, bias-free
+    ],
 )
 def test_transformers_extract(name, size, matmul_flops):
     tasks = extract_network_tasks(name, TARGET, size=size)
@@ -133,3 +175,5 @@ def test_size_range_is_checked():
         load_network("inception_v3", 40)
     with pytest.raises(ValueError, match="size=2048 out of range for gpt2"):
         load_network("gpt2", 2048)
+    with pytest.raises(ValueError, match=r"size=16 out of range for convnext_tiny \(\[32, None\]\)"):
+        load_network("convnext_tiny", 16)
