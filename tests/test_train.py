@@ -75,6 +75,11 @@ def test_every_config_loads(config, shards, tmp_path, monkeypatch):
         ("ModelCheckpoint", "None", "min"),  # last.ckpt after every epoch, for resuming
         ("ModelCheckpoint", "val_pairwise_acc", "max"),
     ]
+    averages = [
+        c.init_args.decay for c in cli.config.trainer.callbacks or [] if c.class_path.endswith("EMAWeightAveraging")
+    ]
+    assert averages == ([0.99] if config.stem == "pam" else []), averages
+    assert sum(type(c).__name__ == "EMAWeightAveraging" for c in cli.trainer.callbacks) == len(averages)
     if config.stem == "finetune":
         assert cli.model.hparams.optimizer == "sgd" and cli.trainer.gradient_clip_val is None
     if config.stem == "moa":
@@ -100,6 +105,8 @@ def test_gpu_overlay_is_the_measured_winner(shards, tmp_path, monkeypatch):
     assert cli.datamodule.hparams.data_on_device is True
     assert cli.trainer.max_epochs == 400
     assert [c.patience for c in cli.trainer.callbacks if type(c).__name__ == "EarlyStopping"] == [60]
+    averages = [c.init_args.decay for c in cli.config.trainer.callbacks if c.class_path.endswith("EMAWeightAveraging")]
+    assert averages == [0.92], "the overlay replaces pam.yaml's weight average"
 
 
 @pytest.fixture(scope="module")
