@@ -30,22 +30,26 @@ is left out of the ranking (it depends on --val-every), but shown as wall second
 
 from __future__ import annotations
 
-import argparse
 import json
 import logging
 import math
+import sys
 import time
 import warnings
 from importlib import import_module
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
 import lightning as L
 import numpy as np
 import torch
 import yaml
+from jsonargparse import Namespace
 from rich.console import Console
 from rich.table import Table
 
+from benchmarks.cli import doc_parser
 from data.atomic import atomic_write_text
 from data.datamodule import ShardDataModule
 from pruner_lightning.config_files import resolve_config
@@ -107,7 +111,7 @@ class ValidationClock(L.Callback):
         self.train_s = self._train_seconds(self._now(pl_module))
 
 
-def fit(args: argparse.Namespace, config: dict, batch_size: int, schedule: str, seed: int, **trainer_args) -> dict:
+def fit(args: Namespace, config: dict, batch_size: int, schedule: str, seed: int, **trainer_args) -> dict:
     """One fit of `config`'s model on `args.shards` at this batch size, schedule and seed: its record."""
     data = {k: v for k, v in config["data"].items() if k != "shards"}
     lr_factor = SCALINGS[schedule](batch_size / data["batch_size"])
@@ -202,7 +206,7 @@ def summarize(runs: list[dict], tolerance: float, smooth: int = 1) -> tuple[dict
     return rows, target, winner
 
 
-def report(rows: dict[str, dict], target: float, winner: str | None, args: argparse.Namespace, title: str) -> None:
+def report(rows: dict[str, dict], target: float, winner: str | None, args: Namespace, title: str) -> None:
     table = Table(title=title)
     columns = "config|lr|best val pairwise|peak@1 there|best peak@1|train s to best|wall s to best".split("|")
     for column in [*columns, f"train s to >= {target:.3f}", "records/s", "vals", "diverged"]:
@@ -229,7 +233,7 @@ def report(rows: dict[str, dict], target: float, winner: str | None, args: argpa
 
 def main(argv: list[str] | None = None) -> dict:
     """Run the sweep (`argv` None reads sys.argv); returns what --json gets."""
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = doc_parser(__doc__)
     parser.add_argument("--shards", required=True, help="shard folder or file (data.featurize output)")
     parser.add_argument("--config", default="pam", help="packaged training config (or a YAML file) of the model")
     parser.add_argument("--batch-sizes", type=int, nargs="+", default=[256, 512, 1024, 2048, 4096])

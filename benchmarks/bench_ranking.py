@@ -9,12 +9,12 @@ Metric cases: 100k records in 1000 tasks (the target size) and 100k records in 2
 
 from __future__ import annotations
 
-import argparse
 import os
 import time
 from collections.abc import Callable
 
 import torch
+from jsonargparse import CLI
 
 from pruner_models.losses import LOSSES
 from pruner_models.metrics import (
@@ -42,14 +42,16 @@ def records(n: int, n_tasks: int, gen: torch.Generator) -> tuple[torch.Tensor, t
     return labels + 0.3 * torch.randn(n, generator=gen), labels, task
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--threads", type=int, default=torch.get_num_threads(), help="torch intra-op threads")
-    parser.add_argument("--repeats", type=int, default=3)
-    args = parser.parse_args()
-    torch.set_num_threads(args.threads)
+def bench_ranking(threads: int = torch.get_num_threads(), repeats: int = 3) -> None:
+    """Time the ranking metrics' compute() and the ranking losses' forward + backward on CPU.
+
+    Args:
+        threads: torch intra-op threads.
+        repeats: best of this many runs (the losses: of 3x as many).
+    """
+    torch.set_num_threads(threads)
     gen = torch.Generator().manual_seed(0)
-    print(f"torch {torch.__version__}, {args.threads} thread(s), load average {os.getloadavg()[0]:.1f}")
+    print(f"torch {torch.__version__}, {threads} thread(s), load average {os.getloadavg()[0]:.1f}")
     print("| case | what | wall s | CPU s |\n|---|---|---|---|")
 
     metric_makers = {
@@ -68,7 +70,7 @@ def main() -> None:
                 metric.update(*data)
                 metric.compute()
 
-            wall, cpu = best_of(compute, args.repeats)
+            wall, cpu = best_of(compute, repeats)
             print(f"| {n // 1000}k records, {n_tasks} tasks | {name} update+compute | {wall:.3f} | {cpu:.3f} |")
 
     for batch, n_tasks in ((512, 4), (2048, 8)):
@@ -80,8 +82,13 @@ def main() -> None:
             def step(loss_fn=loss_fn, preds=preds, labels=labels, task=task) -> None:
                 loss_fn(preds, labels, task).backward()
 
-            wall, cpu = best_of(step, args.repeats * 3)
+            wall, cpu = best_of(step, repeats * 3)
             print(f"| batch {batch}, {n_tasks} tasks | {name} forward+backward | {wall:.4f} | {cpu:.4f} |")
+
+
+def main(argv: list[str] | None = None) -> None:
+    """`argv` None reads sys.argv."""
+    CLI(bench_ranking, args=argv, as_positional=False)
 
 
 if __name__ == "__main__":

@@ -18,7 +18,6 @@ start-up included. Build time is the time the build pool was busy, run time the 
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import os
@@ -27,6 +26,8 @@ import sys
 import tempfile
 import time
 
+from jsonargparse import SUPPRESS, ArgumentParser, Namespace
+
 MODES = {
     "sequential": {"sequential": True},
     "pipelined": {},
@@ -34,7 +35,7 @@ MODES = {
 }
 
 
-def _one(args: argparse.Namespace) -> dict:
+def _one(args: Namespace) -> dict:
     """Collect once in this process (mode `args.mode`); the StageTimes as a dict."""
     import dataclasses
 
@@ -74,7 +75,7 @@ def _row(mode: str, t: dict) -> str:
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--target", required=True, help="as for data.collect (tag or JSON dict)")
     p.add_argument("--workload", nargs="*", default=[], help="operator specs (data.zoo.operator_task)")
     p.add_argument("--network", nargs="*", default=[], help="zoo networks (give --per-task)")
@@ -88,7 +89,7 @@ def main() -> None:
     p.add_argument("--runners", type=int, default=None, help="parallel runners (default: the collector's)")
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--min-repeat-ms", type=int, default=20)
-    p.add_argument("--mode", default=None, help=argparse.SUPPRESS)  # one mode, in a child process
+    p.add_argument("--mode", default=None, help=SUPPRESS)  # one mode, in a child process
     args = p.parse_args()
     if not args.workload and not args.network:
         p.error("give --workload and/or --network")

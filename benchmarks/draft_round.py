@@ -14,7 +14,6 @@ the rest (MetaSchedule's sampling and evolution, hashing).
 
 from __future__ import annotations
 
-import argparse
 import sys
 import time
 from pathlib import Path
@@ -27,6 +26,7 @@ from tvm import te
 from tvm.s_tir.meta_schedule.testing import te_workload
 
 import tvm_env
+from benchmarks.cli import doc_parser
 from bridge.draft_verify import DraftVerifySearch
 from bridge.psa import PSACostModel
 from bridge.search import CountingCostModel
@@ -34,7 +34,7 @@ from tvm_env import ms, tvm
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = doc_parser(__doc__)
     parser.add_argument("--target", default="nvidia/nvidia-h100")
     parser.add_argument("--psa", default="h100", help="PSA device row")
     parser.add_argument("--population", type=int, default=512)

@@ -10,12 +10,13 @@ same tasks (names, weights and structural hashes).
 
 from __future__ import annotations
 
-import argparse
 import json
 import subprocess
 import sys
 import time
 from pathlib import Path
+
+from jsonargparse import SUPPRESS, ArgumentParser
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -32,11 +33,11 @@ def _one(target: str, networks: list[str], workers: int) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--target", default="nvidia/nvidia-h100", help="tag or JSON dict (extraction needs no GPU)")
     p.add_argument("--network", nargs="+", default=["mobilenet_v2", "bert_base", "resnet_18"])
     p.add_argument("--workers", type=int, default=None, help="processes of the parallel way (default: one per network)")
-    p.add_argument("--_one", type=int, default=None, help=argparse.SUPPRESS)
+    p.add_argument("--_one", type=int, default=None, help=SUPPRESS)
     args = p.parse_args(argv)
     if args._one is not None:
         print(json.dumps(_one(args.target, args.network, args._one)))

@@ -12,12 +12,13 @@ design spaces, no GPU needed), written to a temporary database and read back as 
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+from jsonargparse import ArgumentParser
 
 os.environ.setdefault("TVM_NUM_THREADS", "1")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -79,7 +80,7 @@ def timed(tasks: list[Task], repeat: int, **parts) -> tuple[float, float]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("records", nargs="*", default=[str(ROOT / "tests" / "fixtures" / "tiny_records")])
     p.add_argument("--cuda-sample", type=int, default=0, help="sampled CUDA candidates per workload")
     p.add_argument("--repeat", type=int, default=3)

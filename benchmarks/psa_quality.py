@@ -16,7 +16,6 @@ reflects the memory-work and flop columns.
 
 from __future__ import annotations
 
-import argparse
 import csv
 import json
 import os
@@ -26,6 +25,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from jsonargparse import ArgumentParser
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -90,7 +90,7 @@ def time_candidates(n: int, target: str, workload: str, device_name: str) -> dic
 
 
 def main(argv: list[str] | None = None) -> None:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("shards", nargs="+", help="shard files or folders (data.shards)")
     p.add_argument("--device", default="h100", help="PSA device row (configs/devices.yaml)")
     p.add_argument("--devices-file", default=None, help="YAML file with more device rows")

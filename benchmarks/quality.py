@@ -28,7 +28,6 @@ prints mean ± std. `--out DIR` gets results.json (means, stds, every seed's row
 
 from __future__ import annotations
 
-import argparse
 import csv
 import importlib.util
 import io
@@ -43,11 +42,13 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from jsonargparse import Namespace
 from rich.console import Console
 from rich.table import Table
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks.cli import doc_parser, split_passthrough
 from data.atomic import atomic_write_text
 from data.datamodule import ShardDataModule
 from data.shards import ShardData, read_shards
@@ -255,7 +256,7 @@ def timed(fn: Callable, *args) -> tuple[object, float]:
     return out, time.perf_counter() - start
 
 
-def run_seed(args: argparse.Namespace, seed: int, extra: list[str]) -> tuple[dict[str, dict], dict[str, dict]]:
+def run_seed(args: Namespace, seed: int, extra: list[str]) -> tuple[dict[str, dict], dict[str, dict]]:
     """Every row of the table for one seed (split, training and XGBoost seed).
 
     Returns:
@@ -324,7 +325,7 @@ def summarize(per_seed: dict[int, dict[str, dict]]) -> dict[str, dict]:
 
 def main(argv: list[str] | None = None) -> dict:
     """Run the benchmark (`argv` None reads sys.argv); returns what results.json holds."""
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = doc_parser(__doc__)
     parser.add_argument("--shards", required=True, help="shard folder or file")
     parser.add_argument("--models", nargs="+", default=list(MODELS), choices=MODELS, help="rows, in this order")
     parser.add_argument("--split", default="within-task", choices=["within-task", "hold-out"])
@@ -337,8 +338,8 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--xgb-threads", type=int, default=torch.get_num_threads(), help="XGBModel num_tuning_cores")
     parser.add_argument("--random-seeds", type=int, default=10, help="random rankings averaged in the random row")
     parser.add_argument("--out", default="runs/quality", help="folder for results.json, results.csv and the fits' logs")
-    args, extra = parser.parse_known_args(argv)
-    extra = [a for a in extra if a != "--"]
+    ours, extra = split_passthrough(argv)  # train.py flags after `--`, for every fit and test
+    args = parser.parse_args(ours)
     if args.split == "hold-out" and not args.test_networks:
         parser.error("--split hold-out needs --test-networks")
     per_seed, sizes = {}, {}

@@ -22,7 +22,6 @@ drafting's share of the wall time, and the share of time the stand-in device sat
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import shutil
@@ -30,6 +29,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+from jsonargparse import ArgumentParser
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -153,7 +154,7 @@ def measure(workload: str, method: str, args, out: Path) -> dict:
 
 
 def main(argv: list[str] | None = None) -> list[dict]:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--target", default="nvidia/nvidia-h100", help="the target searched for (nothing is built)")
     p.add_argument("--workloads", nargs="+", default=list(WORKLOADS), help="operator specs (data.zoo.OPERATORS)")
     p.add_argument("--methods", nargs="+", default=list(METHODS), choices=list(METHODS))

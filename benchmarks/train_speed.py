@@ -17,17 +17,20 @@ Under DDP the records/s are summed over the ranks (every rank trains on its shar
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
+import sys
 import time
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import lightning as L
 import torch
 from rich.console import Console
 from rich.table import Table
 
+from benchmarks.cli import doc_parser
 from data.datamodule import ShardDataModule
 from data.shards import list_shards
 from data.synthetic import write_synthetic_shards
@@ -94,7 +97,7 @@ def data_path_speed(dm: ShardDataModule, device: torch.device) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = doc_parser(__doc__)
     parser.add_argument("--accelerator", default="auto", help="cpu, gpu or auto")
     parser.add_argument("--devices", type=int, default=1)
     parser.add_argument("--strategy", default="auto", help="auto, or ddp with --devices > 1")

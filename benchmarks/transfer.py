@@ -28,16 +28,18 @@ adapted and tested on H200 records of the same sm_90a target).
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import time
 from pathlib import Path
 
+from jsonargparse import Namespace
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from quality import REPO, fit_network, reference_datamodule, summarize, test_checkpoint  # noqa: E402
 
+from benchmarks.cli import doc_parser, split_passthrough  # noqa: E402
 from data.atomic import atomic_write_text  # noqa: E402
 
 ROWS = ("pretrained", "scratch", "finetune", "moa")
@@ -45,7 +47,7 @@ SHOWN = ("test_pairwise_acc", "test_peak@1", "test_peak@5", "test_kendall_tau")
 PRETRAIN_ON = ("others", "all")
 
 
-def pretrain_data(args: argparse.Namespace) -> list[str]:
+def pretrain_data(args: Namespace) -> list[str]:
     """train.py data flags of the pretraining on `--shards` (without the seeds)."""
     if args.pretrain_on == "others":  # the target network's tasks go to the (unused) test side
         split = ["--data.split", "hold-out", "--data.test_networks", json.dumps([args.target_network])]
@@ -54,7 +56,7 @@ def pretrain_data(args: argparse.Namespace) -> list[str]:
     return ["--data.shards", args.shards, *split]
 
 
-def run_seed(args: argparse.Namespace, seed: int, extra: list[str]) -> tuple[dict[str, dict], dict]:
+def run_seed(args: Namespace, seed: int, extra: list[str]) -> tuple[dict[str, dict], dict]:
     """Every row for one seed (splits, initialization); `extra`: train.py flags for every fit and test."""
     seeds = ["--data.seed", str(seed), "--seed_everything", str(seed)]
     out = Path(args.out) / f"seed{seed}"
@@ -90,7 +92,7 @@ def run_seed(args: argparse.Namespace, seed: int, extra: list[str]) -> tuple[dic
 
 
 def main(argv: list[str] | None = None) -> dict:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = doc_parser(__doc__)
     p.add_argument("--shards", required=True, help="feature shards pretrained on (several networks; the source GPU)")
     p.add_argument(
         "--target-shards",
@@ -110,8 +112,8 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--epochs", type=int, default=50)
     p.add_argument("--seed", type=int, nargs="+", default=[0])
     p.add_argument("--out", default="runs/transfer")
-    args, extra = p.parse_known_args(argv)
-    extra = [a for a in extra if a != "--"]  # train.py flags after `--`, for every fit and test
+    ours, extra = split_passthrough(argv)  # train.py flags after `--`, for every fit and test
+    args = p.parse_args(ours)
     if not 0.0 < args.adapt_fraction < 1.0:
         p.error(f"--adapt-fraction {args.adapt_fraction} must be in (0, 1): the rest of the records test")
     args.target_shards = args.target_shards or args.shards

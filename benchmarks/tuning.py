@@ -23,13 +23,14 @@ same GPU, the vendor-library reference.
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import shutil
 import sys
 import time
 from pathlib import Path
+
+from jsonargparse import ArgumentParser
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -127,7 +128,7 @@ def eager_times(workloads: list[str], results: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--results", default="benchmarks/results/tuning", help="one CSV per finished arm")
     p.add_argument("--report", action="store_true", help="only read the results: tables and plots")
     p.add_argument("--plot", default=None, help="with --report: where the figure goes")

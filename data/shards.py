@@ -555,9 +555,9 @@ def read_manifest(directory: str | os.PathLike) -> dict:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """`python -m data.shards DIR...`: rebuild each folder's manifest and print a summary."""
-    import argparse
+    from jsonargparse import ArgumentParser  # here: reading shards needs no jsonargparse (GPU runs lack it)
 
-    parser = argparse.ArgumentParser(description=main.__doc__)
+    parser = ArgumentParser(description=main.__doc__)
     parser.add_argument("dirs", nargs="+", help="shard folders")
     args = parser.parse_args(argv)
     status = 0

@@ -21,9 +21,7 @@ set -uo pipefail
 export PYTHONUNBUFFERED=1
 T0=$(date +%s)
 source .devkit/use-devkit.sh || exit 1
-# jsonargparse (data.collect's CLI) is not on the device image: .devkit/pylib.tar.xz carries it
-mkdir -p /tmp/pylib && tar -C /tmp/pylib -xJf .devkit/pylib.tar.xz
-export PYTHONPATH=$PWD:/tmp/pylib:${PYTHONPATH:-}
+source benchmarks/gpu/pylib.sh || exit 1  # jsonargparse (data.collect's CLI) is not on the device image
 nproc; nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,clocks.max.sm --format=csv,noheader
 ROOT=${ROOT:-data/h100}
 DEVICE=cuda-sm_90a  # tvm_env.target_device_name of nvidia/nvidia-h100 (and of any sm_90a target): where the collector writes

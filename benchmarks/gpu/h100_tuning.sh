@@ -9,7 +9,7 @@ set -uo pipefail
 T0=$(date +%s)
 export PYTHONUNBUFFERED=1 OMP_NUM_THREADS=4
 source .devkit/use-devkit.sh || exit 1
-export PYTHONPATH=$PWD:$PYTHONPATH
+source benchmarks/gpu/pylib.sh || exit 1  # jsonargparse (the CLIs below)
 mkdir -p runs && tar -C runs -xJf runs/carry/cuda_dataset.tar.xz
 python3 -m data.featurize runs/cuda_dataset --out runs/cuda_shards --workers 16 2>&1 | tail -4
 python3 benchmarks/gpu/fit_pam.py runs/cuda_shards runs/pam_h100 --epochs 40 --accelerator gpu 2>&1 | grep -E "best|ShardDataModule"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Add .devkit/pylib.tar.xz: the pure-Python packages that the device image lacks and our CLIs need
-# (jsonargparse and docstring_parser, for data.collect's CLI). Run after ../shared/gpu/pack-devkit.sh;
-# collect.sh unpacks it onto PYTHONPATH.
+# (jsonargparse and docstring_parser, for the CLIs of data.collect and benchmarks/). Run after
+# ../shared/gpu/pack-devkit.sh; the device scripts unpack it onto PYTHONPATH with pylib.sh.
 set -euo pipefail
 root=$(git rev-parse --show-toplevel)
 work=$(mktemp -d)

@@ -9,7 +9,7 @@ set -uo pipefail
 export PYTHONUNBUFFERED=1
 T0=$(date +%s)
 source .devkit/use-devkit.sh || exit 1
-export PYTHONPATH=$PWD:$PYTHONPATH
+source benchmarks/gpu/pylib.sh || exit 1  # jsonargparse (tuning.py's CLI)
 nproc; nvidia-smi --query-gpu=name,clocks.sm,clocks.mem --format=csv,noheader
 RES=benchmarks/results/tuning
 LEFT=$(( ${LIMIT:-560} - ($(date +%s) - T0) ))
