@@ -210,18 +210,18 @@ def xgb_test_scores(dm: ShardDataModule, data: ShardData, seed: int, threads: in
 
 
 def fit_network(
-    model: str, data_args: list[str], root: Path, epochs: int, extra: list[str], dm: ShardDataModule
+    model: str, data_args: list[str], root: Path, epochs: int | None, extra: list[str], dm: ShardDataModule
 ) -> tuple[str, str]:
-    """Fit configs/<model>.yaml; returns its best checkpoint's path and a note (best epoch, score).
+    """Fit configs/<model>.yaml (at most `epochs` epochs; None: as configured); returns its best
+    checkpoint's path and a note (best epoch, score).
 
     Raises:
         RuntimeError: the fit's DataModule made other splits than the reference one (a config
             with other data options: pass them after `--` so every row uses them).
     """
     common = ["--config", str(REPO / "configs" / f"{model}.yaml"), *data_args, "--trainer.default_root_dir", str(root)]
-    fit = train_main(
-        ["fit", *common, "--trainer.max_epochs", str(epochs), "--trainer.logger.init_args.save_dir", str(root), *extra]
-    )
+    limit = [] if epochs is None else ["--trainer.max_epochs", str(epochs)]
+    fit = train_main(["fit", *common, *limit, "--trainer.logger.init_args.save_dir", str(root), *extra])
     for name, records in dm.splits.items():
         if not np.array_equal(fit.datamodule.splits[name], records):
             raise RuntimeError(
@@ -243,7 +243,7 @@ def test_checkpoint(model: str, data_args: list[str], ckpt: str, extra: list[str
 
 
 def run_network(
-    model: str, data_args: list[str], root: Path, epochs: int, extra: list[str], dm: ShardDataModule
+    model: str, data_args: list[str], root: Path, epochs: int | None, extra: list[str], dm: ShardDataModule
 ) -> tuple[dict, str]:
     """Fit configs/<model>.yaml (`fit_network`), test its best checkpoint; the test metrics and a note."""
     ckpt, note = fit_network(model, data_args, root, epochs, extra, dm)
@@ -330,7 +330,12 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--models", nargs="+", default=list(MODELS), choices=MODELS, help="rows, in this order")
     parser.add_argument("--split", default="within-task", choices=["within-task", "hold-out"])
     parser.add_argument("--test-networks", nargs="*", default=[], help="hold-out split: held-out networks")
-    parser.add_argument("--epochs", type=int, default=50, help="max epochs of pam / mlp (early stopping as configured)")
+    parser.add_argument(
+        "--epochs",
+        type=int | None,
+        default=None,
+        help="max epochs of pam / mlp (default: each config's; early stopping as configured)",
+    )
     parser.add_argument(
         "--seed", type=int, nargs="+", default=[0], help="split, training and XGBoost seed(s); several: mean +- std"
     )

@@ -109,7 +109,7 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument(
         "--adapt-fraction", type=float, default=0.4, help="share of its records adapted on (incl. validation)"
     )
-    p.add_argument("--epochs", type=int, default=50)
+    p.add_argument("--epochs", type=int | None, default=None, help="max epochs of every fit (default: each config's)")
     p.add_argument("--seed", type=int, nargs="+", default=[0])
     p.add_argument("--out", default="runs/transfer")
     ours, extra = split_passthrough(argv)  # train.py flags after `--`, for every fit and test

@@ -80,6 +80,9 @@ def test_every_config_loads(config, shards, tmp_path, monkeypatch):
     ]
     assert averages == ([0.99] if config.stem == "pam" else []), averages
     assert sum(type(c).__name__ == "EMAWeightAveraging" for c in cli.trainer.callbacks) == len(averages)
+    # PAM's averaged curve keeps rising past epoch 50: its schedule is twice the published one
+    patience = [c.patience for c in cli.trainer.callbacks if type(c).__name__ == "EarlyStopping"]
+    assert (cli.trainer.max_epochs, patience) == ((100, [20]) if config.stem == "pam" else (50, [10]))
     if config.stem == "finetune":
         assert cli.model.hparams.optimizer == "sgd" and cli.trainer.gradient_clip_val is None
     if config.stem == "moa":
