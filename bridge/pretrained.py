@@ -1,6 +1,6 @@
 """The pretrained cost models that ship with the package (bridge/weights/, model cards in its README.md).
 
-A file `bridge/weights/<net>-<device>.pt` is an artifact of `python -m bridge.export --half` whose
+A file `bridge/weights/<net>-<device>.pt` is an artifact of `python -m bridge.export --half true` whose
 training measurements came from `<device>` (`tvm_env.target_device_name`, e.g. "cuda-sm_90a" for
 the H100 and H200). The pretrained tuning modes (pam-siamese-update, pam-no-update, mlp-no-update)
 take the matching one when the user names no model.

@@ -2,7 +2,7 @@
 shipped dataset, without losing or duplicating a record.
 
     python -m data.merge runs/h100_collect data/h100            # every device folder of SRC
-    python -m data.merge runs/h100_collect/cuda-sm_90a data/h100 --dry-run
+    python -m data.merge runs/h100_collect/cuda-sm_90a data/h100 --dry-run true
 
 A device call that cannot carry the dataset collects into a fresh root (with a `--seed` of its own,
 or it draws the schedules the dataset already holds) and brings that back; this puts it in place:
