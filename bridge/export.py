@@ -248,7 +248,14 @@ def build_parser() -> Any:
         default=None,
         help="source device name to record, e.g. cuda-sm_90a (default: the checkpoint's, else 'unknown')",
     )
-    parser.add_argument("--half", type=bool, default=False, help="store the weights as float16 (half the file)")
+    parser.add_argument(
+        "--half",
+        type=bool,
+        nargs="?",
+        const=True,
+        default=False,
+        help="store the weights as float16, half the file (--half or --half true)",
+    )
     return parser
 
 

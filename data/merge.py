@@ -204,7 +204,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = ArgumentParser(prog="python -m data.merge", description=__doc__.split("\n\n")[0])
     parser.add_argument("src", type=str, help="a record tree root or device folder to merge from")
     parser.add_argument("dst", type=str, help="the record tree root to merge into (device folders by name)")
-    parser.add_argument("--dry-run", type=bool, default=False, help="count, write nothing")
+    parser.add_argument(
+        "--dry-run",
+        type=bool,
+        nargs="?",
+        const=True,
+        default=False,
+        help="count, write nothing (--dry-run or --dry-run true)",
+    )
     args = parser.parse_args(argv)
     try:
         devices = device_folders(Path(args.src))

@@ -155,6 +155,14 @@ def test_half_export_halves_the_weights_and_scores_alike(checkpoints, tmp_path):
         torch.testing.assert_close(a.float(), b.float(), rtol=1e-3, atol=1e-3)
 
 
+@pytest.mark.parametrize("flag", [["--half"], ["--half", "true"]], ids=["bare", "valued"])
+def test_the_cli_half_flag_stores_float16_with_or_without_a_value(checkpoints, tmp_path, flag):
+    out = tmp_path / "half.pt"
+    assert main([str(checkpoints["MLPModule"]), "--out", str(out), "--device", "llvm-x", *flag]) == 0
+    stored = torch.load(out, weights_only=True)["state_dict"]
+    assert any(v.dtype == torch.float16 for v in stored.values())
+
+
 def test_non_finite_weights_are_refused_at_export_and_at_load(checkpoints, tmp_path):
     ckpt = torch.load(checkpoints["PAMModule"], weights_only=False)
     name = next(k for k, v in ckpt["state_dict"].items() if k.startswith("net.") and v.is_floating_point())

@@ -6,6 +6,8 @@ import lzma
 import shutil
 from pathlib import Path
 
+import pytest
+
 from data.merge import main, merge_device
 from tvm_env import ms
 
@@ -117,10 +119,11 @@ def test_merge_refuses_another_gpu_model_of_the_same_target(tmp_path, capsys):
     assert not (dst / CONV).exists()
 
 
-def test_dry_run_counts_and_writes_nothing(tmp_path, capsys):
+@pytest.mark.parametrize("flag", [["--dry-run"], ["--dry-run", "true"]], ids=["bare", "valued"])
+def test_dry_run_counts_and_writes_nothing(tmp_path, capsys, flag):
     src, dst, _ = _trees(tmp_path)
     before = {p: p.read_bytes() for p in dst.rglob("*") if p.is_file()}
-    assert main([str(src), str(dst.parent), "--dry-run", "true"]) == 0
+    assert main([str(src), str(dst.parent), *flag]) == 0
     assert "8 already stored" in capsys.readouterr().out
     assert {p: p.read_bytes() for p in dst.rglob("*") if p.is_file()} == before
 
