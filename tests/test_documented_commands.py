@@ -227,7 +227,7 @@ def test_skip_entries_match_a_command(doc, start):
             "--op",
         ),
         ("python tune.py --target nvidia/nvidia-h100 --out runs/t", "--network"),  # tune.py's own check
-        ("python -m data.merge a b --dry-run", "--dry-run"),
+        ("python -m data.merge a b --dry-run maybe", "dry_run"),  # a flag's value must still be a bool
         ("python benchmarks/extract_speed.py --network resnet_18 [--workers 2]", "brackets"),
     ],
 )
