@@ -3,7 +3,8 @@
 # benchmarks/results/tuning are skipped, new ones are written there and come back in
 # $OUT/tuning_results.tar.xz (unpack it at the project root and commit it at once).
 # Carry .devkit (with xgboost for the xgb arm; without it for the moa arm, whose pretrained PAM,
-# CHECKPOINT=benchmarks/weights/pam-suite-holdout-sm_90a.pt, saw none of the suite's source networks).
+# CHECKPOINT=benchmarks/weights/pam-suite-holdout-sm_90a.pt, saw none of the suite's source networks;
+# model card in benchmarks/weights/README.md).
 #   ARMS="xgb pruner" BUDGET=120 bash benchmarks/gpu/suite.sh
 set -uo pipefail
 export PYTHONUNBUFFERED=1
