@@ -14,6 +14,9 @@ metrics of docs/pruner.md section 6 are computed per task, then combined (`METRI
 | kendall_tau | Kendall tau-b, record-weighted mean over tasks |
 | tenset_top@k | TenSet's top-k score: sum over tasks of weight x best latency / sum of weight x best latency among the top-k picks (task weights: how often a network calls the task) |
 
+The JSON also holds the same metrics for each task (`per_task`: task key, name, records; TenSet's
+score is per network, so not there), and `--worst N` prints the N tasks ranked worst.
+
 peak@k and tenset_top@k are different numbers: peak@k averages the running best over the k
 positions and weights tasks by their records; tenset_top@k takes the best of the k picks and
 weights tasks by their share of the network's time. The JSON also records the model, the shards,
@@ -87,6 +90,19 @@ def tenset_top_k(scores: np.ndarray, latency: np.ndarray, task: np.ndarray, weig
     return float(best / picked)
 
 
+def ranking_values(scores: np.ndarray, label: np.ndarray, task: np.ndarray, ks: Sequence[int]) -> dict[str, float]:
+    """pairwise_acc, kendall_tau, peak@k and top{k}_recall of `scores` (float64, record-weighted over tasks)."""
+    metrics = {"pairwise_acc": PairwiseAccuracy(), "kendall_tau": KendallTau()}
+    for k in ks:
+        metrics.update({f"peak@{k}": PeakScore(k=k), f"top{k}_recall": TopKRecall(k=k)})
+    values = {}
+    for name, metric in metrics.items():
+        metric.set_dtype(torch.float64)
+        metric.update(torch.from_numpy(scores), torch.from_numpy(label).double(), torch.from_numpy(task))
+        values[name] = float(metric.compute())
+    return values
+
+
 def evaluate(
     artifact: str | os.PathLike,
     shards: str | Sequence[str],
@@ -119,17 +135,15 @@ def evaluate(
     )
     scores = score_records(model.net, store, batch_size)[valid]
     task, latency = data.record_task[valid], data.latency[valid]
-    label = torch.from_numpy(data.label[valid]).double()
-    metrics = {"pairwise_acc": PairwiseAccuracy(), "kendall_tau": KendallTau()}
-    for k in ks:
-        metrics.update({f"peak@{k}": PeakScore(k=k), f"top{k}_recall": TopKRecall(k=k)})
-    values = {}
-    for name, metric in metrics.items():
-        metric.set_dtype(torch.float64)
-        metric.update(torch.from_numpy(scores), label, torch.from_numpy(task))
-        values[name] = float(metric.compute())
+    label = data.label[valid]
+    values = ranking_values(scores, label, task, ks)
     for k in ks:
         values[f"tenset_top@{k}"] = tenset_top_k(scores, latency, task, data.task_weight, k)
+    per_task = []
+    for t in np.unique(task):
+        mine = task == t
+        row = {"task": str(data.task_key[t]), "name": str(data.task_name[t]), "records": int(mine.sum())}
+        per_task.append(row | ranking_values(scores[mine], label[mine], task[mine], ks))
     return {
         "artifact": os.fspath(artifact),
         "net_class": model.net_class,
@@ -140,6 +154,7 @@ def evaluate(
         "tasks": int(len(np.unique(task))),
         "failed_dropped": int(data.num_records - len(valid)),
         "metrics": values,
+        "per_task": per_task,
         "definitions": METRICS,
     }
 
@@ -156,6 +171,7 @@ def build_parser() -> ArgumentParser:
     parser.add_argument("--ks", type=list[int], default=[1, 5], help="k of peak@k, top{k}_recall, tenset_top@k")
     parser.add_argument("--batch_size", type=int, default=4096, help="records scored per forward pass")
     parser.add_argument("--device", type=str, default="cpu", help="torch device to score on")
+    parser.add_argument("--worst", type=int, default=0, help="also print the N tasks ranked worst (pairwise accuracy)")
     return parser
 
 
@@ -168,6 +184,10 @@ def main(argv: Sequence[str] | None = None) -> dict:
     print(f"{result['net_class']} on {result['records']} records of {result['tasks']} tasks")
     for name, value in result["metrics"].items():
         print(f"  {name:<16} {value:.4f}")
+    if args.worst > 0:
+        print(f"the {args.worst} tasks ranked worst (pairwise accuracy, peak@{args.ks[0]}, records):")
+        for row in sorted(result["per_task"], key=lambda r: r["pairwise_acc"])[: args.worst]:
+            print(f"  {row['pairwise_acc']:.3f}  {row[f'peak@{args.ks[0]}']:.3f}  {row['records']:5d}  {row['task']}")
     if args.json:
         atomic_write_text(args.json, json.dumps(result, indent=2) + "\n")
         print(f"wrote {args.json}")

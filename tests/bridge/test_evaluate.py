@@ -31,7 +31,7 @@ def measured_shards(tmp_path_factory):
 def test_cli_scores_every_valid_record_and_writes_json(checkpoints, measured_shards, tmp_path, capsys):
     artifact = export_checkpoint(checkpoints["PAMModule"], tmp_path / "pam.pt")
     out = tmp_path / "metrics.json"
-    main([str(tmp_path / "pam.pt"), "--shards", str(measured_shards), "--json", str(out)])
+    main([str(tmp_path / "pam.pt"), "--shards", str(measured_shards), "--json", str(out), "--worst", "1"])
     result = json.loads(out.read_text())
     data = read_shards(measured_shards)
     valid = np.flatnonzero(np.isfinite(data.latency))
@@ -49,7 +49,8 @@ def test_cli_scores_every_valid_record_and_writes_json(checkpoints, measured_sha
         "tenset_top@5",
     }
     assert "tenset_top@k" in result["definitions"] and "peak@k" in result["definitions"]
-    assert "pairwise_acc" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "pairwise_acc" in printed and "the 1 tasks ranked worst" in printed
 
     # the same scores through the tuning side's batch builder, record by record
     with torch.no_grad():
@@ -75,6 +76,21 @@ def test_cli_scores_every_valid_record_and_writes_json(checkpoints, measured_sha
         pairs = [(i, j) for i in range(len(s)) for j in range(i + 1, len(s))]
         weighted += len(s) * np.mean([(s[i] > s[j]) == (y[i] > y[j]) for i, j in pairs])
     assert metrics["pairwise_acc"] == pytest.approx(weighted / len(valid), abs=1e-6)
+    # per task: the same definition on each task alone; their record-weighted mean is the whole
+    per_task = {row["task"]: row for row in result["per_task"]}
+    assert set(per_task) == {data.task_key[t] for t in np.unique(data.record_task[valid])}
+    for t in np.unique(data.record_task[valid]):
+        mine = data.record_task[valid] == t
+        s, y = scores[mine], data.label[valid][mine]
+        pairs = [(i, j) for i in range(len(s)) for j in range(i + 1, len(s))]
+        row = per_task[data.task_key[t]]
+        assert row["records"] == mine.sum() and row["name"] == data.task_name[t]
+        assert row["pairwise_acc"] == pytest.approx(
+            np.mean([(s[i] > s[j]) == (y[i] > y[j]) for i, j in pairs]), abs=1e-6
+        )
+        assert row["peak@1"] == pytest.approx(y[np.argmax(s)] / y.max(), abs=1e-6)
+    worst = min(result["per_task"], key=lambda r: r["pairwise_acc"])["task"]
+    assert worst in printed
     # TenSet's top-1 from the same scores
     expected = tenset_top_k(scores, data.latency[valid], data.record_task[valid], data.task_weight, 1)
     assert metrics["tenset_top@1"] == pytest.approx(expected)
