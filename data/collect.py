@@ -3,7 +3,7 @@
 `python -m data.collect --target '{"kind": "llvm", "mcpu": "native", "num-cores": 2}'
 --network resnet_50 --workload matmul:512,512,512 --per-task 64 --out datasets`
 
-Why one module of about 600 lines: planning, resuming, committing and the CLI of a collection run
+Why one module of about 700 lines: planning, resuming, committing and the CLI of a collection run
 share its state (the plan, the per-task databases, the index, the stop flag). The parts that do not
 are elsewhere: drawing schedules in `data.sampler`, building and running in `data.measure`, the
 loop that overlaps sampling, building, running and committing in `data.collect_pipeline`, the
