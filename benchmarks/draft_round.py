@@ -5,8 +5,9 @@ postprocessors, C++) and PSA's scoring (our lowering + the Python TIR walk) all 
 The script runs `--rounds` rounds of `DraftVerifySearch`, each drafting (`redraft_every=1`), on a
 conv2d of ResNet-50's first stage for an H100 target, the verifier being MetaSchedule's
 RandomModel (scoring is free, so the verify share is the evolution's own cost), and splits each
-round's wall time into PSA scoring (our lowering + walk), the verifier's scoring and
-the rest (MetaSchedule's sampling and evolution, hashing).
+round's wall time into MetaSchedule's sampling of fresh schedules (SampleInitPopulation, with
+how many valid ones it returned of those asked for), PSA scoring (our lowering + walk), the
+verifier's scoring and the rest (MetaSchedule's evolution: mutators and postprocessors; hashing).
 
     python benchmarks/draft_round.py --population 512 --potential 128
     python benchmarks/draft_round.py --population 1536 --potential 512 --walk-workers 16   # published sizes
@@ -30,6 +31,7 @@ from benchmarks.cli import doc_parser
 from bridge.draft_verify import DraftVerifySearch
 from bridge.psa import PSACostModel
 from bridge.search import CountingCostModel
+from bridge.search_log import SearchLog
 from tvm_env import ms, tvm
 
 
@@ -50,8 +52,9 @@ def main() -> None:
     mod = tvm.IRModule({"main": te.create_prim_func(te_workload.conv2d_nhwc(1, 56, 56, 64, 64, 3, 1, 1))})
     draft = CountingCostModel(model=PSACostModel(device=args.psa, workers=args.walk_workers), cache=False)
     verify = CountingCostModel(model=ms.cost_model.RandomModel(seed=args.seed), cache=False)
+    log = SearchLog()
     strategy = DraftVerifySearch(
-        draft=draft, population_size=args.population, potential_size=args.potential, redraft_every=1
+        draft=draft, population_size=args.population, potential_size=args.potential, redraft_every=1, log=log
     )
     context = ms.TuneContext(
         mod=mod,
@@ -69,7 +72,17 @@ def main() -> None:
     )
 
     table = Table(title="drafting rounds (seconds)")
-    for col in ("round", "whole", "PSA", "PSA scored", "ms each", "verifier", "MetaSchedule, hashing"):
+    for col in (
+        "round",
+        "whole",
+        "sampling",
+        "valid samples / asked",
+        "PSA",
+        "PSA scored",
+        "ms each",
+        "verifier",
+        "evolution, hashing",
+    ):
         table.add_column(col, justify="right")
     for r in range(args.rounds):
         before = (draft.seconds, draft.scored, verify.seconds)
@@ -77,10 +90,14 @@ def main() -> None:
         strategy.generate_measure_candidates()
         total = time.perf_counter() - start
         psa_s, psa_n, verify_s = draft.seconds - before[0], draft.scored - before[1], verify.seconds - before[2]
-        rest = total - psa_s - verify_s
+        stats = log.searched("conv2d")
+        sample_s = stats.get("sample_s", 0.0)
+        rest = total - sample_s - psa_s - verify_s
         table.add_row(
             str(r),
             f"{total:.1f}",
+            f"{sample_s:.1f} ({sample_s / total:.0%})",
+            f"{stats.get('samples', 0)} / {stats.get('samples_asked', 0)}",
             f"{psa_s:.1f}",
             str(psa_n),
             f"{1e3 * psa_s / max(psa_n, 1):.1f}",

@@ -259,10 +259,10 @@ class DraftVerifySearch(_ResumableSearch):
         low = len(self._potential) < max(n, self.redraft_below * self.potential_size)
         due = self.redraft_every > 0 and self.round % self.redraft_every == 0
         drafted = low or due or not self._drafts or self._unevolved
-        if drafted:
-            self._draft()
-        self._samples = self._unmeasured(self._samples)
         stats: dict = {"drafted": int(drafted)}
+        if drafted:
+            stats.update(self._draft())
+        self._samples = self._unmeasured(self._samples)
         if not self._potential and not self._samples:
             return None, stats
         verify_start = time.perf_counter()
@@ -307,14 +307,22 @@ class DraftVerifySearch(_ResumableSearch):
                 logger.warning("%s: cannot replay a measured record: %s", self.task_name, err)
         return out
 
-    def _draft(self) -> None:
-        """A new potential space: evolve (the last population, refreshed | a fresh sample) with PSA."""
+    def _draft(self) -> dict:
+        """A new potential space: evolve (the last population, refreshed | a fresh sample) with PSA.
+
+        Returns the sampling's share of it: `sample_s` (MetaSchedule's SampleInitPopulation, which
+        rejects the random schedules that fail a postprocessor, e.g. VerifyGPUCode) and `samples`
+        (the valid fresh schedules it returned) of `samples_asked` (fewer on GPU targets, where most
+        random schedules fail VerifyGPUCode).
+        """
         parents = self._best_measured(int(self.population_size * self.init_measured_ratio))
         reused = [s for k, s in self._unmeasured(self._population)] if self._drafts else []
         fresh = self.population_size - len(parents)
         if reused:
             fresh = min(fresh, max(int(self.population_size * self.resample_ratio), fresh - len(reused)))
+        sample_start = time.perf_counter()
         samples = list(_SAMPLE_INIT(self.drafter, fresh)) if fresh > 0 else []
+        sampled = {"sample_s": time.perf_counter() - sample_start, "samples": len(samples), "samples_asked": fresh}
         self._samples = [(_key(s), s) for s in samples]
         population = (parents + samples + reused)[: self.population_size]
         self._unevolved = self.quick_start and not self._drafts and not parents
@@ -328,6 +336,7 @@ class DraftVerifySearch(_ResumableSearch):
         self._population = pairs
         self._potential = self._unmeasured(pairs)[: self.potential_size]
         self._drafts += 1
+        return sampled
 
     def _unmeasured(self, pairs: Sequence[tuple[int, Any]]) -> Pairs:
         return [(k, s) for k, s in pairs if k not in self.measured]

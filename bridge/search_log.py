@@ -121,6 +121,8 @@ class SearchLog:
         "draft_scored",
         "verify_scored",
         "draft_s",
+        "sample_s",
+        "samples",
         "verify_s",
         "build_s",
         "run_s",
@@ -178,6 +180,10 @@ class SearchLog:
     def note_search(self, task: str, **stats: float) -> None:
         """Called by a strategy after it proposed a batch: counts and seconds of its search."""
         self._search[task] = stats
+
+    def searched(self, task: str) -> dict:
+        """The stats of `task`'s last search, before its batch's row takes them (for benchmarks)."""
+        return dict(self._search.get(task, {}))
 
     def elapsed(self) -> float:
         """Seconds of search so far, earlier runs included."""

@@ -117,8 +117,11 @@ def test_psa_scores_many_and_pam_few(tuned):
         if r["drafted"]:
             assert r["draft_scored"] >= POPULATION  # the whole sampled population, then its children
             assert r["draft_scored"] > 3 * r["verify_scored"]
+            # MetaSchedule's sampling, timed within the draft: some valid fresh schedules, in part of its time
+            assert 0 < r["samples"] and 0 < r["sample_s"] < r["draft_s"]
         else:
             assert r["draft_scored"] == 0
+            assert math.isnan(r["samples"]) and math.isnan(r["sample_s"])  # no draft, no sampling
         # PAM sees the potential space (+ one generation of it), never a draft population per generation.
         assert 0 < r["verify_scored"] <= 2 * (POTENTIAL + POTENTIAL)
         assert all(math.isfinite(r[k]) and r[k] >= 0 for k in ("draft_s", "verify_s", "build_s", "run_s"))
