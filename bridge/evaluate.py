@@ -90,19 +90,6 @@ def tenset_top_k(scores: np.ndarray, latency: np.ndarray, task: np.ndarray, weig
     return float(best / picked)
 
 
-def ranking_values(scores: np.ndarray, label: np.ndarray, task: np.ndarray, ks: Sequence[int]) -> dict[str, float]:
-    """pairwise_acc, kendall_tau, peak@k and top{k}_recall of `scores` (float64, record-weighted over tasks)."""
-    metrics = {"pairwise_acc": PairwiseAccuracy(), "kendall_tau": KendallTau()}
-    for k in ks:
-        metrics.update({f"peak@{k}": PeakScore(k=k), f"top{k}_recall": TopKRecall(k=k)})
-    values = {}
-    for name, metric in metrics.items():
-        metric.set_dtype(torch.float64)
-        metric.update(torch.from_numpy(scores), torch.from_numpy(label).double(), torch.from_numpy(task))
-        values[name] = float(metric.compute())
-    return values
-
-
 def evaluate(
     artifact: str | os.PathLike,
     shards: str | Sequence[str],
@@ -135,15 +122,24 @@ def evaluate(
     )
     scores = score_records(model.net, store, batch_size)[valid]
     task, latency = data.record_task[valid], data.latency[valid]
-    label = data.label[valid]
-    values = ranking_values(scores, label, task, ks)
+    label = torch.from_numpy(data.label[valid]).double()
+    metrics = {"pairwise_acc": PairwiseAccuracy(), "kendall_tau": KendallTau()}
+    for k in ks:
+        metrics.update({f"peak@{k}": PeakScore(k=k), f"top{k}_recall": TopKRecall(k=k)})
+    tasks, records = np.unique(task, return_counts=True)  # ascending ids: the order of compute_per_task
+    per_task = [
+        {"task": str(data.task_key[t]), "name": str(data.task_name[t]), "records": int(n)}
+        for t, n in zip(tasks, records, strict=True)
+    ]
+    values = {}
+    for name, metric in metrics.items():
+        metric.set_dtype(torch.float64)
+        metric.update(torch.from_numpy(scores), label, torch.from_numpy(task))
+        values[name] = float(metric.compute())
+        for row, value in zip(per_task, metric.compute_per_task()[1].tolist(), strict=True):
+            row[name] = value
     for k in ks:
         values[f"tenset_top@{k}"] = tenset_top_k(scores, latency, task, data.task_weight, k)
-    per_task = []
-    for t in np.unique(task):
-        mine = task == t
-        row = {"task": str(data.task_key[t]), "name": str(data.task_name[t]), "records": int(mine.sum())}
-        per_task.append(row | ranking_values(scores[mine], label[mine], task[mine], ks))
     return {
         "artifact": os.fspath(artifact),
         "net_class": model.net_class,
@@ -151,7 +147,7 @@ def evaluate(
         "shards": [shards] if isinstance(shards, str | os.PathLike) else [os.fspath(s) for s in shards],
         "networks": None if networks is None else list(networks),
         "records": int(len(valid)),
-        "tasks": int(len(np.unique(task))),
+        "tasks": len(tasks),
         "failed_dropped": int(data.num_records - len(valid)),
         "metrics": values,
         "per_task": per_task,

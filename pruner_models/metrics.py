@@ -148,12 +148,21 @@ class _TaskGroupedMetric(Metric):
 
     def compute(self) -> Tensor:
         """Record-weighted mean over tasks of the per-task values: () float64 (NaN when empty)."""
+        sizes, scores = self.compute_per_task()
+        if sizes.numel() == 0:
+            return torch.tensor(float("nan"), dtype=torch.float64, device=scores.device)
+        return (scores * sizes).sum() / sizes.sum()
+
+    def compute_per_task(self) -> tuple[Tensor, Tensor]:
+        """Each task's records (T,) int64 and value (T,) float64, tasks in ascending id order.
+
+        The records this process holds (no DDP sync: `compute` is the synced, combined value).
+        """
         preds, labels, task = self._records()
         if task.numel() == 0:
-            return torch.tensor(float("nan"), dtype=torch.float64, device=preds.device)
+            return task, preds.double()
         group, sizes = task_groups(task)
-        scores = self._task_scores(preds, labels, group, sizes).double()
-        return (scores * sizes).sum() / sizes.sum()
+        return sizes, self._task_scores(preds, labels, group, sizes).double()
 
     def _task_scores(self, preds: Tensor, labels: Tensor, group: Tensor, sizes: Tensor) -> Tensor:
         """Per-task values (T,) from all records (N,) (metric dtype), dense groups (N,), sizes (T,)."""

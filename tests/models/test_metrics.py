@@ -124,6 +124,25 @@ def test_metric_matches_reference(name, seed):
     assert got.item() == pytest.approx(reference(*data), abs=1e-9)
 
 
+PER_TASK = {  # the ranking metrics' per-task references (LabelRMSE has no per-task value)
+    "pairwise": (PairwiseAccuracy, ref_pairwise),
+    "peak@5": (lambda: PeakScore(k=5), ref_peak(5)),
+    "top3_recall": (lambda: TopKRecall(k=3), ref_topk(3)),
+    "kendall": (KendallTau, ref_kendall),
+}
+
+
+@pytest.mark.parametrize("name", sorted(PER_TASK))
+def test_per_task_values_match_the_reference_task_by_task(name):
+    make, reference = PER_TASK[name]
+    data = make_records(1)
+    sizes, values = update_in_batches(make(), *data).compute_per_task()
+    groups = sorted(per_task(*data).items())  # ascending task id, as compute_per_task orders them
+    assert sizes.tolist() == [len(p) for _, (p, _) in groups]
+    assert values.dtype == torch.float64
+    assert values.tolist() == pytest.approx([reference(p, y) for _, (p, y) in groups], abs=1e-9)
+
+
 def test_higher_is_better_flags():
     assert all(m.higher_is_better for m in (PairwiseAccuracy(), PeakScore(), TopKRecall(), KendallTau()))
     assert LabelRMSE().higher_is_better is False
