@@ -43,13 +43,6 @@ OPERATORS = (
 STEPS = ("lower", "split+finalize", "cuda codegen", "host codegen", "export", "nvrtc (TVM)", "nvrtc (ours)")
 
 
-def _kernel_ptx(ptx: bytearray) -> list[str]:
-    text = bytes(ptx).rstrip(b"\0").decode()
-    return [
-        line for line in text.splitlines() if line.strip() and not (line.startswith(".global") and "4cuda3" in line)
-    ]
-
-
 def profile_one(mod: tvm.IRModule, target: tvm.target.Target) -> tuple[dict[str, float], bool]:
     """Seconds of each build step of one candidate, and whether both compiles give the same kernel."""
     from tvm.s_tir.transform import RemoveWeightLayoutRewriteBlock
@@ -88,9 +81,9 @@ def profile_one(mod: tvm.IRModule, target: tvm.target.Target) -> tuple[dict[str,
     lap("nvrtc (TVM)")
     nvrtc.compile_cuda(code, "cubin", arch=target.arch)
     lap("nvrtc (ours)")
-    same = _kernel_ptx(nvcc.compile_cuda(code, target_format="ptx", arch=target.arch, compiler="nvrtc")) == _kernel_ptx(
-        nvrtc.compile_cuda(code, "ptx", arch=target.arch)
-    )
+    same = nvrtc.kernel_lines(
+        nvcc.compile_cuda(code, target_format="ptx", arch=target.arch, compiler="nvrtc")
+    ) == nvrtc.kernel_lines(nvrtc.compile_cuda(code, "ptx", arch=target.arch))
     return secs, same
 
 

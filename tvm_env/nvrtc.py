@@ -29,7 +29,7 @@ from typing import Any
 
 log = logging.getLogger(__name__)
 
-__all__ = ["compile_cuda", "cuda_path", "install", "lighten", "lite_enabled"]
+__all__ = ["compile_cuda", "cuda_path", "install", "kernel_lines", "lighten", "lite_enabled"]
 
 _TRAITS_BLOCK = re.compile(r"[ \t]*#include <cuda/std/type_traits>\s*namespace std \{[^{}]*\}[ \t]*\n")
 """The `<cuda/std/type_traits>` include and the `namespace std { using ...; }` aliases TVM's CUDA
@@ -74,6 +74,15 @@ def lighten(code: str) -> str:
         light = code  # the kernel uses an alias: keep the block
     limits = _LIMITS if ("INFINITY" in code or "numeric_limits" in code) else ""
     return _PRELUDE + limits + "\n" + light
+
+
+def kernel_lines(ptx: bytes | bytearray) -> list[str]:
+    """The non-empty lines of `ptx` without the libcu++ headers' namespace-scope constants (`.global`
+    symbols of `cuda::`): what must be the same for TVM's compile and `compile_cuda`."""
+    text = bytes(ptx).rstrip(b"\0").decode()
+    return [
+        line for line in text.splitlines() if line.strip() and not (line.startswith(".global") and "4cuda3" in line)
+    ]
 
 
 def cuda_path() -> str:

@@ -54,14 +54,6 @@ def test_unused_headers_are_dropped_and_used_ones_kept():
     assert "#include <cuda/std/limits>" in nvrtc.lighten(TVM_PRELUDE + KERNEL % "-INFINITY")
 
 
-def _kernel_lines(ptx: bytearray) -> list[str]:
-    """PTX without the libcu++ headers' namespace-scope constants (`.global` symbols of cuda::)."""
-    text = bytes(ptx).rstrip(b"\0").decode()
-    return [
-        line for line in text.splitlines() if line.strip() and not (line.startswith(".global") and "4cuda3" in line)
-    ]
-
-
 def _sources(target) -> list[tuple[str, str]]:
     """(name, TVM's generated CUDA) for sampled schedules of operators and of bert_tiny's fused
     kernels (layer norm, GELU, softmax); on a machine without CUDA the build stops at the source."""
@@ -92,7 +84,7 @@ def test_kernels_compile_to_the_ptx_tvms_compile_gives_in_less_time(cuda_env):
         start = time.perf_counter()
         ours = nvrtc.compile_cuda(code, "ptx", arch="sm_90a")
         times["ours"] += time.perf_counter() - start
-        assert _kernel_lines(ours) == _kernel_lines(theirs), name
+        assert nvrtc.kernel_lines(ours) == nvrtc.kernel_lines(theirs), name
         assert ".entry" in bytes(ours).decode(errors="replace"), name
     assert times["ours"] < times["tvm"], times  # about 0.7 s less a kernel here (benchmarks/build_profile.py)
 
