@@ -27,6 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from jsonargparse import CLI
 
+from data.atomic import atomic_write_text
 from data.sampler import sample_schedules
 from data.zoo import operator_task
 from tvm_env import nvrtc, parse_target, setup, tvm
@@ -142,7 +143,7 @@ def build_profile(
     )
     if json_out:
         json_out.parent.mkdir(parents=True, exist_ok=True)
-        json_out.write_text(json.dumps({"summary": summary, "candidates": rows}, indent=1))
+        atomic_write_text(json_out, json.dumps({"summary": summary, "candidates": rows}, indent=1))
     return summary
 
 
