@@ -310,3 +310,14 @@ def device_idle_share(rows: Sequence[Mapping[str, Any]]) -> float:
     wall = float(rows[-1]["elapsed_s"])
     busy = sum(float(r["run_s"]) for r in rows if math.isfinite(float(r["run_s"])))
     return max(0.0, 1.0 - busy / wall) if wall > 0 else math.nan
+
+
+def drafting_share(rows: Sequence[Mapping[str, Any]]) -> float:
+    """Share of the run's wall-clock time spent drafting (sum of `draft_s` / elapsed), whether the
+    loop waited for it or it ran in the background; NaN without rows or for a search that does not
+    draft (MetaSchedule's evolution logs no `draft_s`)."""
+    drafts = [float(r["draft_s"]) for r in rows if math.isfinite(float(r.get("draft_s", math.nan)))]
+    if not rows or not drafts:
+        return math.nan
+    wall = float(rows[-1]["elapsed_s"])
+    return sum(drafts) / wall if wall > 0 else math.nan

@@ -6,13 +6,14 @@
 # CHECKPOINT=benchmarks/weights/pam-suite-holdout-sm_90a.pt, saw none of the suite's source networks;
 # model card in benchmarks/weights/README.md).
 #   ARMS="xgb pruner" BUDGET=120 bash benchmarks/gpu/suite.sh
+#   RES=benchmarks/results/tuning_240 ARMS="xgb" BUDGET=240 LIMIT=585 WORKLOADS="dense:128,3072,768" bash benchmarks/gpu/suite.sh
 set -uo pipefail
 export PYTHONUNBUFFERED=1
 T0=$(date +%s)
 source .devkit/use-devkit.sh || exit 1
 source benchmarks/gpu/pylib.sh || exit 1  # jsonargparse (tuning.py's CLI)
 nproc; nvidia-smi --query-gpu=name,clocks.sm,clocks.mem --format=csv,noheader
-RES=benchmarks/results/tuning
+RES=${RES:-benchmarks/results/tuning}  # e.g. RES=benchmarks/results/tuning_240 for the 240 s suite
 LEFT=$(( ${LIMIT:-560} - ($(date +%s) - T0) ))
 python3 benchmarks/tuning.py --results $RES --arms ${ARMS:-xgb pruner} --budget-s ${BUDGET:-120} \
   --time-limit $LEFT --seeds ${SEEDS:-0} ${WORKLOADS:+--workloads $WORKLOADS} \
