@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Add .devkit/pylib.tar.xz: the pure-Python packages that the device image lacks and our CLIs need
+# Add .devkit/pylib.tar.xz (and strip the xgboost kit's library, below): the pure-Python packages that the device image lacks and our CLIs need
 # (jsonargparse and docstring_parser, for the CLIs of data.collect and benchmarks/). Run after
 # ../shared/gpu/pack-devkit.sh; the device scripts unpack it onto PYTHONPATH with pylib.sh.
 set -euo pipefail
@@ -11,3 +11,13 @@ mkdir -p "$work/lib"
 for w in "$work"/whl/*.whl; do (cd "$work/lib" && unzip -q -o "$w"); done
 tar -C "$work/lib" -cJf "$root/.devkit/pylib.tar.xz" .
 du -b "$root/.devkit/pylib.tar.xz"
+# With the xgboost kit (pack-devkit.sh --with-xgboost), strip the library's unneeded symbols too
+# (3.46 -> 3.29 MB compressed): a tuning-suite call carries the kit, this file and the tree within
+# the 64 MiB limit, and without it the xgb arms' call did not fit (2026-11-25).
+if [ -f "$root/.devkit/libxgboost.so.xz" ] && [ ! -f "$root/.devkit/.xgboost-stripped" ]; then
+  xz -dc "$root/.devkit/libxgboost.so.xz" > "$work/libxgboost.so"
+  strip --strip-unneeded "$work/libxgboost.so"
+  xz -T1 --x86 -9e -c "$work/libxgboost.so" > "$root/.devkit/libxgboost.so.xz"
+  touch "$root/.devkit/.xgboost-stripped"
+  du -b "$root/.devkit/libxgboost.so.xz"
+fi

@@ -6,19 +6,43 @@
 #   bash benchmarks/gpu/stage.sh out [EXTRA_PATH ...]   # e.g. bridge/pretrained beside the xgboost kit
 #   KEEP="data/h100" bash benchmarks/gpu/stage.sh out   # a collection run resumes into data/h100
 #   bash benchmarks/gpu/stage.sh in
+# `lean` in the paths also moves out every file a tuning-suite run does not import (the data, the
+# results but benchmarks/results/tuning*, the other benchmarks and device scripts, README, packaging):
+# with the xgboost kit (66.4 MB with pylib.tar.xz) only about 0.6 MB of the tree fits, and the device
+# tool counts file-system blocks (4 KiB a file at least), not bytes. RES names the suite's results
+# folder to keep (default benchmarks/results/tuning).
+#   bash benchmarks/gpu/stage.sh out lean bridge/weights benchmarks/weights
 set -euo pipefail
 stage=/tmp/pruner-stage
 case "${1:-}" in
   out)
     shift
     mkdir -p "$stage"
-    for p in data/embedded data/h100 tests docs "$@"; do
+    paths=()
+    for p in "$@"; do
+      if [ "$p" = lean ]; then
+        keep=${RES:-benchmarks/results/tuning}
+        for r in benchmarks/results/*; do [ "$r" = "$keep" ] || paths+=("$r"); done
+        for f in benchmarks/*.py benchmarks/gpu/*; do
+          case "$f" in benchmarks/tuning.py|benchmarks/eager.py|benchmarks/suite_report.py|benchmarks/__init__.py|\
+            benchmarks/gpu/suite.sh|benchmarks/gpu/pylib.sh|benchmarks/gpu/stage.sh) ;; *) paths+=("$f") ;; esac
+        done
+        paths+=(data/h200 data/collect.py data/collect_pipeline.py data/shards.py data/datamodule.py
+          bridge/evaluate.py bridge/export.py train.py README.md Makefile .ci pyproject.toml setup.cfg)
+      else
+        paths+=("$p")
+      fi
+    done
+    for p in data/embedded data/h100 tests docs ${paths[@]+"${paths[@]}"}; do
       [ -e "$p" ] || continue
       case " ${KEEP:-} " in *" $p "*) continue ;; esac
       mkdir -p "$stage/$(dirname "$p")"
       mv "$p" "$stage/$p"
     done
-    git ls-files -z | du -cb --files0-from=- 2>/dev/null | tail -1 | awk '{printf "tree left: %.2f MB\n", $1/1e6}' || true
+    git ls-files -z | du -cb --files0-from=- 2>/dev/null | tail -1 | awk '{printf "tree left: %.2f MB", $1/1e6}' || true
+    git ls-files -z | du -ck --files0-from=- 2>/dev/null | tail -1 | awk '{printf " (%d KiB in blocks", $1}' || true
+    du -sk .devkit 2>/dev/null | awk '{printf "; .devkit %d KiB; the carry limit is 65536 KiB", $1}' || true
+    echo ")"
     ;;
   in)
     [ -d "$stage" ] || { echo "nothing staged"; exit 0; }
