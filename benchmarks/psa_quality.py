@@ -9,6 +9,12 @@ the `WalkPool` of one worker per core.
 
     python benchmarks/psa_quality.py SHARDS --device h100 [--out psa_quality.csv]
     python benchmarks/psa_quality.py SHARDS --device h100 --time-candidates 512 --time-target nvidia/nvidia-h100
+    python benchmarks/psa_quality.py SHARDS_OF_TUNING_DATABASES --pool-workloads
+
+`--pool-workloads` ranks together every record of one workload (the hash at the end of a task
+key), whichever database it came from, with labels recomputed against the pooled best: the
+schedules that several tuning runs of one operator measured (`data.featurize` on their work
+dirs, one task per work dir) are then ranked as one set, the way a draft sees an evolved population.
 
 PSA is a GPU model: on CPU (llvm) records every program is one "thread", so its ranking there only
 reflects the memory-work and flop columns.
@@ -46,10 +52,29 @@ def evaluate(scores: np.ndarray, labels: np.ndarray, task: np.ndarray) -> dict[s
     return out
 
 
-def rankings(data, device, random_seeds: int, keep: np.ndarray) -> dict[str, list[dict[str, float]]]:
-    """Ranking name -> metric dicts (one per random seed for 'random') over the records `keep`."""
+def pooled_groups(data) -> tuple[np.ndarray, np.ndarray]:
+    """(group id, label) of every record when the tasks of one workload are pooled: tasks whose keys
+    end in the same workload hash (`data.record_tree.task_dir`) form one group, and a record's label
+    is the group's best finite latency / its latency (0 when failed)."""
+    suffix = [str(k).rsplit("_", 1)[-1] for k in data.task_key]
+    ids = {s: i for i, s in enumerate(dict.fromkeys(suffix))}
+    group = np.array([ids[suffix[t]] for t in data.record_task], dtype=np.int64)
+    latency = np.asarray(data.latency, dtype=np.float64)
+    best = np.full(len(ids), np.inf)
+    np.minimum.at(best, group, np.where(np.isfinite(latency), latency, np.inf))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        label = np.where(np.isfinite(latency), best[group] / latency, 0.0)
+    return group, label
+
+
+def rankings(
+    data, device, random_seeds: int, keep: np.ndarray, pool: bool = False
+) -> dict[str, list[dict[str, float]]]:
+    """Ranking name -> metric dicts (one per random seed for 'random') over the records `keep`
+    (with `pool`, the tasks of one workload ranked as one group: `pooled_groups`)."""
     programs = [data.psa[data.psa_ptr[i] : data.psa_ptr[i + 1]] for i in range(data.num_records)]
-    labels, task = data.label[keep], data.record_task[keep]
+    group, label = pooled_groups(data) if pool else (data.record_task, data.label)
+    labels, task = label[keep], group[keep]
     n = int(keep.sum())
     out = {"random": [evaluate(np.random.default_rng(s).random(n), labels, task) for s in range(random_seeds)]}
     out["naive: grid x block"] = [evaluate(naive_scores(programs)[keep], labels, task)]
@@ -96,6 +121,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--devices-file", default=None, help="YAML file with more device rows")
     p.add_argument("--keep-failed", action="store_true", help="keep failed measurements (label 0); dropped by default")
     p.add_argument("--random-seeds", type=int, default=20)
+    p.add_argument("--pool-workloads", action="store_true", help="rank the tasks of one workload together")
     p.add_argument("--out", default=None, help="CSV to write")
     p.add_argument("--time-candidates", type=int, default=0, help="also time PSA on this many sampled candidates")
     p.add_argument("--time-target", default="nvidia/nvidia-h100")
@@ -110,7 +136,7 @@ def main(argv: list[str] | None = None) -> None:
         f"{int(keep.sum())} records ({data.num_records - int(keep.sum())} failed dropped) of {data.num_tasks} tasks, "
         f"targets {', '.join(kinds)}; PSA device {device.name}"
     )
-    results = rankings(data, device, args.random_seeds, keep)
+    results = rankings(data, device, args.random_seeds, keep, pool=args.pool_workloads)
     rows = []
     print(f"{'ranking':<26} {'pairwise':>9} {'peak@1':>8} {'peak@5':>8}")
     for name, runs in results.items():

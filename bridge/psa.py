@@ -1,6 +1,6 @@
 """PSA, the parameterized static analyzer: Pruner's cheap "draft" model (docs/pruner.md section 4).
 
-PSA turns the 11-wide rows of a program (one per stored buffer, computed by
+PSA turns the 12-wide rows of a program (one per stored buffer, computed by
 `data.features.featurize_candidates(..., stmt=False)`) and one row of a device table into an
 analytic latency estimate; the score is its inverse. It never trains, which is what makes it cheap
 enough to score every member of a 1536-schedule population per generation.
@@ -46,15 +46,28 @@ DEVICES_FILE = Path(__file__).resolve().parent / "devices.yaml"
 """The built-in device table (docs/pruner.md section 4.3)."""
 
 # Column indices of a PSA row (docs/pruner.md section 4.1).
-FLOPS_PER_THREAD, TOTAL_FLOPS, REGISTERS, MEMORY_WORK, SHARED_FOOTPRINT, DRAM, REUSE, IS_GPU, GRID, BLOCK, VTHREAD = (
-    range(PSA_DIM)
-)
+(
+    FLOPS_PER_THREAD,
+    TOTAL_FLOPS,
+    REGISTERS,
+    MEMORY_WORK,
+    SHARED_FOOTPRINT,
+    DRAM,
+    REUSE,
+    IS_GPU,
+    GRID,
+    BLOCK,
+    VTHREAD,
+    DRAM_ALL,
+) = range(PSA_DIM)
 
-FORMULAS = ("published", "occupancy")
+FORMULAS = ("published", "occupancy", "traffic", "traffic-occupancy")
 """Scoring formulas: `published` is docs/pruner.md section 4.2 verbatim; `occupancy` also applies the
 kernel's occupancy (`peak_penalty * warp_penalty`) to its memory time, so a kernel with too few
 blocks or partially filled warps cannot reach full DRAM bandwidth either (docs/pruner.md section 4.4 notes
-that the published memory time has no such penalty)."""
+that the published memory time has no such penalty). The `traffic` formulas take the memory time
+from the DRAM traffic over every trip of the serial loops (PSA column 11) instead of one pass of a
+split reduction (column 5), without and with the occupancy penalty."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -164,7 +177,7 @@ def get_device(name: str, devices_file: str | os.PathLike | None = None) -> Devi
 
 
 def _concat(programs: Sequence[np.ndarray | None]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Rows of all programs (P, 11), each row's program index (P,), and which programs have rows (n,)."""
+    """Rows of all programs (P, 12), each row's program index (P,), and which programs have rows (n,)."""
     valid = np.array([p is not None and len(p) > 0 for p in programs], dtype=bool)
     parts = [np.asarray(p, dtype=np.float64).reshape(-1, PSA_DIM) for p, ok in zip(programs, valid) if ok]
     rows = np.concatenate(parts) if parts else np.zeros((0, PSA_DIM))
@@ -176,7 +189,7 @@ def psa_latency(rows: np.ndarray, device: Device, formula: str = "published") ->
     """Estimated time of each PSA row (docs/pruner.md section 4.2): max(compute time, memory time).
 
     Args:
-        rows: (P, 11) PSA rows.
+        rows: (P, 12) PSA rows.
         device: the device row.
         formula: one of `FORMULAS`.
 
@@ -202,8 +215,9 @@ def psa_latency(rows: np.ndarray, device: Device, formula: str = "published") ->
     reg_penalty = np.where(rows[:, REGISTERS] >= 128, rows[:, REGISTERS] / 128.0, 1.0)
     occupancy = np.maximum(peak_penalty * warp_penalty, 1e-12)
     compute = rows[:, TOTAL_FLOPS] * thread_penalty / (device.peak_gflops * occupancy / reg_penalty) / 1e6
-    memory = rows[:, DRAM] / device.bandwidth_gbs * 1000.0 / 2**30
-    if formula == "occupancy":
+    traffic = rows[:, DRAM_ALL] if formula.startswith("traffic") else rows[:, DRAM]
+    memory = traffic / device.bandwidth_gbs * 1000.0 / 2**30
+    if formula.endswith("occupancy"):
         memory = memory / occupancy
     return np.maximum(compute, memory)
 
@@ -212,7 +226,7 @@ def psa_scores(programs: Sequence[np.ndarray | None], device: Device, formula: s
     """PSA score = 1 / (sum of row times) of each program; higher = faster.
 
     Args:
-        programs: n arrays of shape (k_i, 11) (PSA rows of one program), None where featurizing failed.
+        programs: n arrays of shape (k_i, 12) (PSA rows of one program), None where featurizing failed.
         device: the device row.
         formula: one of `FORMULAS`.
 

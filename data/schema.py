@@ -1,7 +1,7 @@
 """Shapes and version of the feature schema, shared by the featurizer, the shards, the models and
 the exported artifacts. Import-light on purpose: no TVM, no torch."""
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 """Bump when any feature definition or shard layout changes; readers refuse other versions."""
 
 STMT_DIM = 164
@@ -14,7 +14,7 @@ ACCESS_DIM = 23
 """Per-access record width (docs/pruner.md section 1.1)."""
 GEMM_ROWS = 8
 """Length of the GEMM needle '20101112': the GEMM matrix is GEMM_ROWS x ACCESS_DIM."""
-PSA_DIM = 11
+PSA_DIM = 12
 """PSA row width (docs/pruner.md section 4.1)."""
 
 TAG_NAMES = ("max", "min", "add", "conv2d", "winograd", "depthwise", "dense", "softmax", "batch_matmul", "reserved")

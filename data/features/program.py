@@ -54,8 +54,10 @@ PSA_COLUMNS = (
     "grid",
     "block",
     "vthread",
+    "dram_traffic_all",
 )
-"""Names of the 11 PSA columns (docs/pruner.md 4.1), raw element counts (no log)."""
+"""Names of the 12 PSA columns (docs/pruner.md 4.1: the published 11, then DRAM traffic over every
+trip of the serial loops, which the `traffic` formulas of `bridge.psa` use), raw element counts."""
 CACHE_LINE_BYTES = 64
 """PerStoreFeature's default cache line."""
 
@@ -71,7 +73,7 @@ class ProgramFeatures:
     scopes: one digit per access record, '0' global, '1' shared, '2' local.
     gemm: (8, 23) the access records at the first GEMM_NEEDLE in `scopes`, zeros when absent.
     gemm_found: whether the needle was found.
-    psa: (n_psa, 11) PSA rows, one per stored buffer in order of first store (PSA_COLUMNS).
+    psa: (n_psa, 12) PSA rows, one per stored buffer in order of first store (PSA_COLUMNS).
     An empty program gives (0, F) arrays.
     """
 

@@ -1,4 +1,4 @@
-"""PSA rows from the walk: the 11 numbers per stored buffer that Pruner's draft model scores.
+"""PSA rows from the walk: the 11 numbers per stored buffer that Pruner's draft model scores, and a 12th.
 
 One row per stored buffer, in order of first store (columns `data.features.PSA_COLUMNS`, raw element
 counts). Definitions (Pruner's PSA, restated for MetaSchedule TIR, where thread bindings are `For`
@@ -13,6 +13,12 @@ loops with a thread tag):
   (non-compute store into shared memory); 5 DRAM traffic = [4] x grid there, inner x grid x block for
   other non-compute stores, 0 for compute stores; 6 reuse = 1 + [0] / [3]; 7 is_gpu; 8 grid; 9 block;
   10 vthread. Columns 2, 4, 5, 6 reset at each store to the buffer.
+  11 DRAM traffic over every trip (not in the publication): [5], except that a store into shared
+  memory counts W(global source, serial loops) x block x grid, every element the kernel loads into
+  it. [5] counts one pass of the loops that do not index the shared buffer, i.e. one stage of a
+  split reduction: a K loop split into n stages looks n times cheaper in DRAM traffic, which on
+  an H100 batch_matmul tuning run put XGB's fastest schedules (K unsplit) at PSA's 19th percentile
+  (docs/benchmarks.md, "PSA's DRAM traffic over every trip").
 """
 
 from __future__ import annotations
@@ -45,6 +51,7 @@ def psa_rows(g: Graph, stores: list[Store], accesses: list[list[Access]], is_gpu
                 if lp.tag.startswith("vthread"):
                     vthread *= ext
         counted = [lp for lp in store.loops if lp.tag not in ("threadIdx.x", "blockIdx.x")]
+        serial = [lp for lp in store.loops if not lp.tag.startswith(("threadIdx", "blockIdx"))]
         stored_vars: set = set()
         for e in store.indices:
             free_vars(e, stored_vars)
@@ -67,15 +74,17 @@ def psa_rows(g: Graph, stores: list[Store], accesses: list[list[Access]], is_gpu
         if flops:
             row[2] = float(sum(work(a, s_axes) for a in accs))
             row[3] += float(sum(work(a, counted) for a in accs))
-            row[4] = row[5] = 0.0
+            row[4] = row[5] = row[11] = 0.0
         else:
             row[2] = 0.0
             if g.buffer(store.buffer)[4] == SHARED:
                 src = next((a for a in accs[:-1] if g.buffer(a.buffer)[4] == 0), None)
                 row[4] = float(work(src, s_axes) * block) if src is not None else 0.0
                 row[5] = row[4] * grid
+                row[11] = float(work(src, serial) * block * grid) if src is not None else 0.0
             else:
                 row[4], row[5] = 0.0, float(inner * grid * block)
+                row[11] = row[5]
         row[6] = 1.0 + row[0] / row[3] if row[0] and row[3] else 1.0
-        row[7:] = [float(is_gpu), float(grid), float(block), float(vthread)]
+        row[7:11] = [float(is_gpu), float(grid), float(block), float(vthread)]
     return np.array(list(rows.values()), dtype=np.float32).reshape(-1, PSA_DIM)

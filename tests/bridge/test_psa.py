@@ -32,8 +32,12 @@ def row(
     grid=1.0,
     block=1.0,
     vthread=1.0,
+    dram_all=None,
 ):
-    return np.array([flops_thread, total, regs, mem, shared, dram, reuse, gpu, grid, block, vthread], dtype=np.float32)
+    dram_all = dram if dram_all is None else dram_all
+    return np.array(
+        [flops_thread, total, regs, mem, shared, dram, reuse, gpu, grid, block, vthread, dram_all], dtype=np.float32
+    )
 
 
 def spec_time(r, d: Device) -> float:
@@ -70,7 +74,7 @@ def test_latency_matches_the_spec_row_by_row():
 
 
 def test_score_is_inverse_sum_and_failed_programs_rank_last():
-    programs = [np.stack(CASES[:2]), None, np.stack(CASES[2:]), np.zeros((0, 11), np.float32)]
+    programs = [np.stack(CASES[:2]), None, np.stack(CASES[2:]), np.zeros((0, 12), np.float32)]
     scores = psa_scores(programs, A100)
     assert scores[0] == pytest.approx(1 / (spec_time(CASES[0], A100) + spec_time(CASES[1], A100)))
     assert scores[2] == pytest.approx(1 / sum(spec_time(r, A100) for r in CASES[2:]))
@@ -93,6 +97,17 @@ def test_occupancy_formula_only_changes_memory_time():
     assert psa_latency(memory_bound, A100, "occupancy")[0] > psa_latency(memory_bound, A100, "published")[0]
     with pytest.raises(ValueError, match="formula"):
         psa_latency(memory_bound, A100, "nope")
+
+
+def test_traffic_formulas_take_the_memory_time_from_every_trip():
+    # a shared-memory load whose reduction is split into 8 stages: column 5 counts one stage, 11 all
+    staged = np.stack([row(shared=4096, dram=4096 * 300, dram_all=8 * 4096 * 300, grid=300, block=128)])
+    published, traffic = psa_latency(staged, A100, "published")[0], psa_latency(staged, A100, "traffic")[0]
+    assert traffic == pytest.approx(8 * published)
+    assert psa_latency(staged, A100, "traffic-occupancy")[0] > traffic  # 300 blocks of 4 warps: not full occupancy
+    compute_bound = np.stack([row(total=1e10, reuse=4.0, grid=2000, block=256)])
+    assert psa_latency(compute_bound, A100, "traffic") == pytest.approx(psa_latency(compute_bound, A100, "published"))
+    assert set(FORMULAS) == {"published", "occupancy", "traffic", "traffic-occupancy"}
 
 
 def test_naive_heuristic_counts_threads():

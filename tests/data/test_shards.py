@@ -35,7 +35,7 @@ def make_data(keys, records_per_task, networks=None, seed=0):
 
     stmt_ptr, stmt = csr(164)
     access_ptr, access = csr(23)
-    psa_ptr, psa = csr(11)
+    psa_ptr, psa = csr(12)
     latency = rng.uniform(1e-5, 1e-3, size=n)
     latency[0] = np.inf
     return ShardData(

@@ -64,4 +64,6 @@ def test_hand_written_cuda_matmul_gemm_and_psa(cuda_target):
     np.testing.assert_array_equal(psa["memory_work"], [8 * 4 + 8 * 4 + 4 * 4, 0, 0, 0])
     np.testing.assert_array_equal(psa["shared_footprint"], [0, 16 * 8, 8 * 16, 0])
     np.testing.assert_array_equal(psa["dram_traffic"], [0, 128 * 16, 128 * 16, 16 * 16 * 16])
+    # over every trip: each shared tile is loaded once per stage of the k split (8 stages)
+    np.testing.assert_array_equal(psa["dram_traffic_all"], [0, 128 * 16 * 8, 128 * 16 * 8, 16 * 16 * 16])
     np.testing.assert_allclose(psa["reuse"], [1 + 2048 / 80, 1, 1, 1], rtol=1e-6)

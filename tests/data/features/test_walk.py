@@ -86,7 +86,7 @@ def test_golden_slices_of_a_hand_written_cpu_matmul(cpu_target):
     # B[k, j0 * 8 + j1] moves with the innermost loop (stride 1); A does not (innermost stride 0)
     assert b[A["stride"]] == pytest.approx(slog(1)) and a[A["stride"]] == 0
     assert not f.gemm_found and not f.gemm.any() and f.gemm.shape == (8, 23)
-    assert f.psa.shape == (1, 11)
+    assert f.psa.shape == (1, 12)
     psa = f.psa[0]
     assert psa[P["flops_per_thread"]] == flops and psa[P["is_gpu"]] == 0 and psa[P["grid"]] == psa[P["block"]] == 1
 
@@ -102,7 +102,7 @@ def test_cached_buffer_allocation_and_scope(cpu_target):
 def test_empty_program_gives_empty_arrays():
     mod = tvm.IRModule({"main": tvm.tirx.PrimFunc([], tvm.tirx.Evaluate(tvm.tirx.const(0, "int32")))})
     f = walk_features(mod, is_gpu=True)
-    assert f.access.shape == (0, 23) and f.psa.shape == (0, 11) and f.scopes == "" and not f.gemm_found
+    assert f.access.shape == (0, 23) and f.psa.shape == (0, 12) and f.scopes == "" and not f.gemm_found
 
 
 def test_cpu_candidates_match_per_store_feature_and_have_no_gemm(cpu_target, sample, te_module):

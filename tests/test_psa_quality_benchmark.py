@@ -1,0 +1,53 @@
+"""benchmarks/psa_quality.py --pool-workloads on real shards of two work dirs of one workload."""
+
+import csv
+import json
+import shutil
+
+import numpy as np
+from benchmark_files import REPO, load_benchmark
+
+from data.featurize import main as featurize_main
+from data.shards import read_shards
+
+psa_quality = load_benchmark("psa_quality")
+TASK = REPO / "tests" / "fixtures" / "tiny_records" / "llvm-sapphirerapids-2c" / "matmul_e87e4aed"
+
+
+def two_runs_of_one_workload(tmp_path):
+    """Work dirs `fast` and `slow` holding the same 24 schedules, `fast` measured at half the latency."""
+    for name, scale in (("slow", 1.0), ("fast", 0.5)):
+        folder = tmp_path / name
+        folder.mkdir()
+        shutil.copy(TASK / "database_workload.json", folder)
+        lines = []
+        for line in (TASK / "database_tuning_record.json").read_text().splitlines():
+            row = json.loads(line)
+            row[1][1] = [t * scale for t in row[1][1]]
+            lines.append(json.dumps(row))
+        (folder / "database_tuning_record.json").write_text("\n".join(lines) + "\n")
+    featurize_main(
+        [str(tmp_path / "slow"), str(tmp_path / "fast"), "--out", str(tmp_path / "shards"), "--workers", "1"]
+    )
+    return read_shards(tmp_path / "shards")
+
+
+def test_pooled_labels_are_relative_to_the_best_of_every_run(tmp_path):
+    data = two_runs_of_one_workload(tmp_path)
+    assert data.num_tasks == 2
+    group, label = psa_quality.pooled_groups(data)
+    assert set(group.tolist()) == {0}  # one workload hash: one group
+    fast = np.array(["fast" in str(data.task_key[t]) for t in data.record_task])
+    ok = np.isfinite(data.latency)
+    assert label[fast & ok].max() == 1.0
+    # the slow run's records: at most half the pooled best (its own labels, per task, reach 1)
+    assert label[~fast & ok].max() == np.float64(0.5) and data.label[~fast & ok].max() == 1.0
+    assert np.all(label[~ok] == 0.0)
+
+    out = tmp_path / "psa.csv"
+    psa_quality.main(
+        [str(tmp_path / "shards"), "--device", "h100", "--pool-workloads", "--random-seeds", "2", "--out", str(out)]
+    )
+    rows = {r["ranking"]: r for r in csv.DictReader(out.open())}
+    assert {"PSA published", "PSA traffic", "PSA traffic-occupancy", "random"} <= set(rows)
+    assert all(0.0 <= float(r["pairwise"]) <= 1.0 for r in rows.values())
