@@ -23,6 +23,7 @@ same GPU, the vendor-library reference.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import shutil
@@ -70,6 +71,8 @@ def configs(method: str, args):
     if method == "mlp":
         return CostModelConfig(name="mlp", seed=args.seed_value), SearchConfig()
     search = SearchConfig(psa=args.psa, population=args.population, potential=args.potential)
+    if args.psa_formula:
+        search = dataclasses.replace(search, psa_formula=args.psa_formula)
     if method == "moa":
         if not args.checkpoint:
             raise ValueError("the moa arm needs --checkpoint (a pretrained PAM artifact)")
@@ -140,6 +143,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--target", default="nvidia/nvidia-h100")
     p.add_argument("--psa", default="auto", help="PSA device row ('auto': this GPU)")
     p.add_argument("--checkpoint", default=None, help="pretrained PAM artifact for the moa arm")
+    p.add_argument("--psa-formula", default=None, help="PSA formula of the draft (unset: bridge.psa.DEFAULT_FORMULA)")
     p.add_argument("--population", type=int, default=None, help="draft population (unset: the default)")
     p.add_argument("--potential", type=int, default=512, help="potential-space size of the draft")
     p.add_argument("--trials-per-round", type=int, default=16)

@@ -31,7 +31,9 @@ class SearchConfig:
         None, "draft-then-verify with this PSA device row (configs/devices.yaml; 'auto': this GPU); unset: evolution"
     )
     psa_devices: str | None = _knob(None, "YAML file with more PSA device rows")
-    psa_formula: str = _knob("published", "PSA scoring formula (bridge.psa.FORMULAS)")
+    psa_formula: str = _knob(
+        "traffic-occupancy", "PSA scoring formula (bridge.psa.FORMULAS; 'published' is the paper's)"
+    )
     population: int | None = _knob(
         None, "population size (unset: 512, for the draft (published: 1536) and for MetaSchedule's evolution)"
     )

@@ -141,7 +141,7 @@ def draft_verify(
     device: str | Device,
     *,
     devices_file: str | os.PathLike | None = None,
-    formula: str = "published",
+    formula: str = "traffic-occupancy",
     **search: Any,
 ) -> Any:
     """Pruner's draft-then-verify search: pass it as `strategy=` to a tune call.
@@ -156,7 +156,8 @@ def draft_verify(
         device: the PSA device row: a name of the device table ("h100", "a100", ...; docs/pruner.md
             section 4.3), "auto" for the running GPU, or a `bridge.psa.Device`.
         devices_file: a YAML file with more device rows.
-        formula: "published" or "occupancy" (`bridge.psa.FORMULAS`).
+        formula: one of `bridge.psa.FORMULAS` (default `bridge.psa.DEFAULT_FORMULA`; "published" is
+            the paper's).
         **search: `bridge.draft_verify.DraftVerifySearch` options (population_size, potential_size,
             draft_generations, verify_generations, redraft_every, eps_greedy, ...). `pipeline`
             defaults to a `bridge.pipeline.Pipeline()`: each task's next batch is searched while the

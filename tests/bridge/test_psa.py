@@ -69,13 +69,13 @@ CASES = [
 
 
 def test_latency_matches_the_spec_row_by_row():
-    got = psa_latency(np.stack(CASES), A100)
+    got = psa_latency(np.stack(CASES), A100, "published")
     assert got == pytest.approx([spec_time(r, A100) for r in CASES], rel=1e-6)
 
 
 def test_score_is_inverse_sum_and_failed_programs_rank_last():
     programs = [np.stack(CASES[:2]), None, np.stack(CASES[2:]), np.zeros((0, 12), np.float32)]
-    scores = psa_scores(programs, A100)
+    scores = psa_scores(programs, A100, "published")
     assert scores[0] == pytest.approx(1 / (spec_time(CASES[0], A100) + spec_time(CASES[1], A100)))
     assert scores[2] == pytest.approx(1 / sum(spec_time(r, A100) for r in CASES[2:]))
     assert scores[1] == -np.inf and scores[3] == -np.inf
@@ -235,3 +235,16 @@ def test_cuda_candidates_get_distinct_gpu_scores(cuda_candidates):
     context, candidates = cuda_candidates
     scores = PSACostModel(device="h100", workers=0).predict(context, candidates)
     assert np.all(scores > 0) and len(np.unique(scores)) > len(scores) // 2
+
+
+def test_every_entry_point_drafts_with_the_default_formula():
+    import inspect
+
+    from bridge.config import SearchConfig
+    from bridge.psa import DEFAULT_FORMULA
+    from pruner_lightning import api
+
+    assert DEFAULT_FORMULA in FORMULAS
+    assert SearchConfig().psa_formula == DEFAULT_FORMULA
+    assert inspect.signature(api.draft_verify).parameters["formula"].default == DEFAULT_FORMULA
+    assert PSACostModel(device="h100").formula == DEFAULT_FORMULA
