@@ -9,7 +9,7 @@ and our `nn.Module` classes only (no Lightning, no Trainer, no data):
 | format, format_version | "pruner-lightning-artifact", `FORMAT_VERSION` |
 | net_class, config, net_kwargs, state_dict | the network state (`pruner_models.registry.net_state`) |
 | stmt_scale, access_scale | the normalization vectors (174,) and (23,) (ones for the MLP) |
-| schema_version | `data.schema.SCHEMA_VERSION` of the features the model was trained on |
+| schema_version | `data.schema.MODEL_SCHEMA_VERSION` of the features the model was trained on |
 | source_device | the device whose measurements trained it, e.g. "cuda-sm_90a" |
 | checkpoint | the path it was exported from |
 
@@ -35,7 +35,7 @@ import torch
 from torch import nn
 
 from data.atomic import atomic_path
-from data.schema import ACCESS_DIM, ROW_DIM, SCHEMA_VERSION
+from data.schema import ACCESS_DIM, MODEL_SCHEMA_VERSION, ROW_DIM
 from pruner_models import registry
 from pruner_models.moa import MoANet
 
@@ -140,9 +140,11 @@ def export_checkpoint(
         raise ArtifactError(
             f"{path}: not a train.py checkpoint (cost_model={module!r}, expected one of {modules} and a state_dict)"
         )
-    schema = int(ckpt.get("schema_version", SCHEMA_VERSION))
-    if schema != SCHEMA_VERSION:
-        raise ArtifactError(f"{path}: trained on feature schema {schema}, this code computes schema {SCHEMA_VERSION}")
+    schema = int(ckpt.get("schema_version", MODEL_SCHEMA_VERSION))
+    if schema != MODEL_SCHEMA_VERSION:
+        raise ArtifactError(
+            f"{path}: trained on feature schema {schema}, this code computes schema {MODEL_SCHEMA_VERSION}"
+        )
     hparams = ckpt.get("hyper_parameters", {})
     entry = registry.by_module(module, path)
     state = {
@@ -192,10 +194,10 @@ def load_artifact(path: str | os.PathLike, map_location: str | torch.device = "c
         raise ArtifactError(
             f"{path}: artifact format version {data.get('format_version')!r}, this code reads {FORMAT_VERSION}"
         )
-    if data.get("schema_version") != SCHEMA_VERSION:
+    if data.get("schema_version") != MODEL_SCHEMA_VERSION:
         raise ArtifactError(
             f"{path}: feature schema version {data.get('schema_version')!r} does not match this code's "
-            f"{SCHEMA_VERSION}; re-featurize and retrain, or use matching code"
+            f"{MODEL_SCHEMA_VERSION}; re-featurize and retrain, or use matching code"
         )
     try:
         registry.check_finite({"stmt_scale": data["stmt_scale"], "access_scale": data["access_scale"]}, path)

@@ -2,7 +2,13 @@
 the exported artifacts. Import-light on purpose: no TVM, no torch."""
 
 SCHEMA_VERSION = 2
-"""Bump when any feature definition or shard layout changes; readers refuse other versions."""
+"""Version of the shards: bump when any feature definition or shard layout changes; readers refuse
+other versions. (2: PSA rows gained column 11.)"""
+
+MODEL_SCHEMA_VERSION = 1
+"""Version of the features the models read (statement rows and tags, access records, the GEMM
+matrix); checkpoints and exported artifacts carry it and loaders refuse others. PSA rows are no
+model's input, so a PSA change bumps `SCHEMA_VERSION` alone and trained models stay valid."""
 
 STMT_DIM = 164
 """MetaSchedule PerStoreFeature row width (buffers_per_store=5, 10 curve samples)."""

@@ -23,7 +23,7 @@ import torch
 from torch import Tensor, nn
 from torchmetrics import MeanMetric, MetricCollection
 
-from data.schema import SCHEMA_VERSION
+from data.schema import MODEL_SCHEMA_VERSION
 from pruner_models import registry
 from pruner_models.losses import LOSSES, LossName
 from pruner_models.metrics import ranking_metrics
@@ -197,7 +197,7 @@ class CostModelModule(L.LightningModule):
         # What readers without a Trainer need (load_net, bridge.export): the module class, the
         # feature schema the model was trained on, and the device(s) of its training data.
         checkpoint["cost_model"] = type(self).__name__
-        checkpoint["schema_version"] = SCHEMA_VERSION
+        checkpoint["schema_version"] = MODEL_SCHEMA_VERSION
         source = getattr(self.trainer.datamodule, "source_device", None) if self._trainer is not None else None
         if source:
             checkpoint["source_device"] = source

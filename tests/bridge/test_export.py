@@ -15,7 +15,7 @@ from bridge.export import (
     main,
 )
 from data.batch import make_batch
-from data.schema import SCHEMA_VERSION
+from data.schema import MODEL_SCHEMA_VERSION
 from data.shards import read_shards
 from pruner_models.module import load_net
 
@@ -37,7 +37,7 @@ def test_artifact_scores_like_the_checkpoint(checkpoints, batch, tmp_path, modul
     artifact = export_checkpoint(checkpoints[module], tmp_path / "model.pt", device="cuda-sm_90a")
     loaded = load_artifact(tmp_path / "model.pt")
     assert loaded.net_class == artifact.net_class == NET[module]
-    assert loaded.source_device == "cuda-sm_90a" and loaded.schema_version == SCHEMA_VERSION
+    assert loaded.source_device == "cuda-sm_90a" and loaded.schema_version == MODEL_SCHEMA_VERSION
     reference = load_net(str(checkpoints[module]))
     with torch.no_grad():
         expected = reference(batch)
@@ -49,9 +49,9 @@ def test_artifact_scores_like_the_checkpoint(checkpoints, batch, tmp_path, modul
 
 def test_source_device_and_schema_come_from_the_checkpoint(checkpoints, tmp_path):
     ckpt = torch.load(checkpoints["MLPModule"], weights_only=True)
-    assert ckpt["schema_version"] == SCHEMA_VERSION and ckpt["source_device"]
+    assert ckpt["schema_version"] == MODEL_SCHEMA_VERSION and ckpt["source_device"]
     artifact = export_checkpoint(checkpoints["MLPModule"], tmp_path / "mlp.pt")
-    assert artifact.source_device == ckpt["source_device"] and artifact.schema_version == SCHEMA_VERSION
+    assert artifact.source_device == ckpt["source_device"] and artifact.schema_version == MODEL_SCHEMA_VERSION
 
 
 def test_artifact_loads_without_lightning(checkpoints, tmp_path):
@@ -96,14 +96,14 @@ def test_schema_mismatch_is_refused(checkpoints, tmp_path):
     path = tmp_path / "pam.pt"
     export_checkpoint(checkpoints["PAMModule"], path)
     data = torch.load(path, weights_only=True)
-    data["schema_version"] = SCHEMA_VERSION + 1
+    data["schema_version"] = MODEL_SCHEMA_VERSION + 1
     torch.save(data, path)
-    with pytest.raises(ArtifactError, match=f"{path}: feature schema version {SCHEMA_VERSION + 1}"):
+    with pytest.raises(ArtifactError, match=f"{path}: feature schema version {MODEL_SCHEMA_VERSION + 1}"):
         load_artifact(path)
     ckpt = torch.load(checkpoints["PAMModule"], weights_only=True)
-    ckpt["schema_version"] = SCHEMA_VERSION + 1
+    ckpt["schema_version"] = MODEL_SCHEMA_VERSION + 1
     torch.save(ckpt, tmp_path / "old.ckpt")
-    with pytest.raises(ArtifactError, match=f"old.ckpt: trained on feature schema {SCHEMA_VERSION + 1}"):
+    with pytest.raises(ArtifactError, match=f"old.ckpt: trained on feature schema {MODEL_SCHEMA_VERSION + 1}"):
         export_checkpoint(tmp_path / "old.ckpt", tmp_path / "x.pt")
 
 

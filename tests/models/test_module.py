@@ -6,7 +6,7 @@ import torch
 from lightning.pytorch.callbacks import ModelCheckpoint
 
 from data.datamodule import ShardDataModule
-from data.schema import SCHEMA_VERSION
+from data.schema import MODEL_SCHEMA_VERSION
 from data.shards import read_shards, write_shard
 from data.synthetic import write_synthetic_shards
 from pruner_models.mlp import MLPConfig
@@ -72,7 +72,7 @@ def test_checkpoint_round_trip_gives_the_same_predictions(cls, config, shards, t
     assert raw["hyper_parameters"]["net"] == vars(config)
     assert (raw["cost_model"], raw["schema_version"], raw["source_device"]) == (
         cls.__name__,
-        SCHEMA_VERSION,
+        MODEL_SCHEMA_VERSION,
         "synthetic",
     )
     torch.testing.assert_close(_predict(cls.load_from_checkpoint(path), dm), expected)
