@@ -13,7 +13,7 @@ Per method, on each workload, in one process, same trials, same seed:
 - pruner: draft-then-verify (PSA drafts, PAM trained online verifies), pipelined;
 - pruner-serial: the same, rounds in turn (no pipelining);
 - pruner-published: the published schedule (a new draft every 2nd round from a fresh population,
-  whole potential space evolved by the verifier, in turn).
+  whole potential space evolved by the verifier, in turn) and PSA's published formula.
 Reported: search overhead per trial (the loop's wall time minus the stand-in build and run time),
 drafting's share of the wall time, and the share of time the stand-in device sat idle.
 
@@ -56,7 +56,13 @@ METHODS = {
     "pruner-published": (
         CostModelConfig(name="pam"),
         SearchConfig(
-            psa="h100", pipeline=False, redraft_every=2, resample_ratio=1.0, verify_pool=512, quick_start=False
+            psa="h100",
+            psa_formula="published",
+            pipeline=False,
+            redraft_every=2,
+            resample_ratio=1.0,
+            verify_pool=512,
+            quick_start=False,
         ),
     ),
 }
