@@ -149,6 +149,12 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--trials-per-round", type=int, default=16)
     p.add_argument("--max-trials", type=int, default=2000, help="trial cap of an arm (the budget is time)")
     p.add_argument("--min-repeat-ms", type=int, default=10)
+    p.add_argument(
+        "--build-timeout",
+        type=float,
+        default=30.0,
+        help="seconds a candidate may take to build (then it is a failed build)",
+    )
     p.add_argument("--eager", action="store_true", help="also time the operators in torch eager mode")
     p.add_argument("--work", default="runs/suite", help="tuning work dirs")
     args = p.parse_args(argv)
@@ -164,7 +170,7 @@ def main(argv: list[str] | None = None) -> None:
     args.target = target
     if args.eager:
         eager_times(args.workloads, results)
-    builder = tvm_env.PooledLocalBuilder(timeout_sec=30.0)
+    builder = tvm_env.PooledLocalBuilder(timeout_sec=args.build_timeout)
     builder.warm()  # the first arm of a call would otherwise pay the workers' start-up in its budget
     for seed in args.seeds:
         for workload in args.workloads:
