@@ -131,7 +131,7 @@ def main(argv: Sequence[str] | None = None) -> Any:
         raise ValueError(f"no tunable tasks in {args.network or args.workload}")
     search, cost_model, out = configs["search"], configs["cost_model"], configs["config"].out
     workload = args.network or args.workload
-    draft = f", draft-then-verify with PSA({search.psa})" if search.psa else ""
+    draft = f", draft-then-verify with PSA({search.psa}, {search.psa_formula})" if search.psa else ""
     # soft_wrap: plain lines are left to the terminal (rich would break them at 80 columns in a pipe)
     console.print(
         f"{len(tasks)} task(s), target {target_label(target)}, cost model {cost_model.name}{draft}", soft_wrap=True
@@ -168,6 +168,7 @@ def main(argv: Sequence[str] | None = None) -> Any:
         cost_model=cost_model.name,
         search="draft-then-verify" if search.psa else "evolutionary",
         psa=search.psa,
+        psa_formula=search.psa_formula if search.psa else None,
         **times,
     )
     write_summary(f"{out}/summary.json", data)

@@ -8,6 +8,7 @@ made from a venv does not see them through --system-site-packages) and installs 
 """
 
 import csv
+import json
 import os
 import shutil
 import subprocess
@@ -72,7 +73,8 @@ def test_tune_with_psa_h100_from_the_wheel(venv, tmp_path):
     args = ["--workload", "matmul:32,32,32", "--target", TARGET, "--cost-model", "random", "--psa", "h100"]
     args += ["--trials", "2", "--trials-per-round", "2", "--population", "16", "--potential", "4", "--work-dir", "w"]
     out = _run([venv / "pruner-tune", *args, "--number", "1", "--min-repeat-ms", "1"], tmp_path).stdout
-    assert "draft-then-verify with PSA(h100)" in out and "estimated total latency" in out
+    assert "draft-then-verify with PSA(h100, traffic-occupancy)" in out and "estimated total latency" in out
+    assert json.loads((tmp_path / "w" / "summary.json").read_text())["psa_formula"] == "traffic-occupancy"
     rows = list(csv.DictReader(open(tmp_path / "w" / "tuning_curve.csv")))
     assert rows and float(rows[0]["draft_scored"]) > 0  # PSA (with the h100 row) drafted the batch
 
