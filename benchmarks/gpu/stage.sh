@@ -28,7 +28,7 @@ case "${1:-}" in
             benchmarks/gpu/suite.sh|benchmarks/gpu/pylib.sh|benchmarks/gpu/stage.sh) ;; *) paths+=("$f") ;; esac
         done
         paths+=(data/h200 data/collect.py data/collect_pipeline.py data/shards.py data/datamodule.py
-          bridge/evaluate.py bridge/export.py train.py README.md Makefile .ci pyproject.toml setup.cfg)
+          bridge/evaluate.py train.py README.md Makefile .ci pyproject.toml setup.cfg)
       else
         paths+=("$p")
       fi
