@@ -36,6 +36,8 @@ from jsonargparse import ArgumentParser
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bridge.psa import FORMULAS, get_device, naive_scores, psa_scores
+from data.labels import normalized_throughput
+from data.record_tree import task_name
 from data.shards import read_shards
 from pruner_models.metrics import PairwiseAccuracy, PeakScore
 
@@ -55,15 +57,16 @@ def evaluate(scores: np.ndarray, labels: np.ndarray, task: np.ndarray) -> dict[s
 def pooled_groups(data) -> tuple[np.ndarray, np.ndarray]:
     """(group id, label) of every record when the tasks of one workload are pooled: tasks whose keys
     end in the same workload hash (`data.record_tree.task_dir`) form one group, and a record's label
-    is the group's best finite latency / its latency (0 when failed)."""
-    suffix = [str(k).rsplit("_", 1)[-1] for k in data.task_key]
+    is `data.labels.normalized_throughput` over its group (the group's best finite latency / its
+    latency, 0 when failed)."""
+    suffix = [str(k)[len(task_name(str(k))) :] for k in data.task_key]  # "_<8 hex digits>"
     ids = {s: i for i, s in enumerate(dict.fromkeys(suffix))}
     group = np.array([ids[suffix[t]] for t in data.record_task], dtype=np.int64)
     latency = np.asarray(data.latency, dtype=np.float64)
-    best = np.full(len(ids), np.inf)
-    np.minimum.at(best, group, np.where(np.isfinite(latency), latency, np.inf))
-    with np.errstate(divide="ignore", invalid="ignore"):
-        label = np.where(np.isfinite(latency), best[group] / latency, 0.0)
+    label = np.zeros(len(latency), dtype=np.float32)
+    for g in range(len(ids)):
+        members = group == g
+        label[members] = normalized_throughput(latency[members])
     return group, label
 
 
