@@ -16,8 +16,12 @@ Workloads: operator specs (`data.zoo.OPERATORS`) or `net:NAME:K`, the K heaviest
 network tuned together as one workload (MetaSchedule's gradient task scheduler).
 `--eager` also times each operator in torch eager mode (cuBLAS / cuDNN, fp32, TF32 off) on the
 same GPU, the vendor-library reference.
+`--gpus N` runs N arms at once, one process per GPU, each pinned to its share of the cores (an
+H100 pair's 32 cores give each arm the 16 a one-GPU machine has); the pending arms are dealt out in
+turn, so each process resumes the same way.
 
     python benchmarks/tuning.py --arms xgb pruner --budget-s 120 --time-limit 540 --results R --eager
+    python benchmarks/tuning.py --arms xgb pruner --budget-s 240 --time-limit 560 --results R --gpus 2
     python benchmarks/tuning.py --report --results R --plot docs/img/tuning_suite.png
 """
 
@@ -26,8 +30,11 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import os
 import shutil
+import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -108,6 +115,61 @@ def run_arm(workload: str, method: str, seed: int, args, builder) -> list[dict]:
     return result.rows
 
 
+def pending_arms(results: Path, seeds, workloads, methods) -> list[tuple[int, str, str]]:
+    """(seed, workload, method) of every arm with no results file yet, in the suite's order."""
+    return [
+        (seed, w, m)
+        for seed in seeds
+        for w in workloads
+        for m in methods
+        if not (results / slug(w) / f"{m}-s{seed}.csv").exists()
+    ]
+
+
+def share(items: list, index: int, count: int) -> list:
+    """The `index`-th of `count` shares of `items`, dealt out in turn (the i-th item to share i mod count)."""
+    if not 0 <= index < count:
+        raise ValueError(f"share {index} of {count} does not exist")
+    return items[index::count]
+
+
+def _pin(index: int, count: int) -> None:
+    """Pin this process to its contiguous share of the cores it may use, before TVM or torch start threads."""
+    cores = sorted(os.sched_getaffinity(0))
+    per = len(cores) // count
+    if per < 1:
+        raise ValueError(f"{count} processes need at least {count} cores; this one may use {len(cores)}")
+    mine = cores[index * per : (index + 1) * per]
+    os.sched_setaffinity(0, mine)
+    os.environ["TVM_NUM_THREADS"] = str(len(mine))
+
+
+def run_shards(args, argv: list[str], time_left: float) -> int:
+    """Start one `tuning.py --shard i/N` per GPU (CUDA_VISIBLE_DEVICES its GPU), echo each one's lines
+    prefixed with its GPU, and wait for all; the exit status is the worst child's."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    gpus = visible.split(",") if visible else [str(i) for i in range(args.gpus)]
+    if len(gpus) < args.gpus:
+        raise ValueError(f"--gpus {args.gpus}, but CUDA_VISIBLE_DEVICES names {len(gpus)}: {visible}")
+    script = str(Path(__file__).resolve())
+    children = []
+    for i in range(args.gpus):
+        env = dict(os.environ, CUDA_VISIBLE_DEVICES=gpus[i], PYTHONUNBUFFERED="1")
+        cmd = [sys.executable, script, *argv, "--shard", f"{i}/{args.gpus}", "--time-limit", f"{time_left:.0f}"]
+        children.append(subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+
+    def echo(i: int, child: subprocess.Popen) -> None:
+        for line in child.stdout:
+            print(f"[gpu {gpus[i]}] {line}", end="", flush=True)
+
+    threads = [threading.Thread(target=echo, args=(i, c)) for i, c in enumerate(children)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return max(c.wait() for c in children)
+
+
 def write_rows(path: Path, rows: list[dict]) -> None:
     from bridge.search_log import SearchLog
 
@@ -157,43 +219,53 @@ def main(argv: list[str] | None = None) -> None:
     )
     p.add_argument("--eager", action="store_true", help="also time the operators in torch eager mode")
     p.add_argument("--work", default="runs/suite", help="tuning work dirs")
+    p.add_argument("--gpus", type=int, default=1, help="arms at once, one process per GPU, each on 1/N of the cores")
+    p.add_argument("--shard", default=None, help="internal: I/N, run the I-th share of the pending arms")
+    argv = sys.argv[1:] if argv is None else list(argv)
     args = p.parse_args(argv)
     results = Path(args.results)
     if args.report:
         print(report(results, plot=args.plot))
         return
     start = time.perf_counter()
+    if args.shard:
+        index, count = (int(x) for x in args.shard.split("/"))
+        _pin(index, count)
+    arms = pending_arms(results, args.seeds, args.workloads, args.arms)
+    if args.shard:
+        # every share is computed before any child writes a file, from the same listing
+        arms = share(arms, index, count)
+        print(f"shard {index}/{count}: {len(arms)} arms on cores {sorted(os.sched_getaffinity(0))}", flush=True)
+    if not arms:
+        print("every arm has its results file")
+        return
+    if args.eager and not args.shard:
+        eager_times(args.workloads, results)  # before the shards start, on the first GPU
+    if args.gpus > 1 and not args.shard:
+        sys.exit(run_shards(args, [a for a in argv if a != "--eager"], args.time_limit - (time.perf_counter() - start)))
     import tvm_env
 
     target = tvm_env.parse_target(args.target)
     tvm_env.setup(target)
     args.target = target
-    if args.eager:
-        eager_times(args.workloads, results)
-    builder = tvm_env.PooledLocalBuilder(timeout_sec=args.build_timeout)
+    builder = tvm_env.PooledLocalBuilder(max_workers=tvm_env.usable_cores(), timeout_sec=args.build_timeout)
     builder.warm()  # the first arm of a call would otherwise pay the workers' start-up in its budget
-    for seed in args.seeds:
-        for workload in args.workloads:
-            for method in args.arms:
-                path = results / slug(workload) / f"{method}-s{seed}.csv"
-                if path.exists():
-                    continue
-                left = args.time_limit - (time.perf_counter() - start)
-                if left < args.budget_s * 1.1 + 15:
-                    print(
-                        f"stopping: {left:.0f} s left in this call, an arm needs about {args.budget_s * 1.1 + 15:.0f}"
-                    )
-                    return
-                t0 = time.perf_counter()
-                rows = run_arm(workload, method, seed, args, builder)
-                path.parent.mkdir(parents=True, exist_ok=True)
-                write_rows(path, rows)
-                best = min((r["best_us"] for r in rows), default=math.inf) if rows else math.inf
-                print(
-                    f"arm {workload} {method} seed {seed}: {rows[-1]['total_trials'] if rows else 0:.0f} trials, "
-                    f"best {best:.2f} us, {time.perf_counter() - t0:.0f} s",
-                    flush=True,
-                )
+    for seed, workload, method in arms:
+        path = results / slug(workload) / f"{method}-s{seed}.csv"
+        left = args.time_limit - (time.perf_counter() - start)
+        if left < args.budget_s * 1.1 + 15:
+            print(f"stopping: {left:.0f} s left in this call, an arm needs about {args.budget_s * 1.1 + 15:.0f}")
+            return
+        t0 = time.perf_counter()
+        rows = run_arm(workload, method, seed, args, builder)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_rows(path, rows)
+        best = min((r["best_us"] for r in rows), default=math.inf) if rows else math.inf
+        print(
+            f"arm {workload} {method} seed {seed}: {rows[-1]['total_trials'] if rows else 0:.0f} trials, "
+            f"best {best:.2f} us, {time.perf_counter() - t0:.0f} s",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

@@ -21,7 +21,7 @@ import os
 import time
 from typing import Any
 
-from tvm_env import ms, parse_target, setup, tvm
+from tvm_env import ms, parse_target, setup, tvm, usable_cores
 
 __all__ = ["measure_network", "time_torch_eager"]
 
@@ -127,5 +127,5 @@ def time_torch_eager(
     device = "cpu" if kind == "llvm" else "cuda" if kind == "cuda" else None
     if device is None:
         raise ValueError(f"torch eager timing supports llvm and cuda targets, not {kind!r}")
-    threads = int(target.export().get("num-cores", os.cpu_count() or 1))
+    threads = int(target.export().get("num-cores", usable_cores()))
     return _in_child(_time_eager, (network, size, device, threads, number, repeat), f"timing torch {network}", timeout)

@@ -23,7 +23,6 @@ import collections
 import dataclasses
 import logging
 import math
-import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -32,7 +31,7 @@ from bridge.config import CostModelConfig, MeasureConfig, SearchConfig, TuneConf
 from bridge.database import open_database
 from bridge.factory import load_state, make_cost_model, make_strategy, save_state
 from bridge.report import plot_tuning
-from tvm_env import PooledLocalBuilder, ms, parse_target, setup, task_loggers, tvm
+from tvm_env import PooledLocalBuilder, ms, parse_target, setup, task_loggers, tvm, usable_cores
 
 __all__ = [
     "CURVE_CSV",
@@ -230,7 +229,7 @@ def tune_tasks(
         check_device(target, measure)
     out = Path(config.out)
     out.mkdir(parents=True, exist_ok=True)
-    cores = int(target.export().get("num-cores", os.cpu_count() or 1))
+    cores = int(target.export().get("num-cores", usable_cores()))
     database, skipped = open_database(out)
     before = records_by_task(database, tasks)
     previous_rows = read_rounds(out / CURVE_CSV)

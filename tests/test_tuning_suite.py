@@ -1,6 +1,11 @@
-"""benchmarks/tuning.py's report on hand-made arm curves: equal-time latency, time to XGB's final, speedups."""
+"""benchmarks/tuning.py: its report on hand-made arm curves (equal-time latency, time to XGB's final,
+speedups), and its arms dealt out to one process per GPU."""
 
+import ast
 import math
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -54,3 +59,35 @@ def test_time_and_trials_to_a_latency():
     assert math.isinf(suite_report.time_to(rows, 0.5))
     with pytest.raises(FileNotFoundError, match="no such results folder"):
         suite_report.report(Path("/nonexistent-results"))
+
+
+tuning = load_benchmark("tuning")
+
+
+def test_pending_arms_are_dealt_out_in_turn(tmp_path):
+    (tmp_path / "dense_1x8x8").mkdir()
+    (tmp_path / "dense_1x8x8" / "xgb-s0.csv").write_text("done")
+    arms = tuning.pending_arms(tmp_path, [0, 1], ["dense:1,8,8", "conv"], ["xgb", "pruner"])
+    assert arms[0] == (0, "dense:1,8,8", "pruner") and (0, "dense:1,8,8", "xgb") not in arms and len(arms) == 7
+    shares = [tuning.share(arms, i, 2) for i in range(2)]
+    assert sorted(shares[0] + shares[1]) == sorted(arms) and len(shares[0]) == 4 and len(shares[1]) == 3
+    with pytest.raises(ValueError, match="share 2 of 2"):
+        tuning.share(arms, 2, 2)
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="two shards need two cores")
+def test_two_shards_tune_their_arms_at_once_on_their_own_cores(tmp_path):
+    """`--gpus 2` on the host: two real tuning processes (XGB, llvm), one arm each, each pinned to its own cores."""
+    cmd = [sys.executable, str(Path(tuning.__file__)), "--target", '{"kind": "llvm"}', "--arms", "xgb"]
+    cmd += ["--seeds", "0", "1", "--workloads", "dense:1,32,32", "--budget-s", "3", "--max-trials", "8"]
+    cmd += ["--trials-per-round", "8", "--results", str(tmp_path / "r"), "--work", str(tmp_path / "w"), "--gpus", "2"]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=300, check=True).stdout
+    cores = [ast.literal_eval(line.split(" on cores ")[1]) for line in out.splitlines() if " on cores " in line]
+    assert len(cores) == 2 and not set(cores[0]) & set(cores[1]), out
+    assert "[gpu 0] arm dense:1,32,32 xgb seed 0" in out and "[gpu 1] arm dense:1,32,32 xgb seed 1" in out, out
+    for seed in (0, 1):
+        rows = (tmp_path / "r" / "dense_1x32x32" / f"xgb-s{seed}.csv").read_text().splitlines()
+        assert len(rows) >= 2 and float(rows[-1].split(",")[SearchLog.FIELDS.index("total_trials")]) >= 1
+    # resuming: both arms are done, so no shard starts
+    again = subprocess.run(cmd, capture_output=True, text=True, timeout=300, check=True).stdout
+    assert "every arm has its results file" in again and "on cores" not in again, again

@@ -5,7 +5,8 @@ here, so `pruner_models/` and shard reading import without TVM. `data/` and `bri
 on this package; it imports neither.
 
 * `tvm_env.target`: target parsing (tags, JSON dicts; `"mcpu": "native"` is the host CPU), device names.
-* `tvm_env.configure`: per-process set-up (threads, tensor intrinsics, logging), MetaSchedule's task loggers.
+* `tvm_env.configure`: per-process set-up (threads, tensor intrinsics, logging), the cores a process
+  may use, MetaSchedule's task loggers.
 * `tvm_env.builder`: `fast_build` and `PooledLocalBuilder` (workers that live across batches).
 * `tvm_env.nvrtc`: NVRTC builds of CUDA kernels without the libcu++ headers they do not use.
 """
@@ -15,7 +16,7 @@ import tvm_ffi  # re-exported for callers that need structural_hash/equal
 from tvm.s_tir import meta_schedule as ms
 
 from tvm_env.builder import PooledLocalBuilder, fast_build
-from tvm_env.configure import setup, task_loggers
+from tvm_env.configure import setup, task_loggers, usable_cores
 from tvm_env.target import is_gpu, parse_target, target_device_name
 
 __all__ = [
@@ -29,4 +30,5 @@ __all__ = [
     "task_loggers",
     "tvm",
     "tvm_ffi",
+    "usable_cores",
 ]

@@ -2,6 +2,9 @@
 
 * `TVM_NUM_THREADS` defaults to half the cores on x86 (one thread on a 2-core box); it must be set
   before the runner's worker starts, so `setup()` sets it from the target's core count.
+* `usable_cores()` is the number of cores this process may run on (its CPU affinity): a suite that
+  runs one tuning process per GPU pins each to its share of the cores, and every pool sized from
+  `os.cpu_count()` would then oversubscribe them.
 * `import tvm.s_tir.tensor_intrin` costs about 20 s (mostly CUDA intrinsics) per process;
   `setup()` registers only the ones the target's rules need.
 """
@@ -17,9 +20,16 @@ import types
 import tvm
 from tvm.s_tir import meta_schedule as ms
 
-__all__ = ["setup", "task_loggers"]
+__all__ = ["setup", "task_loggers", "usable_cores"]
 
 _INTRIN = "tvm.s_tir.tensor_intrin"
+
+
+def usable_cores() -> int:
+    """The cores this process may run on: its CPU affinity where the OS reports one, else all."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
 
 
 def _register_intrinsics(*submodules: str) -> None:

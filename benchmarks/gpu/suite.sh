@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# Device run of the tuning suite (benchmarks/tuning.py), resuming: arms already in
+# Device run of the tuning suite (benchmarks/tuning.py), resuming, one arm per GPU at a time (on
+# nvidia-h100-x2, two arms at once, 16 cores each: ARMS="pruner moa" with two workloads runs four
+# 240 s arms in one 10-minute call): arms already in
 # benchmarks/results/tuning are skipped, new ones are written there and come back in
 # $OUT/tuning_results.tar.xz (unpack it at the project root and commit it at once).
 # Carry .devkit (with xgboost for the xgb arm; without it for the moa arm, whose pretrained PAM,
@@ -18,11 +20,12 @@ T0=$(date +%s)
 source .devkit/use-devkit.sh || exit 1
 source benchmarks/gpu/pylib.sh || exit 1  # jsonargparse (tuning.py's CLI)
 nproc; nvidia-smi --query-gpu=name,clocks.sm,clocks.mem --format=csv,noheader
+GPUS=${GPUS:-$(nvidia-smi -L | wc -l)}  # arms at once, one per GPU, each on its share of the cores
 RES=${RES:-benchmarks/results/tuning}  # e.g. RES=benchmarks/results/tuning_240 for the 240 s suite
 LEFT=$(( ${LIMIT:-560} - ($(date +%s) - T0) ))
 python3 benchmarks/tuning.py --results $RES --arms ${ARMS:-xgb pruner} --budget-s ${BUDGET:-120} \
   --time-limit $LEFT --seeds ${SEEDS:-0} ${WORKLOADS:+--workloads $WORKLOADS} \
-  ${CHECKPOINT:+--checkpoint $CHECKPOINT} ${PSA_FORMULA:+--psa-formula $PSA_FORMULA} ${BUILD_TIMEOUT:+--build-timeout $BUILD_TIMEOUT} --eager 2>&1 | grep -v -i warning | tail -40
+  ${CHECKPOINT:+--checkpoint $CHECKPOINT} ${PSA_FORMULA:+--psa-formula $PSA_FORMULA} ${BUILD_TIMEOUT:+--build-timeout $BUILD_TIMEOUT} --gpus $GPUS --eager 2>&1 | grep -v -i warning | tail -60
 tar -cJf $OUT/tuning_results.tar.xz $RES
 tar -cJf $OUT/tuning_work.tar.xz --exclude='*.so' --exclude='*.tar' runs/suite 2>/dev/null
 echo "total $(( $(date +%s) - T0 )) s"

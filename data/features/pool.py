@@ -11,14 +11,13 @@ too, so results never depend on the pool.
 
 from __future__ import annotations
 
-import os
 import threading
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 from data.features.program import ProgramFeatures
 from data.features.walk import walk_modules
-from tvm_env import tvm
+from tvm_env import tvm, usable_cores
 
 __all__ = ["WalkPool", "default_walk_workers"]
 
@@ -27,7 +26,7 @@ def default_walk_workers() -> int:
     """Walk processes by default: one per core, none below 4 cores (measured on a 2-core VM: the
     serialization and the workers' contention with the main process made a pool of 2 slower than
     walking in-process, 56 vs 36 ms a candidate)."""
-    cores = os.cpu_count() or 1
+    cores = usable_cores()
     return cores if cores >= 4 else 0
 
 
