@@ -17,6 +17,8 @@
 set -uo pipefail
 export PYTHONUNBUFFERED=1
 T0=$(date +%s)
+# a warm machine may hold the kit unpacked without xgboost (use-devkit.sh unpacks once): unpack again
+[ -f .devkit/libxgboost.so.xz ] && [ ! -f /tmp/site/xgboost/lib/libxgboost.so ] && rm -rf /tmp/site
 source .devkit/use-devkit.sh || exit 1
 source benchmarks/gpu/pylib.sh || exit 1  # jsonargparse (tuning.py's CLI)
 nproc; nvidia-smi --query-gpu=name,clocks.sm,clocks.mem --format=csv,noheader
