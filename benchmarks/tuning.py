@@ -77,7 +77,9 @@ def configs(method: str, args):
         return CostModelConfig(name="xgb", seed=args.seed_value), SearchConfig()
     if method == "mlp":
         return CostModelConfig(name="mlp", seed=args.seed_value), SearchConfig()
-    search = SearchConfig(psa=args.psa, population=args.population, potential=args.potential)
+    search = SearchConfig(
+        psa=args.psa, population=args.population, potential=args.potential, redraft_every=args.redraft_every
+    )
     if args.psa_formula:
         search = dataclasses.replace(search, psa_formula=args.psa_formula)
     if method == "moa":
@@ -208,6 +210,9 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--psa-formula", default=None, help="PSA formula of the draft (unset: bridge.psa.DEFAULT_FORMULA)")
     p.add_argument("--population", type=int, default=None, help="draft population (unset: the default)")
     p.add_argument("--potential", type=int, default=512, help="potential-space size of the draft")
+    p.add_argument(
+        "--redraft-every", type=int, default=0, help="0: draft when the potential space runs low; k: every k-th round"
+    )
     p.add_argument("--trials-per-round", type=int, default=16)
     p.add_argument("--max-trials", type=int, default=2000, help="trial cap of an arm (the budget is time)")
     p.add_argument("--min-repeat-ms", type=int, default=10)

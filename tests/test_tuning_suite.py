@@ -6,6 +6,7 @@ import math
 import os
 import subprocess
 import sys
+import types
 from pathlib import Path
 
 import pytest
@@ -91,3 +92,14 @@ def test_two_shards_tune_their_arms_at_once_on_their_own_cores(tmp_path):
     # resuming: both arms are done, so no shard starts
     again = subprocess.run(cmd, capture_output=True, text=True, timeout=300, check=True).stdout
     assert "every arm has its results file" in again and "on cores" not in again, again
+
+
+def test_the_draft_knobs_reach_the_search_config():
+    args = types.SimpleNamespace(
+        psa="h100", population=None, potential=512, redraft_every=2, psa_formula="published", seed_value=1
+    )
+    cost_model, search = tuning.configs("pruner", args)
+    assert (search.redraft_every, search.psa_formula, search.potential) == (2, "published", 512)
+    assert cost_model.name == "pam" and cost_model.seed == 1
+    with pytest.raises(ValueError, match="needs --checkpoint"):
+        tuning.configs("moa", types.SimpleNamespace(**{**vars(args), "checkpoint": None}))
