@@ -12,6 +12,8 @@ Per method, on each workload, in one process, same trials, same seed:
 - xgb: MetaSchedule's default (EvolutionarySearch, population 512, 4 generations) with XGBoost;
 - pruner: draft-then-verify (PSA drafts, PAM trained online verifies), pipelined;
 - pruner-serial: the same, rounds in turn (no pipelining);
+- pruner-redraft2: pruner drafting again every 2nd round (the published schedule; later drafts
+  evolve the last population on, with a quarter sampled afresh), pipelined;
 - pruner-published: the published schedule (a new draft every 2nd round from a fresh population,
   whole potential space evolved by the verifier, in turn) and PSA's published formula.
 Reported: search overhead per trial (the loop's wall time minus the stand-in build and run time),
@@ -53,6 +55,7 @@ METHODS = {
     "xgb": (CostModelConfig(name="xgb"), SearchConfig()),
     "pruner": (CostModelConfig(name="pam"), SearchConfig(psa="h100")),
     "pruner-serial": (CostModelConfig(name="pam"), SearchConfig(psa="h100", pipeline=False)),
+    "pruner-redraft2": (CostModelConfig(name="pam"), SearchConfig(psa="h100", redraft_every=2)),
     "pruner-published": (
         CostModelConfig(name="pam"),
         SearchConfig(

@@ -78,7 +78,11 @@ def configs(method: str, args):
     if method == "mlp":
         return CostModelConfig(name="mlp", seed=args.seed_value), SearchConfig()
     search = SearchConfig(
-        psa=args.psa, population=args.population, potential=args.potential, redraft_every=args.redraft_every
+        psa=args.psa,
+        population=args.population,
+        potential=args.potential,
+        redraft_every=args.redraft_every,
+        redraft_stall=args.redraft_stall,
     )
     if args.psa_formula:
         search = dataclasses.replace(search, psa_formula=args.psa_formula)
@@ -212,6 +216,9 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--potential", type=int, default=512, help="potential-space size of the draft")
     p.add_argument(
         "--redraft-every", type=int, default=0, help="0: draft when the potential space runs low; k: every k-th round"
+    )
+    p.add_argument(
+        "--redraft-stall", type=int, default=0, help="k: also draft when a task's best has not improved in k rounds"
     )
     p.add_argument("--trials-per-round", type=int, default=16)
     p.add_argument("--max-trials", type=int, default=2000, help="trial cap of an arm (the budget is time)")

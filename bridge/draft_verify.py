@@ -4,7 +4,8 @@ Per task and round:
 
 1. Draft, only when the potential space runs low (fewer unmeasured schedules than
    `redraft_below` x `potential_size`, or than one batch; or every `redraft_every`-th round when
-   that is set, as published): evolve a population for `draft_generations` generations scored by
+   that is set, as published; or, with `redraft_stall`, when the task's best latency has not
+   improved for that many measured rounds): evolve a population for `draft_generations` generations scored by
    the draft model (PSA) and keep the best `potential_size` distinct, never-measured schedules as
    the potential space. The first draft samples the whole population from the design space (a
    share `init_measured_ratio` replayed from the task's best measured records); later drafts start
@@ -32,6 +33,7 @@ on it (`wait_s`).
 from __future__ import annotations
 
 import logging
+import math
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -42,6 +44,7 @@ from tvm.ir.utils import derived_object
 from bridge.pipeline import Pipeline
 from bridge.search import _UNLIMITED, CountingCostModel, _key, _ResumableSearch, candidate
 from bridge.search_log import SearchLog
+from data.labels import mean_latency
 from tvm_env import ms, tvm_ffi
 
 __all__ = ["DraftVerifySearch"]
@@ -71,6 +74,7 @@ class DraftVerifySearch(_ResumableSearch):
         mutation_prob: float = 0.85,
         redraft_every: int = 0,
         redraft_below: float = 0.5,
+        redraft_stall: int = 0,
         resample_ratio: float = 0.25,
         init_measured_ratio: float = 0.2,
         pool_measured_ratio: float = 0.1,
@@ -94,6 +98,11 @@ class DraftVerifySearch(_ResumableSearch):
             redraft_every: 0 = draft when the potential space runs low (`redraft_below`); k > 0 =
                 also draft every k-th round of the task (published: 2).
             redraft_below: draft when fewer than this share of `potential_size` is left unmeasured.
+            redraft_stall: k > 0 = also draft when the task's best measured latency has not improved
+                in its last k measured rounds (0: never). The verifier's evolution breeds new
+                schedules from the potential space and the best measured ones every round, so the
+                potential space rarely runs low and, without this, a run can spend its whole budget
+                around its first draft (seen on batch_matmul in the 240 s suite).
             resample_ratio: share of the population sampled afresh by a re-draft (the rest is the
                 previous draft's evolved population and the best measured schedules).
             init_measured_ratio: share of the draft's population replayed from the best measured records.
@@ -122,6 +131,7 @@ class DraftVerifySearch(_ResumableSearch):
             ("draft_generations", draft_generations),
             ("verify_generations", verify_generations),
             ("redraft_every", redraft_every),
+            ("redraft_stall", redraft_stall),
         ]:
             if value < 0:
                 raise ValueError(f"{name}={value!r} must be >= 0")
@@ -147,6 +157,7 @@ class DraftVerifySearch(_ResumableSearch):
             mutation_prob=mutation_prob,
             redraft_every=redraft_every,
             redraft_below=redraft_below,
+            redraft_stall=redraft_stall,
             resample_ratio=resample_ratio,
             init_measured_ratio=init_measured_ratio,
             pool_measured_ratio=pool_measured_ratio,
@@ -182,6 +193,7 @@ class DraftVerifySearch(_ResumableSearch):
             verify_generations=search.verify_generations,
             verify_pool=search.verify_pool,
             redraft_every=search.redraft_every,
+            redraft_stall=search.redraft_stall,
             resample_ratio=search.resample_ratio,
             eps_greedy=search.eps_greedy,
             quick_start=search.quick_start,
@@ -202,6 +214,8 @@ class DraftVerifySearch(_ResumableSearch):
         self._ready: tuple[list | None, dict] | None = None  # a batch searched ahead, with its stats
         self._waited = 0.0  # seconds the loop waited on the search since the last batch was handed out
         self._drafts = 0
+        self._best = self.best_before  # the task's best latency so far (seconds)
+        self._stalled = 0  # measured rounds since the best improved or the last draft
         self._unevolved = False  # the potential space is a quick start's unevolved samples
 
     @property
@@ -239,6 +253,15 @@ class DraftVerifySearch(_ResumableSearch):
         # database; the build of its picks may go on. The time waited is this round's search cost.
         if self.pipeline is not None:
             self._waited += self.pipeline.join_search()
+        self._track_best(results)
+
+    def _track_best(self, results) -> None:
+        """Count a measured round as stalled unless it beat the task's best (failed runs: inf)."""
+        batch = min((mean_latency(r.run_secs) if r.error_msg is None else math.inf for r in results), default=math.inf)
+        if batch < self._best:
+            self._best, self._stalled = batch, 0
+        else:
+            self._stalled += 1
 
     def _finish(self) -> None:
         self._join()
@@ -258,9 +281,11 @@ class DraftVerifySearch(_ResumableSearch):
         self._potential = self._unmeasured(self._potential)
         low = len(self._potential) < max(n, self.redraft_below * self.potential_size)
         due = self.redraft_every > 0 and self.round % self.redraft_every == 0
-        drafted = low or due or not self._drafts or self._unevolved
+        stalled = self.redraft_stall > 0 and self._stalled >= self.redraft_stall
+        drafted = low or due or stalled or not self._drafts or self._unevolved
         stats: dict = {"drafted": int(drafted)}
         if drafted:
+            self._stalled = 0
             stats.update(self._draft())
         self._samples = self._unmeasured(self._samples)
         if not self._potential and not self._samples:

@@ -12,6 +12,7 @@ what a cost model scores, so the log can say how many candidates each model saw.
 from __future__ import annotations
 
 import logging
+import math
 import time
 from typing import Any
 
@@ -20,6 +21,7 @@ from tvm.ir.utils import derived_object
 
 from bridge.search_log import SearchLog
 from data.features import schedule_key
+from data.labels import mean_latency
 from tvm_env import ms
 
 __all__ = ["CountingCostModel", "ResumableEvolutionarySearch", "candidate"]
@@ -132,6 +134,7 @@ class _ResumableSearch(ms.search_strategy.PySearchStrategy):
             workload = database.commit_workload(self.context.mod)
             previous = [r for r in database.get_all_tuning_records() if r.workload.same_as(workload)]
         self.measured = {_key(r.as_measure_candidate().sch) for r in previous}
+        self.best_before = min((mean_latency(r.run_secs) for r in previous), default=math.inf)
         self.budget = max(0, int(max_trials) - len(previous))
         self.per_round = int(num_trials_per_iter)
         self.done = self.round = self.empty_rounds = 0

@@ -96,10 +96,16 @@ def test_two_shards_tune_their_arms_at_once_on_their_own_cores(tmp_path):
 
 def test_the_draft_knobs_reach_the_search_config():
     args = types.SimpleNamespace(
-        psa="h100", population=None, potential=512, redraft_every=2, psa_formula="published", seed_value=1
+        psa="h100",
+        population=None,
+        potential=512,
+        redraft_every=2,
+        redraft_stall=3,
+        psa_formula="published",
+        seed_value=1,
     )
     cost_model, search = tuning.configs("pruner", args)
-    assert (search.redraft_every, search.psa_formula, search.potential) == (2, "published", 512)
+    assert (search.redraft_every, search.redraft_stall, search.psa_formula) == (2, 3, "published")
     assert cost_model.name == "pam" and cost_model.seed == 1
     with pytest.raises(ValueError, match="needs --checkpoint"):
         tuning.configs("moa", types.SimpleNamespace(**{**vars(args), "checkpoint": None}))

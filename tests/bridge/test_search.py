@@ -204,12 +204,40 @@ def test_resume_counts_and_skips_measured_schedules(measured_matmul, kind):
         len(candidates) + 6, 4, context.generate_design_space(), database, ms.cost_model.RandomModel(seed=0)
     )
     assert strategy.budget == 6
+    assert strategy.best_before == pytest.approx(min(np.mean([float(t) for t in r.run_secs]) for r in results))
     proposed = []
     while (batch := strategy.generate_measure_candidates()) is not None:
         proposed += batch
         strategy.notify_runner_results(batch, [ms.runner.RunnerResult([1e-3], None)] * len(batch))
     assert len(proposed) == 6
     assert not {key(c.sch) for c in proposed} & measured
+    strategy.post_tuning()
+
+
+def test_a_stalled_task_is_drafted_again():
+    """redraft_stall=2: a task whose best has not improved in 2 measured rounds gets a new draft, and
+    the count starts again; a failed run is no improvement."""
+    strategy = DraftVerifySearch(
+        draft=PSACostModel(device="a100"),
+        population_size=POPULATION,
+        potential_size=POPULATION,
+        redraft_below=0.0,
+        redraft_stall=2,
+    )
+    context = context_for(matmul(), strategy)
+    strategy.pre_tuning(
+        40, 4, context.generate_design_space(), ms.database.MemoryDatabase(), ms.cost_model.RandomModel()
+    )
+    assert math.isinf(strategy.best_before)
+    failed = ms.runner.RunnerResult(None, "a build error")
+    drafts = []
+    for secs in ([1e-3], [2e-3], None, [5e-4], [4e-4], [6e-4]):
+        batch = strategy.generate_measure_candidates()
+        drafts.append(strategy._drafts)
+        result = ms.runner.RunnerResult(secs, None) if secs else failed
+        strategy.notify_runner_results(batch, [result] * len(batch))
+    # rounds: improve, stall 1, stall 2 (failed) -> draft before round 4; improve, improve, then stall 1
+    assert drafts == [1, 1, 1, 2, 2, 2]
     strategy.post_tuning()
 
 
@@ -221,6 +249,8 @@ def test_bad_options_are_refused():
         DraftVerifySearch(draft=psa, eps_greedy=1.5)
     with pytest.raises(ValueError, match="redraft_every=-1"):
         DraftVerifySearch(draft=psa, redraft_every=-1)
+    with pytest.raises(ValueError, match="redraft_stall=-2"):
+        DraftVerifySearch(draft=psa, redraft_stall=-2)
     with pytest.raises(ValueError, match="verify_pool=0"):
         DraftVerifySearch(draft=psa, verify_pool=0)
     with pytest.raises(ValueError, match="resample_ratio=2"):
