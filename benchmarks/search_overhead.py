@@ -14,6 +14,7 @@ Per method, on each workload, in one process, same trials, same seed:
 - pruner-serial: the same, rounds in turn (no pipelining);
 - pruner-redraft2: pruner drafting again every 2nd round (the published schedule; later drafts
   evolve the last population on, with a quarter sampled afresh), pipelined;
+- pruner-stall3: pruner drafting again when a task's best has not improved in 3 measured rounds;
 - pruner-published: the published schedule (a new draft every 2nd round from a fresh population,
   whole potential space evolved by the verifier, in turn) and PSA's published formula.
 Reported: search overhead per trial (the loop's wall time minus the stand-in build and run time),
@@ -56,6 +57,7 @@ METHODS = {
     "pruner": (CostModelConfig(name="pam"), SearchConfig(psa="h100")),
     "pruner-serial": (CostModelConfig(name="pam"), SearchConfig(psa="h100", pipeline=False)),
     "pruner-redraft2": (CostModelConfig(name="pam"), SearchConfig(psa="h100", redraft_every=2)),
+    "pruner-stall3": (CostModelConfig(name="pam"), SearchConfig(psa="h100", redraft_stall=3)),
     "pruner-published": (
         CostModelConfig(name="pam"),
         SearchConfig(
