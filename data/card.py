@@ -4,7 +4,8 @@
     python -m data.card data/h100 --json card.json    # the same numbers as JSON
 
 For every device folder: one row per network (tasks, records, valid records), one row per task
-(the networks that use it, records, valid), and one row per collection that `data.collect`
+(its buffers' shapes, which tell apart tasks of one name in several networks, the networks that use
+it, records, valid), and one row per collection that `data.collect`
 recorded in index.json (date, records, measurement settings, GPU and clocks, TVM version).
 "Valid" means the measurement succeeded (finite mean run time); failed builds and runs are stored
 with run_secs [1e10] and counted apart. Reads the database files only; runs no code from them.
@@ -21,9 +22,41 @@ from jsonargparse import ArgumentParser
 
 from data.atomic import atomic_write_text
 from data.collect import count_records
-from data.record_tree import device_folders, index_weights, read_index, task_dirs, task_name
+from data.record_tree import (
+    DB_FILES,
+    database_file,
+    device_folders,
+    index_weights,
+    json_rows,
+    read_index,
+    task_dirs,
+    task_name,
+)
 
 __all__ = ["device_card", "main", "markdown"]
+
+
+def task_shapes(folder: Path) -> str:
+    """The task's buffer shapes from its first record's argument info, e.g. "12x128x64, 12x64x128,
+    12x128x128" (a dtype other than float32 is named: "int8 1x64"); "" when there is none.
+
+    Raises:
+        ValueError: a first record without argument info, naming the file and line.
+    """
+    path = database_file(Path(folder), DB_FILES[1])
+    if path is None:
+        return ""
+    for lineno, _, row in json_rows(path, "tuning record"):
+        try:
+            args = row[1][3]
+            shapes = []
+            for _kind, dtype, shape in args:
+                dims = "x".join(str(int(d)) for d in shape) or "scalar"
+                shapes.append(dims if dtype == "float32" else f"{dtype} {dims}")
+        except (IndexError, TypeError, ValueError) as err:
+            raise ValueError(f"{path}:{lineno}: malformed tuning record argument info ({err})") from None
+        return ", ".join(shapes)
+    return ""
 
 
 def device_card(device_dir: Path) -> dict:
@@ -42,6 +75,7 @@ def device_card(device_dir: Path) -> dict:
             {
                 "task": task_name(folder.name),
                 "folder": folder.name,
+                "shapes": task_shapes(folder),
                 "networks": nets,
                 "records": records,
                 "valid": valid,
@@ -98,8 +132,11 @@ def markdown(card: dict) -> str:
         ]
         lines += [_collection_row(c) for c in card["collections"]]
         lines.append("")
-    lines += ["| task | networks | records | valid |", "|---|---|---|---|"]
-    lines += [f"| {t['task']} | {', '.join(t['networks'])} | {t['records']} | {t['valid']} |" for t in card["tasks"]]
+    lines += ["| task | shapes | networks | records | valid |", "|---|---|---|---|---|"]
+    lines += [
+        f"| {t['task']} | {t['shapes']} | {', '.join(t['networks'])} | {t['records']} | {t['valid']} |"
+        for t in card["tasks"]
+    ]
     if card["empty"]:
         lines += ["", f"Empty task folders (no records yet): {', '.join(card['empty'])}"]
     if card["skipped"]:

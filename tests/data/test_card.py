@@ -54,11 +54,15 @@ def test_card_counts_records_valid_and_networks(tmp_path, capsys):
     assert card["networks"]["net_b"]["records"] == len(matmul) + len(conv)
     assert card["records"] == len(matmul) + len(conv)
     assert card["empty"] == ["conv2d_empty_00000000"]
+    # the fixture's 64^3 matmul and its NHWC 3x3 conv (8x8x16 input, HWIO weights)
+    assert by_task["matmul_e87e4aed"]["shapes"] == "64x64, 64x64, 64x64"
+    assert by_task["conv2d_nhwc_e7d8f54e"]["shapes"] == "1x8x8x16, 3x3x16x16, 1x8x8x16"
 
     out = tmp_path / "card.json"
     assert main([str(root), "--json", str(out)]) == 0
     printed = capsys.readouterr().out
     assert f"{len(matmul) + len(conv)} records" in printed and "| net_a | 1 |" in printed
+    assert f"| matmul | 64x64, 64x64, 64x64 | net_a, net_b | {len(matmul)} | {len(matmul) - 1} |" in printed
     assert json.loads(out.read_text())[0]["valid"] == card["valid"]
 
 
@@ -70,3 +74,14 @@ def test_card_names_a_malformed_record(tmp_path, capsys):
     db.write_text("\n".join(lines) + "\n")
     assert main([str(root)]) == 2
     assert f"{db}:3: malformed tuning record" in capsys.readouterr().err
+
+
+def test_card_names_a_record_without_argument_info(tmp_path, capsys):
+    root = _tree(tmp_path)
+    db = root / DEVICE / "matmul_e87e4aed" / "database_tuning_record.json"
+    lines = db.read_text().splitlines()
+    first = json.loads(lines[0])
+    first[1][3] = [["TENSOR", "float32"]]  # a shape missing
+    db.write_text("\n".join([json.dumps(first), *lines[1:]]) + "\n")
+    assert main([str(root)]) == 2
+    assert f"{db}:1: malformed tuning record argument info" in capsys.readouterr().err
