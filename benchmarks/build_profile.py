@@ -9,6 +9,13 @@ their kernels' PTX is the same. One process, one core: the figures are core-seco
 
     python benchmarks/build_profile.py --per_workload 8 --json_out benchmarks/results/build_profile.json
 
+`--databases` profiles, instead of fresh samples, `--per_workload` of the schedules each tuning
+database measured (work dirs of `benchmarks/tuning.py` arms, plain or xz): do the schedules one
+method picks cost more to build than another's?
+
+    python benchmarks/build_profile.py --databases benchmarks/results/suite_databases/dense_128x3072x768/{xgb,pruner,moa}-s0 \
+        --per_workload 16 --json_out benchmarks/results/build_profile_suite.json
+
 Needs cuda-bindings and NVRTC (`pip install -e ".[cuda]"`) and the CUDA toolkit's headers
 (CUDA_PATH, or nvcc on the PATH).
 """
@@ -17,6 +24,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import statistics
 import sys
 import tempfile
@@ -28,6 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from jsonargparse import CLI
 
 from data.atomic import atomic_write_text
+from data.records import read_records
 from data.sampler import sample_schedules
 from data.zoo import operator_task
 from tvm_env import nvrtc, parse_target, setup, tvm
@@ -88,8 +97,21 @@ def profile_one(mod: tvm.IRModule, target: tvm.target.Target) -> tuple[dict[str,
     return secs, same
 
 
+def measured_schedules(database: str, n: int, seed: int) -> list:
+    """`n` schedules (random, `seed`) of the ones a tuning database measured, replayed from their traces."""
+    records = [r for task in read_records([database]).tasks.values() for r in task.records]
+    random.Random(seed).shuffle(records)
+    out = []
+    for record in records[:n]:
+        sch = tvm.s_tir.Schedule(tvm.s_tir.meta_schedule.database.Workload.from_json(record.workload.as_json()).mod)
+        tvm.s_tir.schedule.Trace.apply_json_to_schedule(record.trace, sch)
+        out.append(sch)
+    return out
+
+
 def build_profile(
     workloads: tuple[str, ...] = OPERATORS,
+    databases: tuple[str, ...] = (),
     target: str = "nvidia/nvidia-h100",
     per_workload: int = 8,
     seed: int = 0,
@@ -100,7 +122,9 @@ def build_profile(
     Args:
         workloads: operator specs (data.zoo.operator_task), default the tuning suite's operators.
         target: a CUDA target (tag or JSON dict).
-        per_workload: candidates sampled per workload.
+        databases: tuning databases to take the candidates from instead (`measured_schedules`);
+            each is profiled as one "workload" named by its path.
+        per_workload: candidates sampled per workload (or taken per database).
         seed: sampling seed.
         json_out: where to write the per-candidate seconds and the means.
     """
@@ -108,8 +132,12 @@ def build_profile(
     tgt = parse_target(target)
     setup(tgt)
     rows, mismatched = [], []
-    for workload in workloads:
-        for i, sch in enumerate(sample_schedules(operator_task(workload), tgt, per_workload, seed=seed, exclude=set())):
+    sources = {d: lambda d=d: measured_schedules(d, per_workload, seed) for d in databases} or {
+        w: lambda w=w: sample_schedules(operator_task(w), tgt, per_workload, seed=seed, exclude=set())
+        for w in workloads
+    }
+    for workload, schedules in sources.items():
+        for i, sch in enumerate(schedules()):
             with tgt:
                 secs, same = profile_one(sch.mod, tgt)
             rows.append({"workload": workload, "candidate": i, **secs, "same_kernel": same})
@@ -123,6 +151,14 @@ def build_profile(
                 flush=True,
             )
     means = {step: statistics.mean(r[step] for r in rows) for step in STEPS}
+    by_source = {
+        w: {
+            "build_s_ours": statistics.mean(sum(r[s] for s in STEPS[:5]) + r["nvrtc (ours)"] for r in rs),
+            "max_s_ours": max(sum(r[s] for s in STEPS[:5]) + r["nvrtc (ours)"] for r in rs),
+        }
+        for w in sources
+        if (rs := [r for r in rows if r["workload"] == w])
+    }
     common = sum(means[s] for s in STEPS[:5])
     summary = {
         "candidates": len(rows),
@@ -131,6 +167,7 @@ def build_profile(
         "build_s_ours": common + means["nvrtc (ours)"],
         "same_kernel": len(rows) - len(mismatched),
         "mismatched": mismatched,
+        "by_workload": by_source,
         "target": target,
         "cpu": _cpu_name(),
     }
@@ -141,6 +178,8 @@ def build_profile(
         f"  build with TVM's NVRTC {summary['build_s_tvm']:.3f} s, with ours {summary['build_s_ours']:.3f} s "
         f"({summary['build_s_ours'] / summary['build_s_tvm']:.2f}x); same kernel PTX {summary['same_kernel']}/{len(rows)}"
     )
+    for w, b in by_source.items():
+        print(f"  {w}: build {b['build_s_ours']:.3f} s a candidate (mean), slowest {b['max_s_ours']:.3f} s")
     if json_out:
         json_out.parent.mkdir(parents=True, exist_ok=True)
         atomic_write_text(json_out, json.dumps({"summary": summary, "candidates": rows}, indent=1))
