@@ -83,6 +83,7 @@ def configs(method: str, args):
         potential=args.potential,
         redraft_every=args.redraft_every,
         redraft_stall=args.redraft_stall,
+        pipeline=args.pipeline,
     )
     if args.psa_formula:
         search = dataclasses.replace(search, psa_formula=args.psa_formula)
@@ -219,6 +220,9 @@ def main(argv: list[str] | None = None) -> None:
     )
     p.add_argument(
         "--redraft-stall", type=int, default=0, help="k: also draft when a task's best has not improved in k rounds"
+    )
+    p.add_argument(
+        "--pipeline", type=bool, default=True, help="search and build the next batch while the current one runs"
     )
     p.add_argument("--trials-per-round", type=int, default=16)
     p.add_argument("--max-trials", type=int, default=2000, help="trial cap of an arm (the budget is time)")

@@ -101,11 +101,13 @@ def test_the_draft_knobs_reach_the_search_config():
         potential=512,
         redraft_every=2,
         redraft_stall=3,
+        pipeline=False,
         psa_formula="published",
         seed_value=1,
     )
     cost_model, search = tuning.configs("pruner", args)
     assert (search.redraft_every, search.redraft_stall, search.psa_formula) == (2, 3, "published")
+    assert search.pipeline is False
     assert cost_model.name == "pam" and cost_model.seed == 1
     with pytest.raises(ValueError, match="needs --checkpoint"):
         tuning.configs("moa", types.SimpleNamespace(**{**vars(args), "checkpoint": None}))
