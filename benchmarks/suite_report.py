@@ -15,7 +15,7 @@ import math
 from collections import defaultdict
 from pathlib import Path
 
-from bridge.search_log import device_idle_share, drafting_share, read_rounds
+from bridge.search_log import build_per_round, device_idle_share, drafting_share, read_rounds
 
 __all__ = ["arms", "report", "time_to", "trials_to"]
 
@@ -60,6 +60,12 @@ def _share(values: list[float]) -> str:
     return f"{100 * sum(values) / len(values):.0f}%" if values else "-"
 
 
+def _seconds(values: list[float]) -> str:
+    """Mean of per-seed medians in seconds ('-' where no round logged a build)."""
+    known = [v for v in values if math.isfinite(v)]
+    return f"{sum(known) / len(known):.1f} s" if known else "-"
+
+
 def _ratio(x: float) -> str:
     return "n/a" if math.isnan(x) else ("inf" if math.isinf(x) else f"{x:.3f}")
 
@@ -79,8 +85,8 @@ def report(results: Path, plot: str | None = None, baseline: str = "xgb") -> str
     )
     lines = [
         "| workload | method | seeds | trials | best at equal time (us) | vs XGB at equal time "
-        "| reached XGB's final at (s) | trials to it | speedup | device idle | drafting |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "| reached XGB's final at (s) | trials to it | speedup | device idle | drafting | build a round |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     speedups: dict[str, list[float]] = defaultdict(list)
     worse: list[str] = []
@@ -106,6 +112,7 @@ def report(results: Path, plot: str | None = None, baseline: str = "xgb") -> str
                 cols["speedup"].append(base_t / (t if math.isfinite(t) else rows[-1]["elapsed_s"]))
                 cols["idle"].append(device_idle_share(rows))
                 cols["drafting"].append(drafting_share(rows))
+                cols["build"].append(build_per_round(rows))
             if not cols:
                 continue
             n = len(cols["best"])
@@ -120,10 +127,11 @@ def report(results: Path, plot: str | None = None, baseline: str = "xgb") -> str
                 f"| {workload} | {method} | {n} | {sum(cols['trials']) / n:.0f} | {sum(cols['best']) / n:.2f} "
                 f"| {_ratio(ratio)} | {_fmt(sum(cols['time']) / n, ' s') if not never else 'never'} "
                 f"| {_fmt(sum(cols['trials_to']) / n) if not never else 'never'} "
-                f"| {'<' if never else ''}{speedup:.2f}x | {100 * sum(cols['idle']) / n:.0f}% | {_share(cols['drafting'])} |"
+                f"| {'<' if never else ''}{speedup:.2f}x | {100 * sum(cols['idle']) / n:.0f}% | {_share(cols['drafting'])} "
+                f"| {_seconds(cols['build'])} |"
             )
         if workload in eager:
-            lines.append(f"| {workload} | torch eager (cuBLAS/cuDNN) | | | {eager[workload] * 1e3:.2f} | | | | | | |")
+            lines.append(f"| {workload} | torch eager (cuBLAS/cuDNN) | | | {eager[workload] * 1e3:.2f} | | | | | | | |")
     lines.append("")
     for method, values in sorted(speedups.items()):
         lines.append(

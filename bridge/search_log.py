@@ -14,6 +14,7 @@ import csv
 import logging
 import math
 import os
+import statistics
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -24,7 +25,7 @@ from data.atomic import atomic_path
 from data.labels import mean_latency
 from tvm_env import ms
 
-__all__ = ["SearchLog", "device_idle_share", "read_rounds"]
+__all__ = ["SearchLog", "build_per_round", "device_idle_share", "drafting_share", "read_rounds"]
 
 logger = logging.getLogger(__name__)
 
@@ -310,6 +311,18 @@ def device_idle_share(rows: Sequence[Mapping[str, Any]]) -> float:
     wall = float(rows[-1]["elapsed_s"])
     busy = sum(float(r["run_s"]) for r in rows if math.isfinite(float(r["run_s"])))
     return max(0.0, 1.0 - busy / wall) if wall > 0 else math.nan
+
+
+def build_per_round(rows: Sequence[Mapping[str, Any]]) -> float:
+    """Median seconds a round's batch took to build: `prebuild_s` where the pipeline built it ahead,
+    else `build_s`; NaN without any."""
+    secs = []
+    for r in rows:
+        ahead, direct = float(r.get("prebuild_s", math.nan)), float(r.get("build_s", math.nan))
+        value = ahead if math.isfinite(ahead) else direct
+        if math.isfinite(value):
+            secs.append(value)
+    return float(statistics.median(secs)) if secs else math.nan
 
 
 def drafting_share(rows: Sequence[Mapping[str, Any]]) -> float:
