@@ -55,6 +55,8 @@ WORKLOADS = (
     "net:resnet_50:4",  # the 4 heaviest tasks of ResNet-50, tuned as a network
 )
 METHODS = ("xgb", "pruner", "moa", "mlp")
+SEARCH_KNOBS = ("population", "potential", "redraft_every", "redraft_stall", "pipeline")
+"""The draft-then-verify settings this CLI passes to `bridge.config.SearchConfig` as they are."""
 
 
 def slug(workload: str) -> str:
@@ -77,14 +79,8 @@ def configs(method: str, args):
         return CostModelConfig(name="xgb", seed=args.seed_value), SearchConfig()
     if method == "mlp":
         return CostModelConfig(name="mlp", seed=args.seed_value), SearchConfig()
-    search = SearchConfig(
-        psa=args.psa,
-        population=args.population,
-        potential=args.potential,
-        redraft_every=args.redraft_every,
-        redraft_stall=args.redraft_stall,
-        pipeline=args.pipeline,
-    )
+    knobs = {k: getattr(args, k) for k in SEARCH_KNOBS}
+    search = SearchConfig(psa=args.psa, **knobs)
     if args.psa_formula:
         search = dataclasses.replace(search, psa_formula=args.psa_formula)
     if method == "moa":

@@ -100,16 +100,8 @@ def test_two_shards_tune_their_arms_at_once_on_their_own_cores(tmp_path):
 
 
 def test_the_draft_knobs_reach_the_search_config():
-    args = types.SimpleNamespace(
-        psa="h100",
-        population=None,
-        potential=512,
-        redraft_every=2,
-        redraft_stall=3,
-        pipeline=False,
-        psa_formula="published",
-        seed_value=1,
-    )
+    knobs = dict(zip(tuning.SEARCH_KNOBS, (None, 512, 2, 3, False), strict=True))
+    args = types.SimpleNamespace(psa="h100", psa_formula="published", seed_value=1, **knobs)
     cost_model, search = tuning.configs("pruner", args)
     assert (search.redraft_every, search.redraft_stall, search.psa_formula) == (2, 3, "published")
     assert search.pipeline is False
