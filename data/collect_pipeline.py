@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import os
 import queue
 import threading
 import time
@@ -38,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 from data.labels import mean_latency
 from data.measure import BuildPool, Measurer, make_runners, run_built
-from tvm_env import ms, tvm
+from tvm_env import ms, tvm, usable_cores
 
 if TYPE_CHECKING:
     from data.collect import CollectConfig
@@ -128,7 +127,7 @@ def default_chunk(cfg: CollectConfig, overlap: bool) -> int:
     pool: each chunk then costs one drain of the pool, as a sequential batch does)."""
     if cfg.batch_size:
         return cfg.batch_size
-    return 2 * (cfg.builder_workers or os.cpu_count() or 1) if overlap and not cfg.sequential else 128
+    return 2 * (cfg.builder_workers or usable_cores()) if overlap and not cfg.sequential else 128
 
 
 def measure_sequential(
@@ -142,7 +141,7 @@ def measure_sequential(
 ) -> None:
     """Sample, then build and run each full batch of `cfg.batch_size` (128), then commit it."""
     size = default_chunk(cfg, overlap=False)
-    times.builders, times.runners = cfg.builder_workers or os.cpu_count() or 1, 1
+    times.builders, times.runners = cfg.builder_workers or usable_cores(), 1
     measurer: Measurer | None = None  # started on the first batch: a finished dataset needs none
     pending: list[Item] = []
     start = time.perf_counter()
@@ -201,7 +200,7 @@ def measure_pipelined(
 ) -> None:
     """Sample, build, run and commit at once (module docstring); commits in sampling order."""
     size = default_chunk(cfg, overlap)
-    workers = cfg.builder_workers or os.cpu_count() or 1
+    workers = cfg.builder_workers or usable_cores()
     times.builders, times.runners = workers, runners
     sampled: queue.Queue[list[Item]] = queue.Queue(maxsize=2)  # tasks sampled ahead of the builds
     to_run: queue.Queue[_Chunk | None] = queue.Queue()

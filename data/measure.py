@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from data.labels import FAILED_SECONDS
-from tvm_env import PooledLocalBuilder, fast_build, is_gpu, ms, tvm, tvm_ffi
+from tvm_env import PooledLocalBuilder, fast_build, is_gpu, ms, tvm, tvm_ffi, usable_cores
 
 if TYPE_CHECKING:
     from data.collect import CollectConfig
@@ -179,7 +179,7 @@ def measurement_settings(cfg: CollectConfig, target: tvm.target.Target, runners:
             "enable_cpu_cache_flush": bool(evaluator.enable_cpu_cache_flush),
         },
         "timeout": cfg.timeout,
-        "builder_workers": cfg.builder_workers or os.cpu_count(),
+        "builder_workers": cfg.builder_workers or usable_cores(),
         "runner": cfg.runner,
         "runners": runners,
         "pipeline": "sequential" if cfg.sequential else ("overlapped" if overlap else "quiet runs"),
@@ -324,7 +324,7 @@ class Measurer:
 
     def __init__(self, cfg: CollectConfig, target: tvm.target.Target, runners: int = 1):
         self.target = target
-        self.builder = PooledLocalBuilder(max_workers=cfg.builder_workers or os.cpu_count(), timeout_sec=cfg.timeout)
+        self.builder = PooledLocalBuilder(max_workers=cfg.builder_workers, timeout_sec=cfg.timeout)
         self.runner = make_runners(cfg, target, runners if cfg.runner == "rpc" else 1)[0]
         self.build_s = self.run_s = 0.0
 

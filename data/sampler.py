@@ -8,10 +8,8 @@ scheduled module.
 
 from __future__ import annotations
 
-import os
-
 from data.zoo import TaskSpec
-from tvm_env import ms, tvm, tvm_ffi
+from tvm_env import ms, tvm, tvm_ffi, usable_cores
 
 __all__ = ["MS_POPULATION", "sample_schedules", "schedule_hash"]
 
@@ -65,7 +63,7 @@ def sample_schedules(
         space_generator="post-order-apply",
         search_strategy=strategy,
         task_name=spec.name,
-        num_threads=os.cpu_count() or 1,
+        num_threads=usable_cores(),
         rand_state=seed % (2**31 - 1),
     )
     ctx.pre_tuning(

@@ -18,6 +18,7 @@ from tvm.ir.utils import derived_object
 from tvm.s_tir import meta_schedule as ms
 
 from tvm_env import nvrtc
+from tvm_env.configure import usable_cores
 
 __all__ = ["PooledLocalBuilder", "fast_build"]
 
@@ -50,7 +51,8 @@ class PooledLocalBuilder(ms.builder.LocalBuilder._cls):
     def __init__(self, *, max_workers: int | None = None, timeout_sec: float = 30.0, reuse_batches: int = 32):
         if reuse_batches < 1:
             raise ValueError(f"reuse_batches={reuse_batches!r} must be >= 1")
-        super().__init__(max_workers=max_workers, timeout_sec=timeout_sec, f_build=fast_build)
+        # LocalBuilder's own default is os.cpu_count(); a process pinned to some cores builds on those
+        super().__init__(max_workers=max_workers or usable_cores(), timeout_sec=timeout_sec, f_build=fast_build)
         self.reuse_batches, self._pool, self._batches = reuse_batches, None, 0
 
     def _fresh_pool(self) -> None:

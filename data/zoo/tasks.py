@@ -11,10 +11,9 @@ from __future__ import annotations
 import concurrent.futures
 import dataclasses
 import multiprocessing
-import os
 from collections.abc import Sequence
 
-from tvm_env import ms, parse_target, setup, tvm, tvm_ffi
+from tvm_env import ms, parse_target, setup, tvm, tvm_ffi, usable_cores
 
 __all__ = ["TaskSpec", "extract_network_tasks", "extract_networks", "relax_tasks", "select_tasks", "workload_hash"]
 
@@ -125,7 +124,7 @@ def extract_networks(
         ValueError: as `extract_network_tasks`, for the first network that fails.
     """
     target = parse_target(target)
-    workers = max(1, min(len(names), (os.cpu_count() or 1) // 2)) if workers is None else workers
+    workers = max(1, min(len(names), usable_cores() // 2)) if workers is None else workers
     if workers < 1:
         raise ValueError(f"workers={workers!r} must be >= 1")
     if workers == 1 or len(names) <= 1:
