@@ -17,9 +17,14 @@ from pathlib import Path
 
 from bridge.search_log import build_per_round, device_idle_share, drafting_share, read_rounds
 
-__all__ = ["arms", "report", "time_to", "trials_to"]
+__all__ = ["arms", "report", "slug", "time_to", "trials_to"]
 
 _TOL = 1e-9
+
+
+def slug(workload: str) -> str:
+    """A workload's folder name in a results folder ("dense:1,8,8" -> "dense_1x8x8")."""
+    return workload.replace(":", "_").replace(",", "x")
 
 
 def arms(results: Path) -> dict[str, dict[str, dict[int, list[dict]]]]:
@@ -78,11 +83,7 @@ def report(results: Path, plot: str | None = None, baseline: str = "xgb") -> str
         raise FileNotFoundError(f"{results}: no such results folder (run benchmarks/tuning.py first)")
     data = arms(Path(results))
     eager_path = Path(results) / "eager.json"
-    eager = (
-        {k.replace(":", "_").replace(",", "x"): v for k, v in json.loads(eager_path.read_text()).items()}
-        if (eager_path.exists())
-        else {}
-    )
+    eager = {slug(k): v for k, v in json.loads(eager_path.read_text()).items()} if (eager_path.exists()) else {}
     lines = [
         "| workload | method | seeds | trials | best at equal time (us) | vs XGB at equal time "
         "| reached XGB's final at (s) | trials to it | speedup | device idle | drafting | build a round |",

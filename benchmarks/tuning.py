@@ -42,7 +42,7 @@ from jsonargparse import ArgumentParser
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.suite_report import report
+from benchmarks.suite_report import report, slug
 from data.atomic import atomic_write_text
 
 WORKLOADS = (
@@ -57,10 +57,6 @@ WORKLOADS = (
 METHODS = ("xgb", "pruner", "moa", "mlp")
 SEARCH_KNOBS = ("population", "potential", "redraft_every", "redraft_stall", "pipeline")
 """The draft-then-verify settings this CLI passes to `bridge.config.SearchConfig` as they are."""
-
-
-def slug(workload: str) -> str:
-    return workload.replace(":", "_").replace(",", "x")
 
 
 def tasks_of(workload: str, target):
@@ -118,15 +114,14 @@ def run_arm(workload: str, method: str, seed: int, args, builder) -> list[dict]:
     return result.rows
 
 
+def arm_path(results: Path, seed: int, workload: str, method: str) -> Path:
+    """The results file of one arm (its existence marks the arm done)."""
+    return results / slug(workload) / f"{method}-s{seed}.csv"
+
+
 def pending_arms(results: Path, seeds, workloads, methods) -> list[tuple[int, str, str]]:
     """(seed, workload, method) of every arm with no results file yet, in the suite's order."""
-    return [
-        (seed, w, m)
-        for seed in seeds
-        for w in workloads
-        for m in methods
-        if not (results / slug(w) / f"{m}-s{seed}.csv").exists()
-    ]
+    return [(s, w, m) for s in seeds for w in workloads for m in methods if not arm_path(results, s, w, m).exists()]
 
 
 def share(items: list, index: int, count: int) -> list:
@@ -260,10 +255,10 @@ def main(argv: list[str] | None = None) -> None:
     target = tvm_env.parse_target(args.target)
     tvm_env.setup(target)
     args.target = target
-    builder = tvm_env.PooledLocalBuilder(max_workers=tvm_env.usable_cores(), timeout_sec=args.build_timeout)
+    builder = tvm_env.PooledLocalBuilder(timeout_sec=args.build_timeout)
     builder.warm()  # the first arm of a call would otherwise pay the workers' start-up in its budget
     for seed, workload, method in arms:
-        path = results / slug(workload) / f"{method}-s{seed}.csv"
+        path = arm_path(results, seed, workload, method)
         left = args.time_limit - (time.perf_counter() - start)
         if left < args.budget_s * 1.1 + 15:
             print(f"stopping: {left:.0f} s left in this call, an arm needs about {args.budget_s * 1.1 + 15:.0f}")
