@@ -16,7 +16,12 @@ from __future__ import annotations
 import dataclasses
 from typing import Literal
 
-__all__ = ["CostModelConfig", "MeasureConfig", "SearchConfig", "TuneConfig"]
+__all__ = ["DEFAULT_PSA_FORMULA", "CostModelConfig", "MeasureConfig", "SearchConfig", "TuneConfig"]
+
+DEFAULT_PSA_FORMULA = "traffic-occupancy"
+"""The PSA formula that drafts unless told otherwise (`bridge.psa.DEFAULT_FORMULA`, where the
+measurements behind the choice are); defined here, in the import-light module, so the CLI's
+defaults and `pruner_lightning.draft_verify` name it without loading TVM."""
 
 
 def _knob(default, help: str, **metadata):  # noqa: A002 - "help" is the CLI's word
@@ -32,7 +37,7 @@ class SearchConfig:
     )
     psa_devices: str | None = _knob(None, "YAML file with more PSA device rows")
     psa_formula: str = _knob(
-        "traffic-occupancy", "PSA scoring formula (bridge.psa.FORMULAS; 'published' is the paper's)"
+        DEFAULT_PSA_FORMULA, "PSA scoring formula (bridge.psa.FORMULAS; 'published' is the paper's)"
     )
     population: int | None = _knob(
         None, "population size (unset: 512, for the draft (published: 1536) and for MetaSchedule's evolution)"

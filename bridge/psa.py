@@ -25,6 +25,7 @@ import numpy as np
 import yaml
 from tvm.ir.utils import derived_object
 
+from bridge.config import DEFAULT_PSA_FORMULA
 from data.atomic import atomic_write_text
 from data.features import FeatureCache, WalkPool, default_walk_workers
 from data.schema import PSA_DIM
@@ -70,7 +71,7 @@ that the published memory time has no such penalty). The `traffic` formulas take
 from the DRAM traffic over every trip of the serial loops (PSA column 11) instead of one pass of a
 split reduction (column 5), without and with the occupancy penalty."""
 
-DEFAULT_FORMULA = "traffic-occupancy"
+DEFAULT_FORMULA = DEFAULT_PSA_FORMULA
 """The formula that drafts unless told otherwise: on the 14,137 valid H100 records of data/h100 (219
 tasks) it ranks 0.862 / 0.770 / 0.889 pairwise / peak@1 / peak@5 against 0.842 / 0.588 / 0.773 for
 `published`, and on the 3,005 schedules that the 240 s tuning-suite arms measured (two workloads,

@@ -31,6 +31,8 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any
 
+from bridge.config import DEFAULT_PSA_FORMULA
+
 if TYPE_CHECKING:
     import tvm
 
@@ -141,7 +143,7 @@ def draft_verify(
     device: str | Device,
     *,
     devices_file: str | os.PathLike | None = None,
-    formula: str = "traffic-occupancy",
+    formula: str = DEFAULT_PSA_FORMULA,
     **search: Any,
 ) -> Any:
     """Pruner's draft-then-verify search: pass it as `strategy=` to a tune call.
