@@ -7,7 +7,9 @@
 #   KEEP="data/h100" bash benchmarks/gpu/stage.sh out   # a collection run resumes into data/h100
 #   bash benchmarks/gpu/stage.sh in
 # `lean` in the paths also moves out every file a tuning-suite run does not import (the data, the
-# results but benchmarks/results/tuning*, the other benchmarks and device scripts, README, packaging):
+# results but benchmarks/results/tuning*, the other benchmarks and device scripts, README, packaging,
+# and the modules a suite arm never imports: the CLIs, training, featurizing; listed from the modules
+# an llvm run of all three arms imported, 2026-11-25):
 # with the xgboost kit (66.4 MB with pylib.tar.xz) only about 0.6 MB of the tree fits, and the device
 # tool counts file-system blocks (4 KiB a file at least), not bytes. RES names the suite's results
 # folder to keep (default benchmarks/results/tuning).
@@ -28,7 +30,9 @@ case "${1:-}" in
             benchmarks/gpu/suite.sh|benchmarks/gpu/pylib.sh|benchmarks/gpu/stage.sh) ;; *) paths+=("$f") ;; esac
         done
         paths+=(data/h200 data/collect.py data/collect_pipeline.py data/shards.py data/datamodule.py
-          bridge/evaluate.py train.py README.md Makefile .ci pyproject.toml setup.cfg)
+          bridge/evaluate.py train.py README.md Makefile .ci pyproject.toml setup.cfg
+          data/featurize.py data/merge.py data/card.py data/synthetic.py bridge/cli.py bridge/tracking.py
+          bridge/network_timing.py pruner_lightning pruner_models/module.py pruner_models/metrics.py tune.py)
       else
         paths+=("$p")
       fi
