@@ -210,7 +210,7 @@ def main(argv: list[str] | None = None) -> None:
         "--redraft-every", type=int, default=0, help="0: draft when the potential space runs low; k: every k-th round"
     )
     p.add_argument(
-        "--redraft-stall", type=int, default=0, help="k: also draft when a task's best has not improved in k rounds"
+        "--redraft-stall", type=int, default=3, help="k: also draft when a task's best has not improved in k rounds (0: never)"
     )
     p.add_argument(
         "--pipeline", type=bool, default=True, help="search and build the next batch while the current one runs"

@@ -50,7 +50,7 @@ class SearchConfig:
         0, "0: draft when the potential space runs low; k: also every k-th round of a task (published: 2)"
     )
     redraft_stall: int = _knob(
-        0, "k: also draft when a task's best has not improved in its last k measured rounds (0: never)"
+        3, "k: also draft when a task's best has not improved in its last k measured rounds (0: never)"
     )
     resample_ratio: float = _knob(0.25, "share of a re-draft's population sampled afresh (the rest evolves on)")
     eps_greedy: float = _knob(0.1, "share of each batch measured at random from the draft's samples")

@@ -74,7 +74,7 @@ class DraftVerifySearch(_ResumableSearch):
         mutation_prob: float = 0.85,
         redraft_every: int = 0,
         redraft_below: float = 0.5,
-        redraft_stall: int = 0,
+        redraft_stall: int = 3,
         resample_ratio: float = 0.25,
         init_measured_ratio: float = 0.2,
         pool_measured_ratio: float = 0.1,
@@ -99,10 +99,11 @@ class DraftVerifySearch(_ResumableSearch):
                 also draft every k-th round of the task (published: 2).
             redraft_below: draft when fewer than this share of `potential_size` is left unmeasured.
             redraft_stall: k > 0 = also draft when the task's best measured latency has not improved
-                in its last k measured rounds (0: never). The verifier's evolution breeds new
-                schedules from the potential space and the best measured ones every round, so the
+                in its last k measured rounds (0: never; default 3). The verifier's evolution breeds
+                new schedules from the potential space and the best measured ones every round, so the
                 potential space rarely runs low and, without this, a run can spend its whole budget
-                around its first draft (seen on batch_matmul in the 240 s suite).
+                around its first draft (seen on batch_matmul in the 240 s suite; the A/B that chose 3
+                is in docs/benchmarks.md).
             resample_ratio: share of the population sampled afresh by a re-draft (the rest is the
                 previous draft's evolved population and the best measured schedules).
             init_measured_ratio: share of the draft's population replayed from the best measured records.

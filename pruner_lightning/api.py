@@ -151,7 +151,8 @@ def draft_verify(
     PSA (the analytic draft model) evolves a large population and keeps a potential space; the
     tune call's cost model verifies only that space and picks what is measured
     (docs/pruner.md section 5). Defaults: population 512 and potential space 256 (published: 1536 and
-    512), 2 draft generations, 1 verify generation, epsilon-greedy 0.1; a CPU or a quick run wants
+    512), 2 draft generations, 1 verify generation, a new draft when a task's best has not improved in
+    3 measured rounds, epsilon-greedy 0.1; a CPU or a quick run wants
     smaller ones, e.g. `population_size=128, potential_size=32`.
 
     Args:
@@ -161,7 +162,7 @@ def draft_verify(
         formula: one of `bridge.psa.FORMULAS` (default `bridge.psa.DEFAULT_FORMULA`; "published" is
             the paper's).
         **search: `bridge.draft_verify.DraftVerifySearch` options (population_size, potential_size,
-            draft_generations, verify_generations, redraft_every, eps_greedy, ...). `pipeline`
+            draft_generations, verify_generations, redraft_every, redraft_stall, eps_greedy, ...). `pipeline`
             defaults to a `bridge.pipeline.Pipeline()`: each task's next batch is searched while the
             current one builds and runs (`pipeline=None`: rounds in turn).
 
