@@ -27,7 +27,7 @@ case "${1:-}" in
         for r in benchmarks/results/*; do [ "$r" = "$keep" ] || paths+=("$r"); done
         for f in benchmarks/*.py benchmarks/gpu/*; do
           case "$f" in benchmarks/tuning.py|benchmarks/eager.py|benchmarks/suite_report.py|benchmarks/__init__.py|\
-            benchmarks/gpu/suite.sh|benchmarks/gpu/pylib.sh|benchmarks/gpu/stage.sh) ;; *) paths+=("$f") ;; esac
+            benchmarks/gpu/suite.sh|benchmarks/gpu/lanes.sh|benchmarks/gpu/pylib.sh|benchmarks/gpu/stage.sh) ;; *) paths+=("$f") ;; esac
         done
         paths+=(data/h200 data/collect.py data/collect_pipeline.py data/shards.py data/datamodule.py
           bridge/evaluate.py train.py README.md Makefile .ci pyproject.toml setup.cfg

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Side-by-side suite arms with different settings in one device call: one `suite.sh` per GPU ("lane"),
+# each on its GPU (CUDA_VISIBLE_DEVICES) and its share of the cores (taskset), with its own results
+# folder, work dir and $OUT/laneI/ (tuning_results.tar.xz, tuning_work.tar.xz) and log $OUT/laneI.log.
+# Each argument is one lane: the environment suite.sh reads (RES, ARMS, WORKLOADS, REDRAFT_STALL,
+# PIPELINE, ...). LIMIT (default 585) is the whole call's; each lane's suite.sh gets what is left.
+#   bash benchmarks/gpu/lanes.sh \
+#     "RES=benchmarks/results/ablations/stall3 ARMS='pruner moa' WORKLOADS=batch_matmul:12,128,128,64 REDRAFT_STALL=3" \
+#     "RES=benchmarks/results/ablations/every2 ARMS=pruner WORKLOADS=batch_matmul:12,128,128,64 REDRAFT_EVERY=2"
+# Unpack each lane's tar at the project root as for suite.sh (its header says how to keep the databases,
+# with runs/laneI in place of runs/suite).
+set -uo pipefail
+T0=$(date +%s)
+# the kit is unpacked once, here (lanes would race to unpack it); suite.sh's own check then finds it whole
+[ -f .devkit/libxgboost.so.xz ] && [ ! -f /tmp/site/xgboost/lib/libxgboost.so ] && rm -rf /tmp/site
+source .devkit/use-devkit.sh >/dev/null || exit 1
+lanes=$#
+gpus=$(nvidia-smi -L | wc -l)
+[ "$lanes" -ge 1 ] && [ "$lanes" -le "$gpus" ] || { echo "lanes.sh: $lanes lanes for $gpus GPUs" >&2; exit 2; }
+cores=$(nproc)
+per=$(( cores / lanes ))
+[ "$per" -ge 1 ] || { echo "lanes.sh: $lanes lanes need at least $lanes cores; $cores here" >&2; exit 2; }
+i=0
+for lane in "$@"; do
+  mkdir -p "$OUT/lane$i"
+  log=$OUT/lane$i.log
+  (
+    eval "export $lane"
+    export CUDA_VISIBLE_DEVICES=$i GPUS=1 TVM_NUM_THREADS=$per OUT=$OUT/lane$i WORK=runs/lane$i
+    export LIMIT=$(( ${LIMIT:-585} - ($(date +%s) - T0) ))
+    taskset -c $(( i * per ))-$(( (i + 1) * per - 1 )) bash benchmarks/gpu/suite.sh > "$log" 2>&1
+  ) &
+  i=$(( i + 1 ))
+done
+wait
+for f in "$OUT"/lane*.log; do echo "== $f"; tail -6 "$f"; done
+echo "total $(( $(date +%s) - T0 )) s"
