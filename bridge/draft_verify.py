@@ -279,6 +279,7 @@ class DraftVerifySearch(_ResumableSearch):
         """Draft (when due), verify and pick `n` schedules; (picks or None when exhausted, stats)."""
         start = time.perf_counter()
         draft_before, verify_before = self.draft_model.scored, self.verify_model.scored
+        psa_before, verifier_before = self.draft_model.seconds, self.verify_model.seconds
         self._potential = self._unmeasured(self._potential)
         low = len(self._potential) < max(n, self.redraft_below * self.potential_size)
         due = self.redraft_every > 0 and self.round % self.redraft_every == 0
@@ -304,6 +305,8 @@ class DraftVerifySearch(_ResumableSearch):
             verify_scored=self.verify_model.scored - verify_before,
             draft_s=verify_start - start,
             verify_s=time.perf_counter() - verify_start,
+            psa_s=self.draft_model.seconds - psa_before,
+            verifier_s=self.verify_model.seconds - verifier_before,
             cold_start=int(cold),
         )
         return [s for _, s in picks], stats

@@ -125,6 +125,8 @@ class SearchLog:
         "sample_s",
         "samples",
         "verify_s",
+        "psa_s",  # seconds in the draft model's predict (featurize + score) during the round's search
+        "verifier_s",  # seconds in the verify model's predict (the rest of verify_s: its evolution)
         "build_s",
         "run_s",
         "drafted",

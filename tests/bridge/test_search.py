@@ -119,9 +119,13 @@ def test_psa_scores_many_and_pam_few(tuned):
             assert r["draft_scored"] > 3 * r["verify_scored"]
             # MetaSchedule's sampling, timed within the draft: some valid fresh schedules, in part of its time
             assert 0 < r["samples"] and 0 < r["sample_s"] < r["draft_s"]
+            # PSA's own seconds (featurize + score), within the draft beside the sampling; the rest is
+            # MetaSchedule's evolution
+            assert 0 < r["psa_s"] and r["sample_s"] + r["psa_s"] < r["draft_s"]
         else:
-            assert r["draft_scored"] == 0
+            assert r["draft_scored"] == 0 and r["psa_s"] == 0
             assert math.isnan(r["samples"]) and math.isnan(r["sample_s"])  # no draft, no sampling
+        assert 0 < r["verifier_s"] < r["verify_s"]  # PAM's scoring, within the verify step
         # PAM sees the potential space (+ one generation of it), never a draft population per generation.
         assert 0 < r["verify_scored"] <= 2 * (POTENTIAL + POTENTIAL)
         assert all(math.isfinite(r[k]) and r[k] >= 0 for k in ("draft_s", "verify_s", "build_s", "run_s"))
