@@ -10,6 +10,7 @@ the `WalkPool` of one worker per core.
     python benchmarks/psa_quality.py SHARDS --device h100 [--out psa_quality.csv]
     python benchmarks/psa_quality.py SHARDS --device h100 --time-candidates 512 --time-target nvidia/nvidia-h100
     python benchmarks/psa_quality.py SHARDS_OF_TUNING_DATABASES --pool-workloads
+    python benchmarks/psa_quality.py SHARDS --artifacts benchmarks/weights/pam-suite-holdout-sm_90a.pt   # a learned model beside PSA
 
 `--pool-workloads` ranks together every record of one workload (the hash at the end of a task
 key), whichever database it came from, with labels recomputed against the pooled best: the
@@ -27,6 +28,7 @@ import json
 import os
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -35,6 +37,8 @@ from jsonargparse import ArgumentParser
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bridge.evaluate import score_shard_data
+from bridge.export import load_model
 from bridge.psa import FORMULAS, get_device, naive_scores, psa_scores
 from data.labels import normalized_throughput
 from data.record_tree import task_name
@@ -71,10 +75,12 @@ def pooled_groups(data) -> tuple[np.ndarray, np.ndarray]:
 
 
 def rankings(
-    data, device, random_seeds: int, keep: np.ndarray, pool: bool = False
+    data, device, random_seeds: int, keep: np.ndarray, pool: bool = False, artifacts: Sequence[str] = ()
 ) -> dict[str, list[dict[str, float]]]:
     """Ranking name -> metric dicts (one per random seed for 'random') over the records `keep`
-    (with `pool`, the tasks of one workload ranked as one group: `pooled_groups`)."""
+    (with `pool`, the tasks of one workload ranked as one group: `pooled_groups`), and the ranking of
+    each learned model in `artifacts` (`bridge.export` files, e.g. the pretrained PAM a MoA run
+    starts from) beside PSA's."""
     programs = [data.psa[data.psa_ptr[i] : data.psa_ptr[i + 1]] for i in range(data.num_records)]
     group, label = pooled_groups(data) if pool else (data.record_task, data.label)
     labels, task = label[keep], group[keep]
@@ -83,6 +89,9 @@ def rankings(
     out["naive: grid x block"] = [evaluate(naive_scores(programs)[keep], labels, task)]
     for formula in FORMULAS:
         out[f"PSA {formula}"] = [evaluate(psa_scores(programs, device, formula)[keep], labels, task)]
+    for path in artifacts:
+        net = load_model(path).net
+        out[f"model {Path(path).stem}"] = [evaluate(score_shard_data(net, data)[keep], labels, task)]
     return out
 
 
@@ -125,6 +134,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--keep-failed", action="store_true", help="keep failed measurements (label 0); dropped by default")
     p.add_argument("--random-seeds", type=int, default=20)
     p.add_argument("--pool-workloads", action="store_true", help="rank the tasks of one workload together")
+    p.add_argument("--artifacts", nargs="*", default=[], help="learned models (bridge.export files) to rank beside PSA")
     p.add_argument("--out", default=None, help="CSV to write")
     p.add_argument("--time-candidates", type=int, default=0, help="also time PSA on this many sampled candidates")
     p.add_argument("--time-target", default="nvidia/nvidia-h100")
@@ -139,13 +149,14 @@ def main(argv: list[str] | None = None) -> None:
         f"{int(keep.sum())} records ({data.num_records - int(keep.sum())} failed dropped) of {data.num_tasks} tasks, "
         f"targets {', '.join(kinds)}; PSA device {device.name}"
     )
-    results = rankings(data, device, args.random_seeds, keep, pool=args.pool_workloads)
+    results = rankings(data, device, args.random_seeds, keep, pool=args.pool_workloads, artifacts=args.artifacts)
     rows = []
-    print(f"{'ranking':<26} {'pairwise':>9} {'peak@1':>8} {'peak@5':>8}")
+    width = max(26, *(len(name) + 1 for name in results))
+    print(f"{'ranking':<{width}} {'pairwise':>9} {'peak@1':>8} {'peak@5':>8}")
     for name, runs in results.items():
         mean = {k: float(np.mean([r[k] for r in runs])) for k in runs[0]}
         rows.append({"ranking": name, **mean, "records": int(keep.sum()), "tasks": data.num_tasks})
-        print(f"{name:<26} {mean['pairwise']:>9.3f} {mean['peak@1']:>8.3f} {mean['peak@5']:>8.3f}")
+        print(f"{name:<{width}} {mean['pairwise']:>9.3f} {mean['peak@1']:>8.3f} {mean['peak@5']:>8.3f}")
     if args.out:
         with open(args.out, "w", newline="") as f:
             writer = csv.DictWriter(f, fieldnames=list(rows[0]))

@@ -37,10 +37,10 @@ from jsonargparse import ActionConfigFile, ArgumentParser
 from bridge.export import ArtifactError, load_model
 from data.atomic import atomic_write_text
 from data.batch import ProgramStore
-from data.shards import ShardError, read_shards
+from data.shards import ShardData, ShardError, read_shards
 from pruner_models.metrics import KendallTau, PairwiseAccuracy, PeakScore, TopKRecall
 
-__all__ = ["METRICS", "evaluate", "main", "score_records", "tenset_top_k"]
+__all__ = ["METRICS", "evaluate", "main", "score_records", "score_shard_data", "tenset_top_k"]
 
 METRICS = {
     "pairwise_acc": "pairwise comparison accuracy (TenSet), per task, record-weighted mean over tasks",
@@ -64,6 +64,19 @@ def score_records(net: torch.nn.Module, store: ProgramStore, batch_size: int = 4
             device = next(net.parameters()).device
             out.append(net({k: v.to(device) for k, v in batch.items()}).double().cpu().numpy())
     return np.concatenate(out) if out else np.zeros(0)
+
+
+def score_shard_data(net: torch.nn.Module, data: ShardData, batch_size: int = 4096) -> np.ndarray:
+    """Scores (N,) of every record of `data` (`data.shards.read_shards`' result), failed ones too."""
+    store = ProgramStore(
+        stmt=torch.from_numpy(data.stmt),
+        stmt_ptr=torch.from_numpy(data.stmt_ptr),
+        gemm=torch.from_numpy(data.gemm),
+        task_tags=torch.from_numpy(data.task_tags),
+        record_task=torch.from_numpy(data.record_task),
+        label=torch.from_numpy(data.label),
+    )
+    return score_records(net, store, batch_size)
 
 
 def tenset_top_k(scores: np.ndarray, latency: np.ndarray, task: np.ndarray, weight: np.ndarray, k: int) -> float:
@@ -112,15 +125,7 @@ def evaluate(
     valid = np.flatnonzero(np.isfinite(data.latency))
     if not len(valid):
         raise ValueError(f"shards={shards!r} (networks={networks!r}) hold no valid record to score")
-    store = ProgramStore(
-        stmt=torch.from_numpy(data.stmt),
-        stmt_ptr=torch.from_numpy(data.stmt_ptr),
-        gemm=torch.from_numpy(data.gemm),
-        task_tags=torch.from_numpy(data.task_tags),
-        record_task=torch.from_numpy(data.record_task),
-        label=torch.from_numpy(data.label),
-    )
-    scores = score_records(model.net, store, batch_size)[valid]
+    scores = score_shard_data(model.net, data, batch_size)[valid]
     task, latency = data.record_task[valid], data.latency[valid]
     label = torch.from_numpy(data.label[valid]).double()
     metrics = {"pairwise_acc": PairwiseAccuracy(), "kendall_tau": KendallTau()}

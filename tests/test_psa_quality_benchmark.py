@@ -51,3 +51,20 @@ def test_pooled_labels_are_relative_to_the_best_of_every_run(tmp_path):
     rows = {r["ranking"]: r for r in csv.DictReader(out.open())}
     assert {"PSA published", "PSA traffic", "PSA traffic-occupancy", "random"} <= set(rows)
     assert all(0.0 <= float(r["pairwise"]) <= 1.0 for r in rows.values())
+
+
+def test_a_learned_model_is_ranked_beside_psa_as_the_evaluate_cli_scores_it(tmp_path):
+    from bridge.evaluate import evaluate
+
+    two_runs_of_one_workload(tmp_path)
+    artifact = REPO / "bridge" / "weights" / "pam-cuda-sm_90a.pt"
+    out = tmp_path / "ranked.csv"
+    psa_quality.main([str(tmp_path / "shards"), "--random-seeds", "2", "--artifacts", str(artifact), "--out", str(out)])
+    rows = {r["ranking"]: r for r in csv.DictReader(out.open())}
+    model = rows["model pam-cuda-sm_90a"]
+    # per task (not pooled), the benchmark's ranking of the model is the one `python -m bridge.evaluate` reports
+    metrics = evaluate(artifact, str(tmp_path / "shards"))["metrics"]
+    assert np.isclose(float(model["pairwise"]), metrics["pairwise_acc"])
+    assert np.isclose(float(model["peak@1"]), metrics["peak@1"]) and np.isclose(
+        float(model["peak@5"]), metrics["peak@5"]
+    )
