@@ -11,6 +11,7 @@ the `WalkPool` of one worker per core.
     python benchmarks/psa_quality.py SHARDS --device h100 --time-candidates 512 --time-target nvidia/nvidia-h100
     python benchmarks/psa_quality.py SHARDS_OF_TUNING_DATABASES --pool-workloads
     python benchmarks/psa_quality.py SHARDS --artifacts benchmarks/weights/pam-suite-holdout-sm_90a.pt   # a learned model beside PSA
+    python benchmarks/psa_quality.py SHARDS_OF_TUNING_DATABASES --pool-workloads --per-workload   # and a table per workload
 
 `--pool-workloads` ranks together every record of one workload (the hash at the end of a task
 key), whichever database it came from, with labels recomputed against the pooled best: the
@@ -74,24 +75,46 @@ def pooled_groups(data) -> tuple[np.ndarray, np.ndarray]:
     return group, label
 
 
+def scorings(data, device, artifacts: Sequence[str] = ()) -> dict[str, np.ndarray]:
+    """Ranking name -> scores of every record (higher = predicted faster): the naive heuristic, PSA
+    with each formula, and each learned model in `artifacts` (`bridge.export` files, e.g. the
+    pretrained PAM a MoA run starts from)."""
+    programs = [data.psa[data.psa_ptr[i] : data.psa_ptr[i + 1]] for i in range(data.num_records)]
+    out = {"naive: grid x block": naive_scores(programs)}
+    for formula in FORMULAS:
+        out[f"PSA {formula}"] = psa_scores(programs, device, formula)
+    for path in artifacts:
+        out[f"model {Path(path).stem}"] = score_shard_data(load_model(path).net, data)
+    return out
+
+
 def rankings(
     data, device, random_seeds: int, keep: np.ndarray, pool: bool = False, artifacts: Sequence[str] = ()
 ) -> dict[str, list[dict[str, float]]]:
     """Ranking name -> metric dicts (one per random seed for 'random') over the records `keep`
-    (with `pool`, the tasks of one workload ranked as one group: `pooled_groups`), and the ranking of
-    each learned model in `artifacts` (`bridge.export` files, e.g. the pretrained PAM a MoA run
-    starts from) beside PSA's."""
-    programs = [data.psa[data.psa_ptr[i] : data.psa_ptr[i + 1]] for i in range(data.num_records)]
+    (with `pool`, the tasks of one workload ranked as one group: `pooled_groups`) of the random
+    ranking and of each of `scorings`."""
     group, label = pooled_groups(data) if pool else (data.record_task, data.label)
     labels, task = label[keep], group[keep]
     n = int(keep.sum())
     out = {"random": [evaluate(np.random.default_rng(s).random(n), labels, task) for s in range(random_seeds)]}
-    out["naive: grid x block"] = [evaluate(naive_scores(programs)[keep], labels, task)]
-    for formula in FORMULAS:
-        out[f"PSA {formula}"] = [evaluate(psa_scores(programs, device, formula)[keep], labels, task)]
-    for path in artifacts:
-        net = load_model(path).net
-        out[f"model {Path(path).stem}"] = [evaluate(score_shard_data(net, data)[keep], labels, task)]
+    for name, scores in scorings(data, device, artifacts).items():
+        out[name] = [evaluate(scores[keep], labels, task)]
+    return out
+
+
+def per_workload(data, device, keep: np.ndarray, artifacts: Sequence[str] = ()) -> dict[str, dict[str, dict]]:
+    """Workload -> ranking name -> metrics, each workload's records pooled (`pooled_groups`); a
+    workload is named by the folder above its first record's work dir (the suite's workload slug)."""
+    group, label = pooled_groups(data)
+    scores = scorings(data, device, artifacts)
+    out = {}
+    for g in np.unique(group[keep]):
+        members = keep & (group == g)
+        first = str(data.record_source[np.flatnonzero(members)[0]]).split(":")[0]
+        name = Path(first).parent.parent.name
+        out[name] = {k: evaluate(v[members], label[members], group[members]) for k, v in scores.items()}
+        out[name]["records"] = int(members.sum())
     return out
 
 
@@ -135,6 +158,9 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--random-seeds", type=int, default=20)
     p.add_argument("--pool-workloads", action="store_true", help="rank the tasks of one workload together")
     p.add_argument("--artifacts", nargs="*", default=[], help="learned models (bridge.export files) to rank beside PSA")
+    p.add_argument(
+        "--per-workload", action="store_true", help="with --pool-workloads: also pairwise / peak@1 per workload"
+    )
     p.add_argument("--out", default=None, help="CSV to write")
     p.add_argument("--time-candidates", type=int, default=0, help="also time PSA on this many sampled candidates")
     p.add_argument("--time-target", default="nvidia/nvidia-h100")
@@ -157,6 +183,15 @@ def main(argv: list[str] | None = None) -> None:
         mean = {k: float(np.mean([r[k] for r in runs])) for k in runs[0]}
         rows.append({"ranking": name, **mean, "records": int(keep.sum()), "tasks": data.num_tasks})
         print(f"{name:<{width}} {mean['pairwise']:>9.3f} {mean['peak@1']:>8.3f} {mean['peak@5']:>8.3f}")
+    if args.per_workload:
+        table = per_workload(data, device, keep, args.artifacts)
+        names = [k for k in next(iter(table.values())) if k != "records"]
+        print("pairwise / peak@1 per workload (pooled):")
+        print("| workload | records | " + " | ".join(names) + " |")
+        print("|---|---|" + "---|" * len(names))
+        for workload, row in table.items():
+            cells = [f"{row[k]['pairwise']:.3f} / {row[k]['peak@1']:.3f}" for k in names]
+            print(f"| {workload} | {row['records']} | " + " | ".join(cells) + " |")
     if args.out:
         with open(args.out, "w", newline="") as f:
             writer = csv.DictWriter(f, fieldnames=list(rows[0]))
