@@ -210,7 +210,10 @@ def main(argv: list[str] | None = None) -> None:
         "--redraft-every", type=int, default=0, help="0: draft when the potential space runs low; k: every k-th round"
     )
     p.add_argument(
-        "--redraft-stall", type=int, default=3, help="k: also draft when a task's best has not improved in k rounds (0: never)"
+        "--redraft-stall",
+        type=int,
+        default=3,
+        help="k: also draft when a task's best has not improved in k rounds (0: never)",
     )
     p.add_argument(
         "--pipeline", type=bool, default=True, help="search and build the next batch while the current one runs"
@@ -223,6 +226,12 @@ def main(argv: list[str] | None = None) -> None:
         type=float,
         default=30.0,
         help="seconds a candidate may take to build (then it is a failed build)",
+    )
+    p.add_argument(
+        "--max-source-kb",
+        type=float,
+        default=None,
+        help="CUDA kernels with more source than this (KB) fail at once instead of compiling (every arm; unset: no limit)",
     )
     p.add_argument("--eager", action="store_true", help="also time the operators in torch eager mode")
     p.add_argument("--work", default="runs/suite", help="tuning work dirs")
@@ -255,7 +264,7 @@ def main(argv: list[str] | None = None) -> None:
     target = tvm_env.parse_target(args.target)
     tvm_env.setup(target)
     args.target = target
-    builder = tvm_env.PooledLocalBuilder(timeout_sec=args.build_timeout)
+    builder = tvm_env.PooledLocalBuilder(timeout_sec=args.build_timeout, max_source_kb=args.max_source_kb)
     builder.warm()  # the first arm of a call would otherwise pay the workers' start-up in its budget
     for seed, workload, method in arms:
         path = arm_path(results, seed, workload, method)

@@ -92,6 +92,9 @@ class MeasureConfig:
     min_repeat_ms: int = _knob(100, "minimum milliseconds of one measurement")
     timeout: float = _knob(30.0, "build / run timeout (s)")
     workers: int | None = _knob(None, "parallel builds (unset: the target's cores)", aliases=("--builder-workers",))
+    max_source_kb: float | None = _knob(
+        None, "CUDA kernels with more source than this (KB) fail at once instead of compiling (unset: no limit)"
+    )
 
     def __post_init__(self) -> None:
         if self.runner == "rpc" and (not self.tracker or not self.key or ":" not in self.tracker):
@@ -103,6 +106,8 @@ class MeasureConfig:
                 raise ValueError(f"--{name} {getattr(self, name)!r} must be >= 1")
         if self.timeout <= 0:
             raise ValueError(f"--timeout {self.timeout!r} must be > 0")
+        if self.max_source_kb is not None and self.max_source_kb <= 0:
+            raise ValueError(f"--max-source-kb {self.max_source_kb!r} must be > 0 (unset: no limit)")
 
 
 @dataclasses.dataclass

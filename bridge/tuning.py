@@ -246,7 +246,9 @@ def tune_tasks(
     if search.psa is not None or cost_model.name.startswith("pam"):  # the models that walk the TIR
         features.pool.warm()  # its processes start while the tasks' design spaces are generated
     if builder is None:
-        builder = PooledLocalBuilder(max_workers=measure.workers or cores, timeout_sec=measure.timeout)
+        builder = PooledLocalBuilder(
+            max_workers=measure.workers or cores, timeout_sec=measure.timeout, max_source_kb=measure.max_source_kb
+        )
     prefetch = PrefetchBuilder(builder=builder) if search.psa is not None and search.pipeline else None
     pipeline = Pipeline(prefetch)
     model = make_cost_model(cost_model, target=target, cores=cores, features=features)

@@ -76,20 +76,31 @@ def setup(target: str | dict | tvm.target.Target) -> tvm.target.Target:
     return parsed
 
 
-def builder(*, max_workers: int | None = None, timeout_sec: float = 30.0, reuse_batches: int = 32) -> Any:
+def builder(
+    *,
+    max_workers: int | None = None,
+    timeout_sec: float = 30.0,
+    reuse_batches: int = 32,
+    max_source_kb: float | None = None,
+) -> Any:
     """A MetaSchedule builder whose builds do not time out: pass it as `builder=` to any tune call.
 
     Args:
         max_workers: parallel builds (None: one per core).
         timeout_sec: per-build timeout (raise it for large GPU kernels).
         reuse_batches: batches a worker process serves before the pool restarts.
+        max_source_kb: CUDA kernels with more source than this many KB fail at once instead of
+            compiling (None: no limit); a batch of builds waits for its slowest, and NVRTC's time
+            grows with the source that explicit unrolling makes.
 
     Returns:
         a `tvm_env.PooledLocalBuilder` (an `ms.builder.LocalBuilder`).
     """
     from tvm_env import PooledLocalBuilder
 
-    return PooledLocalBuilder(max_workers=max_workers, timeout_sec=timeout_sec, reuse_batches=reuse_batches)
+    return PooledLocalBuilder(
+        max_workers=max_workers, timeout_sec=timeout_sec, reuse_batches=reuse_batches, max_source_kb=max_source_kb
+    )
 
 
 def load_model(path: str | os.PathLike, device: str = "cpu") -> Artifact:

@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import tvm
@@ -23,9 +24,10 @@ from tvm_env.configure import usable_cores
 __all__ = ["PooledLocalBuilder", "fast_build"]
 
 
-def fast_build(mod: Any, target: Any, _params: Any) -> Any:
+def fast_build(mod: Any, target: Any, _params: Any, max_source_kb: float | None = None) -> Any:
     """MetaSchedule's `default_build` without its per-worker intrinsic import, compiling CUDA with
-    `tvm_env.nvrtc` (TVM's NVRTC compile without the headers a kernel does not use).
+    `tvm_env.nvrtc` (TVM's NVRTC compile without the headers a kernel does not use), and refusing
+    CUDA kernels over `max_source_kb` KB of source (`tvm_env.nvrtc.set_max_source_kb`).
 
     Must return a runtime `Module` (`tvm.tirx.build`), not `tvm.compile`'s `Executable`: the
     builder's export step calls `export_library` on it.
@@ -34,6 +36,7 @@ def fast_build(mod: Any, target: Any, _params: Any) -> Any:
 
     if tvm.target.Target(target).kind.name == "cuda":
         nvrtc.install()
+        nvrtc.set_max_source_kb(max_source_kb)
     mod = RemoveWeightLayoutRewriteBlock(skip_tensor_rewrite=True)(mod)
     return tvm.tirx.build(mod, target)
 
@@ -48,11 +51,29 @@ class PooledLocalBuilder(ms.builder.LocalBuilder._cls):
     (`local_builder._worker_func`), so results and error messages are the same.
     """
 
-    def __init__(self, *, max_workers: int | None = None, timeout_sec: float = 30.0, reuse_batches: int = 32):
+    def __init__(
+        self,
+        *,
+        max_workers: int | None = None,
+        timeout_sec: float = 30.0,
+        reuse_batches: int = 32,
+        max_source_kb: float | None = None,
+    ):
+        """
+        Args:
+            max_workers: parallel builds (default: the cores this process may use).
+            timeout_sec: a build that takes longer fails.
+            reuse_batches: batches a pool of worker processes serves before it is restarted.
+            max_source_kb: CUDA kernels with more source than this fail at once, before NVRTC
+                (`tvm_env.nvrtc.set_max_source_kb`; None: no limit).
+        """
         if reuse_batches < 1:
             raise ValueError(f"reuse_batches={reuse_batches!r} must be >= 1")
+        if max_source_kb is not None and not max_source_kb > 0:
+            raise ValueError(f"max_source_kb={max_source_kb!r} must be > 0 (or None: no limit)")
+        f_build = fast_build if max_source_kb is None else functools.partial(fast_build, max_source_kb=max_source_kb)
         # LocalBuilder's own default is os.cpu_count(); a process pinned to some cores builds on those
-        super().__init__(max_workers=max_workers or usable_cores(), timeout_sec=timeout_sec, f_build=fast_build)
+        super().__init__(max_workers=max_workers or usable_cores(), timeout_sec=timeout_sec, f_build=f_build)
         self.reuse_batches, self._pool, self._batches = reuse_batches, None, 0
 
     def _fresh_pool(self) -> None:

@@ -16,6 +16,13 @@ maps, NVSHMEM) goes to TVM's own compile.
 `install()` makes it the process's `tvm_callback_cuda_compile` (TVM's C++ CUDA code generator calls
 that function by name); `tvm_env.fast_build` installs it in every builder worker. It honours
 TVM's `TVM_CUDA_COMPILE_MODE=nvcc`, and `PRUNER_NVRTC_LITE=0` keeps TVM's compile (to compare).
+
+A compile-size guard (`set_max_source_kb`, off unless set): NVRTC's time grows with the generated
+source, which explicit unrolling can make megabytes long (a 1.1 MB batch_matmul kernel took 9.5 s
+on one core where the median candidate takes 0.2 s, and a batch of builds waits for its slowest).
+Kernels over the limit are refused at once with an error that says so, a failed build like a
+timeout but without the wait. The best schedules the H100 suite found were at most 200 KB of source
+(docs/benchmarks.md).
 """
 
 from __future__ import annotations
@@ -29,7 +36,31 @@ from typing import Any
 
 log = logging.getLogger(__name__)
 
-__all__ = ["compile_cuda", "cuda_path", "install", "kernel_lines", "lighten", "lite_enabled"]
+__all__ = [
+    "SourceTooLarge",
+    "compile_cuda",
+    "cuda_path",
+    "install",
+    "kernel_lines",
+    "lighten",
+    "lite_enabled",
+    "set_max_source_kb",
+]
+
+_max_source_kb: float | None = None
+
+
+class SourceTooLarge(RuntimeError):
+    """A kernel's CUDA source is over the compile-size guard (`set_max_source_kb`): not compiled."""
+
+
+def set_max_source_kb(limit: float | None) -> None:
+    """Refuse to compile kernels whose CUDA source is over `limit` KB in this process (None: no limit)."""
+    global _max_source_kb
+    if limit is not None and not limit > 0:
+        raise ValueError(f"max_source_kb={limit!r} must be > 0 (or None: no limit)")
+    _max_source_kb = limit
+
 
 _TRAITS_BLOCK = re.compile(r"[ \t]*#include <cuda/std/type_traits>\s*namespace std \{[^{}]*\}[ \t]*\n")
 """The `<cuda/std/type_traits>` include and the `namespace std { using ...; }` aliases TVM's CUDA
@@ -186,6 +217,12 @@ def _callback(code: str) -> bytearray:
     """
     from tvm.support import nvcc
 
+    if _max_source_kb is not None and len(code) > _max_source_kb * 1024:
+        kernel = next((line.strip() for line in code.splitlines() if "__global__" in line), "?")
+        raise SourceTooLarge(
+            f"CUDA source of {len(code) / 1024:.0f} KB is over the builder's {_max_source_kb:g} KB limit "
+            f"(max_source_kb), not compiled: {kernel}"
+        )
     if os.environ.get("TVM_CUDA_COMPILE_MODE", "nvrtc").lower() != "nvrtc" or not lite_enabled():
         return nvcc.tvm_callback_cuda_compile(code)
     try:

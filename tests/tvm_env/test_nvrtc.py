@@ -113,3 +113,25 @@ def test_a_kernel_that_does_not_compile_gets_nvrtcs_log(cuda_env):
         pytest.raises(Exception, match="(?s)NVRTC compilation failed.*undefined_name. is undefined"),
     ):
         callback(TVM_PRELUDE + KERNEL % "undefined_name")
+
+
+@needs_cuda
+def test_a_kernel_over_the_source_limit_is_refused_at_once(cuda_env):
+    target = parse_target(H100)
+    sch = sample_schedules(operator_task("softmax:256,1024"), target, 1, seed=0, exclude=set())[0]
+    (device,) = tvm.tirx.build(sch.mod, target).imports
+    code = device.inspect_source()
+    callback = tvm.get_global_func("tvm_callback_cuda_compile")
+    try:
+        fast_build(sch.mod, target, None, max_source_kb=len(code) / 1024 / 2)  # what a builder worker does
+        start = time.perf_counter()
+        with target, pytest.raises(Exception, match=r"CUDA source of \d+ KB is over the builder's [\d.]+ KB limit"):
+            callback(code)
+        assert time.perf_counter() - start < 0.5, "refused before NVRTC"
+        fast_build(sch.mod, target, None, max_source_kb=2 * len(code) / 1024)
+        with target:
+            assert bytes(callback(code))[:4] == b"\x7fELF"  # under the limit: compiled
+    finally:
+        fast_build(sch.mod, target, None)  # no limit again for this process
+    with pytest.raises(ValueError, match="max_source_kb=0"):
+        nvrtc.set_max_source_kb(0)

@@ -1,0 +1,106 @@
+"""How much CUDA source do the schedules a tuning run measured make, and the best of them?
+
+NVRTC's compile time follows the size of the generated source (explicit unrolling can make it
+megabytes), and a batch of builds waits for its slowest, so a size limit for the builder
+(`--max-source-kb`, `tvm_env.nvrtc.set_max_source_kb`) must sit above what the best schedules
+need. Generating the source needs no GPU and no NVRTC: for each tuning database (a work dir of
+`benchmarks/tuning.py`, plain or xz) this replays `--sample` random measured schedules and reports
+their source sizes; the databases of one workload (same parent folder, e.g.
+`benchmarks/results/suite_databases/<workload>/<arm>`) are pooled for the sizes of its `--best`
+fastest schedules.
+
+    python benchmarks/source_size.py --databases "[benchmarks/results/suite_databases/dense_128x3072x768/xgb-s0, ...]" \
+        --sample 240 --best 10 --json_out benchmarks/results/source_size_suite.json
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import statistics
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from jsonargparse import CLI
+
+from data.atomic import atomic_write_text
+from data.records import read_records
+from tvm_env import parse_target, setup, tvm
+
+LIMITS_KB = (256, 512)
+
+
+def source_kb(record, target) -> float | None:
+    """KB of the CUDA source of a measured record's schedule (its trace replayed on its workload);
+    None when it does not build (a record of a failed build)."""
+    sch = tvm.s_tir.Schedule(tvm.s_tir.meta_schedule.database.Workload.from_json(record.workload.as_json()).mod)
+    tvm.s_tir.schedule.Trace.apply_json_to_schedule(record.trace, sch)
+    try:
+        (device,) = tvm.tirx.build(sch.mod, target).imports
+    except (RuntimeError, ValueError):  # TVM's errors (InternalError, ...) derive from these
+        return None
+    return len(device.inspect_source()) / 1024
+
+
+def source_size(
+    databases: tuple[str, ...],
+    target: str = "nvidia/nvidia-h100",
+    sample: int = 240,
+    best: int = 10,
+    seed: int = 0,
+    json_out: Path | None = None,
+) -> dict:
+    """Source sizes per database and of each workload's best schedules; print them; write `json_out`.
+
+    Args:
+        databases: tuning databases (work dirs), grouped into workloads by their parent folder.
+        target: the CUDA target the schedules were tuned for.
+        sample: measured schedules sized per database (random, `seed`; all when fewer).
+        best: the fastest this-many of each workload's pooled records are sized too.
+        json_out: where to write the sizes.
+    """
+    tgt = parse_target(target)
+    setup(tgt)
+    per_db, pooled = {}, {}
+    for db in databases:
+        records = [r for task in read_records([db]).tasks.values() for r in task.records]
+        pooled.setdefault(str(Path(db).parent), []).extend(records)
+        picked = random.Random(seed).sample(records, min(sample, len(records)))
+        built = [source_kb(r, tgt) for r in picked]
+        sizes = sorted(s for s in built if s is not None)
+        per_db[db] = {
+            "sized": len(sizes),
+            "no_build": len(built) - len(sizes),
+            "median_kb": statistics.median(sizes),
+            "p90_kb": sizes[int(0.9 * (len(sizes) - 1))],
+            "max_kb": sizes[-1],
+            **{f"over_{k}_kb": sum(s > k for s in sizes) / len(sizes) for k in LIMITS_KB},
+        }
+        row = per_db[db]
+        print(
+            f"{db}: {row['sized']} sized ({row['no_build']} do not build), median {row['median_kb']:.0f} KB, p90 {row['p90_kb']:.0f}, "
+            f"max {row['max_kb']:.0f}; " + ", ".join(f"over {k} KB {row[f'over_{k}_kb']:.0%}" for k in LIMITS_KB),
+            flush=True,
+        )
+    fastest = {}
+    for workload, records in pooled.items():
+        top = sorted((r for r in records if r.latency < float("inf")), key=lambda r: r.latency)[:best]
+        fastest[workload] = [{"latency_us": r.latency * 1e6, "source_kb": source_kb(r, tgt)} for r in top]
+        sizes = [f["source_kb"] for f in fastest[workload]]
+        shown = ", ".join("-" if s is None else f"{s:.0f}" for s in sizes)
+        print(f"{workload}: its {len(sizes)} fastest schedules: {shown} KB")
+    out = {"target": target, "databases": per_db, "fastest": fastest}
+    if json_out:
+        json_out.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(json_out, json.dumps(out, indent=1))
+    return out
+
+
+def main(argv: list[str] | None = None) -> dict:
+    return CLI(source_size, args=argv, as_positional=False)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,26 @@
+"""tvm_env.PooledLocalBuilder with a compile-size guard: the guard travels to the worker processes."""
+
+import os
+
+import pytest
+from tvm import te
+from tvm.s_tir.meta_schedule.testing import te_workload
+
+from bridge.config import MeasureConfig
+from tvm_env import PooledLocalBuilder, ms, parse_target, tvm
+
+
+def test_a_builder_with_a_source_limit_builds_in_its_workers():
+    target = parse_target({"kind": "llvm", "num-cores": 1})
+    mod = tvm.IRModule({"main": te.create_prim_func(te_workload.matmul(16, 16, 16))})
+    builder = PooledLocalBuilder(max_workers=1, max_source_kb=64)
+    (result,) = builder.build([ms.builder.BuilderInput(mod, target)])
+    # the limit reaches the worker with the build function; it only bounds CUDA kernels
+    assert result.error_msg is None and os.path.isfile(str(result.artifact_path))
+
+
+def test_a_bad_source_limit_is_refused():
+    with pytest.raises(ValueError, match="max_source_kb=0"):
+        PooledLocalBuilder(max_source_kb=0)
+    with pytest.raises(ValueError, match="--max-source-kb -1"):
+        MeasureConfig(max_source_kb=-1)
