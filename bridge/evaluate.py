@@ -68,15 +68,7 @@ def score_records(net: torch.nn.Module, store: ProgramStore, batch_size: int = 4
 
 def score_shard_data(net: torch.nn.Module, data: ShardData, batch_size: int = 4096) -> np.ndarray:
     """Scores (N,) of every record of `data` (`data.shards.read_shards`' result), failed ones too."""
-    store = ProgramStore(
-        stmt=torch.from_numpy(data.stmt),
-        stmt_ptr=torch.from_numpy(data.stmt_ptr),
-        gemm=torch.from_numpy(data.gemm),
-        task_tags=torch.from_numpy(data.task_tags),
-        record_task=torch.from_numpy(data.record_task),
-        label=torch.from_numpy(data.label),
-    )
-    return score_records(net, store, batch_size)
+    return score_records(net, ProgramStore.from_shards(data), batch_size)
 
 
 def tenset_top_k(scores: np.ndarray, latency: np.ndarray, task: np.ndarray, weight: np.ndarray, k: int) -> float:

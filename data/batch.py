@@ -116,6 +116,11 @@ class ProgramStore(Dataset):
         # Batch sizes are computed from a CPU copy, so a GPU store never syncs to size a gather.
         self._ptr_cpu = self.stmt_ptr.cpu()
 
+    @classmethod
+    def from_shards(cls, data) -> ProgramStore:
+        """All records of `data` (a `data.shards.ShardData`), sharing its arrays' memory."""
+        return cls(**{f.name: torch.from_numpy(getattr(data, f.name)) for f in fields(cls)})
+
     def __len__(self) -> int:
         return self.gemm.shape[0]
 

@@ -300,14 +300,7 @@ class ShardDataModule(L.LightningDataModule):
         self.record_task = data.record_task
         train_tasks = np.unique(data.record_task[self.splits["train"]])
         self.source_device = ",".join(sorted({key.split("/", 1)[0] for key in data.task_key[train_tasks].tolist()}))
-        self.store = ProgramStore(
-            stmt=torch.from_numpy(data.stmt),
-            stmt_ptr=torch.from_numpy(data.stmt_ptr),
-            gemm=torch.from_numpy(data.gemm),
-            task_tags=torch.from_numpy(data.task_tags),
-            record_task=torch.from_numpy(data.record_task),
-            label=torch.from_numpy(data.label),
-        )
+        self.store = ProgramStore.from_shards(data)
         counts = ", ".join(
             f"{name} {len(idx)} records / {len(np.unique(data.record_task[idx]))} tasks"
             for name, idx in self.splits.items()
