@@ -55,7 +55,7 @@ WORKLOADS = (
     "net:resnet_50:4",  # the 4 heaviest tasks of ResNet-50, tuned as a network
 )
 METHODS = ("xgb", "pruner", "moa", "mlp")
-SEARCH_KNOBS = ("population", "potential", "redraft_every", "redraft_stall", "pipeline")
+SEARCH_KNOBS = ("population", "potential", "redraft_every", "redraft_stall", "verify_gate", "pipeline")
 """The draft-then-verify settings this CLI passes to `bridge.config.SearchConfig` as they are."""
 
 
@@ -214,6 +214,12 @@ def main(argv: list[str] | None = None) -> None:
         type=int,
         default=3,
         help="k: also draft when a task's best has not improved in k rounds (0: never)",
+    )
+    p.add_argument(
+        "--verify-gate",
+        type=bool,
+        default=False,
+        help="rank by the draft model while it orders the measured batches better than the verifier",
     )
     p.add_argument(
         "--pipeline", type=bool, default=True, help="search and build the next batch while the current one runs"

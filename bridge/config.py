@@ -57,6 +57,9 @@ class SearchConfig:
     quick_start: bool = _knob(
         False, "a task's first batch: the draft's best fresh samples, unevolved (the next draft evolves them)"
     )
+    verify_gate: bool = _knob(
+        False, "rank by the draft model while it orders the run's measured batches better than the verifier"
+    )
     pipeline: bool = _knob(True, "search and build the next batch while the current one builds and runs")
 
     def __post_init__(self) -> None:

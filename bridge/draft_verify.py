@@ -44,6 +44,7 @@ from tvm.ir.utils import derived_object
 from bridge.pipeline import Pipeline
 from bridge.search import _UNLIMITED, CountingCostModel, _key, _ResumableSearch, candidate
 from bridge.search_log import SearchLog
+from bridge.verify_gate import VerifyGate
 from data.labels import mean_latency
 from tvm_env import ms, tvm_ffi
 
@@ -80,6 +81,7 @@ class DraftVerifySearch(_ResumableSearch):
         pool_measured_ratio: float = 0.1,
         eps_greedy: float = 0.1,
         quick_start: bool = False,
+        verify_gate: bool = False,
         pipeline: Pipeline | None = None,
         log: SearchLog | None = None,
     ):
@@ -98,24 +100,20 @@ class DraftVerifySearch(_ResumableSearch):
             redraft_every: 0 = draft when the potential space runs low (`redraft_below`); k > 0 =
                 also draft every k-th round of the task (published: 2).
             redraft_below: draft when fewer than this share of `potential_size` is left unmeasured.
-            redraft_stall: k > 0 = also draft when the task's best measured latency has not improved
-                in its last k measured rounds (0: never; default 3). The verifier's evolution breeds
-                new schedules from the potential space and the best measured ones every round, so the
-                potential space rarely runs low and, without this, a run can spend its whole budget
-                around its first draft (seen on batch_matmul in the 240 s suite; the A/B that chose 3
-                is in docs/benchmarks.md).
+            redraft_stall: k > 0 = also draft when the task's best has not improved in its last k
+                measured rounds (0: never). The potential space rarely runs low (the verifier breeds
+                from it), so without this a run may spend its budget around its first draft.
             resample_ratio: share of the population sampled afresh by a re-draft (the rest is the
                 previous draft's evolved population and the best measured schedules).
             init_measured_ratio: share of the draft's population replayed from the best measured records.
             pool_measured_ratio: share of the measured records (at most this share of the population)
                 added to the verifier's parents (published: 10%, up to 153).
             eps_greedy: share of each batch measured at random from the draft's samples (published: 0.1).
-            quick_start: the task's first draft ranks its fresh samples by the draft model without
-                evolving them, so the first batch is measured seconds sooner; the next draft, due at
-                once, evolves them (in the background when pipelined). Off by default: on an H100
-                host that evolution ran beside the first batch's builds and took 14-25 s, so the
-                second batch came later than without it (docs/benchmarks.md, "Ablation: quick
-                start and early release").
+            quick_start: the first draft ranks its fresh samples unevolved (the first batch comes
+                sooner) and the next draft, due at once, evolves them. Off by default: on an H100 the
+                second batch then came later (docs/benchmarks.md, "Ablation: quick start ...").
+            verify_gate: rank the potential space by the draft model while it has ordered the run's
+                measured batches better than the verifier (`bridge.verify_gate`; off by default).
             pipeline: search (and build) the next round in the background (`bridge.pipeline`);
                 None: rounds in turn, as MetaSchedule runs them.
             log: where rounds are logged (None: nowhere).
@@ -164,6 +162,7 @@ class DraftVerifySearch(_ResumableSearch):
             pool_measured_ratio=pool_measured_ratio,
             eps_greedy=eps_greedy,
             quick_start=quick_start,
+            verify_gate=verify_gate,
         )
         self.__dict__.update(self.options)
 
@@ -198,6 +197,7 @@ class DraftVerifySearch(_ResumableSearch):
             resample_ratio=search.resample_ratio,
             eps_greedy=search.eps_greedy,
             quick_start=search.quick_start,
+            verify_gate=search.verify_gate,
             pipeline=pipeline,
             log=log,
         )
@@ -218,6 +218,7 @@ class DraftVerifySearch(_ResumableSearch):
         self._best = self.best_before  # the task's best latency so far (seconds)
         self._stalled = 0  # measured rounds since the best improved or the last draft
         self._unevolved = False  # the potential space is a quick start's unevolved samples
+        self._gate = VerifyGate() if self.verify_gate else None
 
     @property
     def potential(self) -> list:
@@ -254,6 +255,10 @@ class DraftVerifySearch(_ResumableSearch):
         # database; the build of its picks may go on. The time waited is this round's search cost.
         if self.pipeline is not None:
             self._waited += self.pipeline.join_search()
+        if self._gate is not None:  # both models score the batch before the verifier learns from it
+            latencies = [mean_latency(r.run_secs) if r.error_msg is None else math.inf for r in results]
+            verifier, draft = (m.predict(self.context, measure_candidates) for m in (self.cost_model, self.draft))
+            self._gate.observe(verifier, draft, latencies)
         self._track_best(results)
 
     def _track_best(self, results) -> None:
@@ -293,7 +298,10 @@ class DraftVerifySearch(_ResumableSearch):
         if not self._potential and not self._samples:
             return None, stats
         verify_start = time.perf_counter()
-        ranked, cold = self._verify()
+        gated = self._gate is not None and self._gate.use_draft()
+        ranked, cold = (list(self._potential), False) if gated else self._verify()
+        if self._gate is not None:
+            stats.update(gated=int(gated), verifier_acc=self._gate.verifier_acc, draft_acc=self._gate.draft_acc)
         n_random = min(int(n * self.eps_greedy), len(self._samples))
         picks = ranked[: n - n_random]
         chosen = {k for k, _ in picks}

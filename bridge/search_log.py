@@ -131,6 +131,9 @@ class SearchLog:
         "run_s",
         "drafted",
         "cold_start",
+        "gated",  # 1: ranked by the draft model, the verify gate's choice (verify_gate)
+        "verifier_acc",  # the gate's running pairwise accuracy of the verifier on measured batches
+        "draft_acc",  # the same of the draft model
         "wait_s",
         "prebuild_s",
         "update_s",

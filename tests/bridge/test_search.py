@@ -130,6 +130,7 @@ def test_psa_scores_many_and_pam_few(tuned):
         assert 0 < r["verify_scored"] <= 2 * (POTENTIAL + POTENTIAL)
         assert all(math.isfinite(r[k]) and r[k] >= 0 for k in ("draft_s", "verify_s", "build_s", "run_s"))
     assert [r["cold_start"] for r in rows] == [1, 0, 0]  # PAM had no data in round 1 only
+    assert all(math.isnan(r["gated"]) and math.isnan(r["verifier_acc"]) for r in rows)  # no verify gate
 
 
 def test_quick_start_measures_ranked_samples_first_and_evolves_them_next(tmp_path):
