@@ -10,11 +10,15 @@ the latencies carry no information, so this benchmark measures cost, not tuning 
 
 Per method, on each workload, in one process, same trials, same seed:
 - xgb: MetaSchedule's default (EvolutionarySearch, population 512, 4 generations) with XGBoost;
-- pruner: draft-then-verify (PSA drafts, PAM trained online verifies), pipelined;
+- pruner: draft-then-verify (PSA drafts, PAM trained online verifies), pipelined, with its defaults
+  (a new draft when a task's best has not improved in 3 measured rounds, or the potential space
+  runs low);
 - pruner-serial: the same, rounds in turn (no pipelining);
 - pruner-redraft2: pruner drafting again every 2nd round (the published schedule; later drafts
   evolve the last population on, with a quarter sampled afresh), pipelined;
-- pruner-stall3: pruner drafting again when a task's best has not improved in 3 measured rounds;
+- pruner-when-low: pruner drafting again only when the potential space runs low (the default
+  before 2026-11-25, night; "pruner-stall3" in the results of that evening, when pruner was this);
+- pruner-gate: pruner with `verify_gate` (PSA ranks while it orders the measured batches better);
 - pruner-published: the published schedule (a new draft every 2nd round from a fresh population,
   whole potential space evolved by the verifier, in turn) and PSA's published formula.
 Reported: search overhead per trial (the loop's wall time minus the stand-in build and run time),
@@ -57,7 +61,8 @@ METHODS = {
     "pruner": (CostModelConfig(name="pam"), SearchConfig(psa="h100")),
     "pruner-serial": (CostModelConfig(name="pam"), SearchConfig(psa="h100", pipeline=False)),
     "pruner-redraft2": (CostModelConfig(name="pam"), SearchConfig(psa="h100", redraft_every=2)),
-    "pruner-stall3": (CostModelConfig(name="pam"), SearchConfig(psa="h100", redraft_stall=3)),
+    "pruner-when-low": (CostModelConfig(name="pam"), SearchConfig(psa="h100", redraft_stall=0)),
+    "pruner-gate": (CostModelConfig(name="pam"), SearchConfig(psa="h100", verify_gate=True)),
     "pruner-published": (
         CostModelConfig(name="pam"),
         SearchConfig(
