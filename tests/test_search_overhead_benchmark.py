@@ -1,0 +1,29 @@
+"""benchmarks/search_overhead.py: a real draft-then-verify search for a CUDA target on the host, with
+the stand-in device, and its cost accounting."""
+
+import json
+
+from benchmark_files import load_benchmark
+
+search_overhead = load_benchmark("search_overhead")
+
+
+def test_a_gated_pruner_search_is_measured_with_the_stand_in_device(tmp_path):
+    out = tmp_path / "so"
+    (row,) = search_overhead.main(
+        [
+            "--workloads", "dense:16,64,64",
+            "--methods", "pruner-gate",
+            "--trials", "16",
+            "--trials-per-round", "8",
+            "--build-s", "0.05",
+            "--run-s", "0.05",
+            "--out", str(out),
+        ]
+    )  # fmt: skip
+    assert json.loads((out / "results.json").read_text()) == [row]
+    assert row["method"] == "pruner-gate" and row["trials"] == 16
+    assert row["wall_s"] >= 16 * (0.05 + 0.05)  # the stand-in device's time is real time
+    # the search is what is left: it drafted (a share of the run) and took time of its own
+    assert 0.0 < row["draft_share"] < 1.0 and row["search_s_per_trial"] > 0.0
+    assert 0.0 <= row["device_idle_share"] <= 1.0
