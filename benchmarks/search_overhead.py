@@ -22,7 +22,9 @@ Per method, on each workload, in one process, same trials, same seed:
 - pruner-published: the published schedule (a new draft every 2nd round from a fresh population,
   whole potential space evolved by the verifier, in turn) and PSA's published formula.
 Reported: search overhead per trial (the loop's wall time minus the stand-in build and run time),
-drafting's share of the wall time, and the share of time the stand-in device sat idle.
+drafting's share of the wall time (and, of the drafting, the shares of MetaSchedule's sampling and
+of PSA's featurize + score; the rest is MetaSchedule's evolution), and the share of time the
+stand-in device sat idle.
 
     python benchmarks/search_overhead.py --trials 64 --out runs/search_overhead
 """
@@ -157,6 +159,8 @@ def measure(workload: str, method: str, args, out: Path) -> dict:
     device_s = sum(r["build_s"] + r["run_s"] for r in rows)
     search_s = rows[-1]["elapsed_s"] - device_s if rows else math.nan
     draft_s = sum(r["draft_s"] for r in rows if math.isfinite(r["draft_s"]))
+    psa_s = sum(r["psa_s"] for r in rows if math.isfinite(r["psa_s"]))
+    sample_s = sum(r["sample_s"] for r in rows if math.isfinite(r["sample_s"]))
     return {
         "workload": workload,
         "method": method,
@@ -164,6 +168,9 @@ def measure(workload: str, method: str, args, out: Path) -> dict:
         "wall_s": round(wall, 2),
         "search_s_per_trial": round(search_s / max(trials, 1), 4),
         "draft_share": round(draft_s / rows[-1]["elapsed_s"], 4) if rows else math.nan,
+        # of the drafting: MetaSchedule's sampling, PSA's featurize + score; the rest is its evolution
+        "draft_sampling_share": round(sample_s / draft_s, 4) if draft_s else math.nan,
+        "draft_psa_share": round(psa_s / draft_s, 4) if draft_s else math.nan,
         "device_idle_share": round(device_idle_share(rows), 4),
         "update_s": round(sum(r["update_s"] for r in rows if math.isfinite(r["update_s"])), 2),
     }
@@ -190,11 +197,13 @@ def main(argv: list[str] | None = None) -> list[dict]:
             results.append(row)
             print(json.dumps(row), flush=True)
             atomic_write_text(out / "results.json", json.dumps(results, indent=1))
-    print(f"\n{'workload':<38} {'method':<17} {'trials':>6} {'search s/trial':>15} {'draft %':>8} {'idle %':>7}")
+    header = f"{'workload':<38} {'method':<17} {'trials':>6} {'search s/trial':>15} {'draft %':>8}"
+    print(f"\n{header} {'(sampling %':>11} {'PSA %)':>7} {'idle %':>7}")
     for r in results:
         print(
             f"{r['workload']:<38} {r['method']:<17} {r['trials']:>6} {r['search_s_per_trial']:>15.3f} "
-            f"{100 * r['draft_share']:>8.1f} {100 * r['device_idle_share']:>7.1f}"
+            f"{100 * r['draft_share']:>8.1f} {100 * r['draft_sampling_share']:>11.1f} {100 * r['draft_psa_share']:>7.1f} "
+            f"{100 * r['device_idle_share']:>7.1f}"
         )
     return results
 

@@ -26,4 +26,7 @@ def test_a_gated_pruner_search_is_measured_with_the_stand_in_device(tmp_path):
     assert row["wall_s"] >= 16 * (0.05 + 0.05)  # the stand-in device's time is real time
     # the search is what is left: it drafted (a share of the run) and took time of its own
     assert 0.0 < row["draft_share"] < 1.0 and row["search_s_per_trial"] > 0.0
+    # the drafting split: MetaSchedule's sampling and PSA's scoring, the rest its evolution
+    assert 0.0 < row["draft_sampling_share"] and 0.0 < row["draft_psa_share"]
+    assert row["draft_sampling_share"] + row["draft_psa_share"] < 1.0
     assert 0.0 <= row["device_idle_share"] <= 1.0
