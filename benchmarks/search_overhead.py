@@ -19,6 +19,7 @@ Per method, on each workload, in one process, same trials, same seed:
 - pruner-when-low: pruner drafting again only when the potential space runs low (the default
   before 2026-11-25, night; "pruner-stall3" in the results of that evening, when pruner was this);
 - pruner-gate: pruner with `verify_gate` (PSA ranks while it orders the measured batches better);
+- pruner-gen1: pruner whose drafts evolve one generation instead of two (half the evolution);
 - pruner-published: the published schedule (a new draft every 2nd round from a fresh population,
   whole potential space evolved by the verifier, in turn) and PSA's published formula.
 Reported: search overhead per trial (the loop's wall time minus the stand-in build and run time),
@@ -65,6 +66,7 @@ METHODS = {
     "pruner-redraft2": (CostModelConfig(name="pam"), SearchConfig(psa="h100", redraft_every=2)),
     "pruner-when-low": (CostModelConfig(name="pam"), SearchConfig(psa="h100", redraft_stall=0)),
     "pruner-gate": (CostModelConfig(name="pam"), SearchConfig(psa="h100", verify_gate=True)),
+    "pruner-gen1": (CostModelConfig(name="pam"), SearchConfig(psa="h100", draft_generations=1)),
     "pruner-published": (
         CostModelConfig(name="pam"),
         SearchConfig(
