@@ -55,7 +55,15 @@ WORKLOADS = (
     "net:resnet_50:4",  # the 4 heaviest tasks of ResNet-50, tuned as a network
 )
 METHODS = ("xgb", "pruner", "moa", "mlp")
-SEARCH_KNOBS = ("population", "potential", "redraft_every", "redraft_stall", "verify_gate", "pipeline")
+SEARCH_KNOBS = (
+    "population",
+    "potential",
+    "draft_generations",
+    "redraft_every",
+    "redraft_stall",
+    "verify_gate",
+    "pipeline",
+)
 """The draft-then-verify settings this CLI passes to `bridge.config.SearchConfig` as they are."""
 
 
@@ -206,6 +214,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--psa-formula", default=None, help="PSA formula of the draft (unset: bridge.psa.DEFAULT_FORMULA)")
     p.add_argument("--population", type=int, default=None, help="draft population (unset: the default)")
     p.add_argument("--potential", type=int, default=512, help="potential-space size of the draft")
+    p.add_argument("--draft-generations", type=int, default=2, help="evolution generations of a draft")
     p.add_argument(
         "--redraft-every", type=int, default=0, help="0: draft when the potential space runs low; k: every k-th round"
     )
