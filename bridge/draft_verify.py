@@ -255,15 +255,15 @@ class DraftVerifySearch(_ResumableSearch):
         # database; the build of its picks may go on. The time waited is this round's search cost.
         if self.pipeline is not None:
             self._waited += self.pipeline.join_search()
+        latencies = [mean_latency(r.run_secs) if r.error_msg is None else math.inf for r in results]
         if self._gate is not None:  # both models score the batch before the verifier learns from it
-            latencies = [mean_latency(r.run_secs) if r.error_msg is None else math.inf for r in results]
             verifier, draft = (m.predict(self.context, measure_candidates) for m in (self.cost_model, self.draft))
             self._gate.observe(verifier, draft, latencies)
-        self._track_best(results)
+        self._track_best(latencies)
 
-    def _track_best(self, results) -> None:
+    def _track_best(self, latencies: Sequence[float]) -> None:
         """Count a measured round as stalled unless it beat the task's best (failed runs: inf)."""
-        batch = min((mean_latency(r.run_secs) if r.error_msg is None else math.inf for r in results), default=math.inf)
+        batch = min(latencies, default=math.inf)
         if batch < self._best:
             self._best, self._stalled = batch, 0
         else:
