@@ -69,8 +69,7 @@ class PooledLocalBuilder(ms.builder.LocalBuilder._cls):
         """
         if reuse_batches < 1:
             raise ValueError(f"reuse_batches={reuse_batches!r} must be >= 1")
-        if max_source_kb is not None and not max_source_kb > 0:
-            raise ValueError(f"max_source_kb={max_source_kb!r} must be > 0 (or None: no limit)")
+        nvrtc.check_max_source_kb(max_source_kb)  # here, not first in a worker process
         f_build = fast_build if max_source_kb is None else functools.partial(fast_build, max_source_kb=max_source_kb)
         # LocalBuilder's own default is os.cpu_count(); a process pinned to some cores builds on those
         super().__init__(max_workers=max_workers or usable_cores(), timeout_sec=timeout_sec, f_build=f_build)

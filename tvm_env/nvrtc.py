@@ -39,6 +39,7 @@ log = logging.getLogger(__name__)
 __all__ = [
     "SourceTooLarge",
     "compile_cuda",
+    "check_max_source_kb",
     "cuda_path",
     "install",
     "kernel_lines",
@@ -54,12 +55,22 @@ class SourceTooLarge(RuntimeError):
     """A kernel's CUDA source is over the compile-size guard (`set_max_source_kb`): not compiled."""
 
 
+def check_max_source_kb(limit: float | None) -> None:
+    """Raise ValueError unless `limit` is a usable source limit: > 0 KB, or None (no limit)."""
+    if limit is not None and not limit > 0:
+        raise ValueError(f"max_source_kb={limit!r} must be > 0 (or None: no limit)")
+
+
 def set_max_source_kb(limit: float | None) -> None:
     """Refuse to compile kernels whose CUDA source is over `limit` KB in this process (None: no limit)."""
     global _max_source_kb
-    if limit is not None and not limit > 0:
-        raise ValueError(f"max_source_kb={limit!r} must be > 0 (or None: no limit)")
+    check_max_source_kb(limit)
     _max_source_kb = limit
+
+
+def _kernel_line(code: str) -> str:
+    """The first `__global__` line of a CUDA source, to name the kernel in messages ("?" if none)."""
+    return next((line.strip() for line in code.splitlines() if "__global__" in line), "?")
 
 
 _TRAITS_BLOCK = re.compile(r"[ \t]*#include <cuda/std/type_traits>\s*namespace std \{[^{}]*\}[ \t]*\n")
@@ -218,10 +229,9 @@ def _callback(code: str) -> bytearray:
     from tvm.support import nvcc
 
     if _max_source_kb is not None and len(code) > _max_source_kb * 1024:
-        kernel = next((line.strip() for line in code.splitlines() if "__global__" in line), "?")
         raise SourceTooLarge(
             f"CUDA source of {len(code) / 1024:.0f} KB is over the builder's {_max_source_kb:g} KB limit "
-            f"(max_source_kb), not compiled: {kernel}"
+            f"(max_source_kb), not compiled: {_kernel_line(code)}"
         )
     if os.environ.get("TVM_CUDA_COMPILE_MODE", "nvrtc").lower() != "nvrtc" or not lite_enabled():
         return nvcc.tvm_callback_cuda_compile(code)
@@ -229,8 +239,7 @@ def _callback(code: str) -> bytearray:
         return compile_cuda(code)
     except RuntimeError as err:
         out = nvcc.tvm_callback_cuda_compile(code)
-        kernel = next((line for line in code.splitlines() if "__global__" in line), "?")
-        log.warning("tvm_env.nvrtc could not compile what TVM's compile did (%s): %s", kernel.strip(), err)
+        log.warning("tvm_env.nvrtc could not compile what TVM's compile did (%s): %s", _kernel_line(code), err)
         return out
 
 
