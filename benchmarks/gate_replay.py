@@ -29,7 +29,7 @@ from jsonargparse import CLI
 from bridge.evaluate import score_shard_data
 from bridge.export import load_model
 from bridge.psa import get_device, psa_scores
-from bridge.verify_gate import VerifyGate, concordant_pairs
+from bridge.verify_gate import VerifyGate
 from data.shards import read_shards
 
 
@@ -40,10 +40,8 @@ def replay(scores_model: np.ndarray, scores_psa: np.ndarray, latency: np.ndarray
     for start in range(0, len(latency), batch):
         part = slice(start, start + batch)
         gated.append(gate.use_draft())
-        m, n = concordant_pairs(scores_model[part], latency[part])
-        p, _ = concordant_pairs(scores_psa[part], latency[part])
+        m, p, n = gate.observe(scores_model[part], scores_psa[part], latency[part])
         right["model"], right["psa"], pairs = right["model"] + m, right["psa"] + p, pairs + n
-        gate.observe(scores_model[part], scores_psa[part], latency[part])
     return {
         "rounds": len(gated),
         "psa_rounds": float(np.mean(gated)) if gated else float("nan"),

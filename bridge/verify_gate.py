@@ -20,7 +20,7 @@ import numpy as np
 __all__ = ["VerifyGate", "concordant_pairs"]
 
 
-def concordant_pairs(scores: Sequence[float], latencies: Sequence[float]) -> tuple[int, int]:
+def concordant_pairs(scores: Sequence[float], latencies: Sequence[float]) -> tuple[float, int]:
     """(pairs `scores` orders as `latencies` do (higher score = lower latency), pairs compared):
     pairs of finite, different latencies; a tie in score counts as half right."""
     s, lat = np.asarray(scores, dtype=np.float64), np.asarray(latencies, dtype=np.float64)
@@ -54,8 +54,11 @@ class VerifyGate:
         self._right = {"verifier": 0.0, "draft": 0.0}
         self._pairs = 0.0
 
-    def observe(self, verifier_scores: Sequence[float], draft_scores: Sequence[float], latencies: Sequence[float]):
-        """Count one measured batch (scored by both models before the verifier learned from it)."""
+    def observe(
+        self, verifier_scores: Sequence[float], draft_scores: Sequence[float], latencies: Sequence[float]
+    ) -> tuple[float, float, int]:
+        """Count one measured batch (scored by both models before the verifier learned from it);
+        returns the batch's (pairs the verifier ordered right, the draft did, pairs compared)."""
         v, n = concordant_pairs(verifier_scores, latencies)
         d, _ = concordant_pairs(draft_scores, latencies)
         self._right = {
@@ -63,6 +66,7 @@ class VerifyGate:
             "draft": self.decay * self._right["draft"] + d,
         }
         self._pairs = self.decay * self._pairs + n
+        return v, d, n
 
     @property
     def verifier_acc(self) -> float:
