@@ -89,25 +89,25 @@ def scorings(data, device, artifacts: Sequence[str] = ()) -> dict[str, np.ndarra
 
 
 def rankings(
-    data, device, random_seeds: int, keep: np.ndarray, pool: bool = False, artifacts: Sequence[str] = ()
+    data, scores: dict[str, np.ndarray], random_seeds: int, keep: np.ndarray, pool: bool = False
 ) -> dict[str, list[dict[str, float]]]:
     """Ranking name -> metric dicts (one per random seed for 'random') over the records `keep`
     (with `pool`, the tasks of one workload ranked as one group: `pooled_groups`) of the random
-    ranking and of each of `scorings`."""
+    ranking and of each of `scores` (`scorings`)."""
     group, label = pooled_groups(data) if pool else (data.record_task, data.label)
     labels, task = label[keep], group[keep]
     n = int(keep.sum())
     out = {"random": [evaluate(np.random.default_rng(s).random(n), labels, task) for s in range(random_seeds)]}
-    for name, scores in scorings(data, device, artifacts).items():
-        out[name] = [evaluate(scores[keep], labels, task)]
+    for name, values in scores.items():
+        out[name] = [evaluate(values[keep], labels, task)]
     return out
 
 
-def per_workload(data, device, keep: np.ndarray, artifacts: Sequence[str] = ()) -> dict[str, dict[str, dict]]:
-    """Workload -> ranking name -> metrics, each workload's records pooled (`pooled_groups`); a
-    workload is named by the folder above its first record's work dir (the suite's workload slug)."""
+def per_workload(data, scores: dict[str, np.ndarray], keep: np.ndarray) -> dict[str, dict[str, dict]]:
+    """Workload -> ranking name -> metrics of each of `scores` (`scorings`), each workload's records
+    pooled (`pooled_groups`); a workload is named by the folder above its first record's work dir
+    (the suite's workload slug)."""
     group, label = pooled_groups(data)
-    scores = scorings(data, device, artifacts)
     out = {}
     for g in np.unique(group[keep]):
         members = keep & (group == g)
@@ -175,7 +175,8 @@ def main(argv: list[str] | None = None) -> None:
         f"{int(keep.sum())} records ({data.num_records - int(keep.sum())} failed dropped) of {data.num_tasks} tasks, "
         f"targets {', '.join(kinds)}; PSA device {device.name}"
     )
-    results = rankings(data, device, args.random_seeds, keep, pool=args.pool_workloads, artifacts=args.artifacts)
+    scores = scorings(data, device, args.artifacts)  # once, for the table and the per-workload table
+    results = rankings(data, scores, args.random_seeds, keep, pool=args.pool_workloads)
     rows = []
     width = max(26, *(len(name) + 1 for name in results))
     print(f"{'ranking':<{width}} {'pairwise':>9} {'peak@1':>8} {'peak@5':>8}")
@@ -184,7 +185,7 @@ def main(argv: list[str] | None = None) -> None:
         rows.append({"ranking": name, **mean, "records": int(keep.sum()), "tasks": data.num_tasks})
         print(f"{name:<{width}} {mean['pairwise']:>9.3f} {mean['peak@1']:>8.3f} {mean['peak@5']:>8.3f}")
     if args.per_workload:
-        table = per_workload(data, device, keep, args.artifacts)
+        table = per_workload(data, scores, keep)
         names = [k for k in next(iter(table.values())) if k != "records"]
         print("pairwise / peak@1 per workload (pooled):")
         print("| workload | records | " + " | ".join(names) + " |")

@@ -74,11 +74,12 @@ def test_per_workload_table_pools_each_workload(tmp_path):
     data = two_runs_of_one_workload(tmp_path)
     keep = np.isfinite(data.latency)
     device = psa_quality.get_device("h100")
-    table = psa_quality.per_workload(data, device, keep)
+    scores = psa_quality.scorings(data, device)
+    table = psa_quality.per_workload(data, scores, keep)
     assert list(table) == [tmp_path.name]  # the folder above the work dirs names the workload
     row = table[tmp_path.name]
     assert row["records"] == int(keep.sum())
     # one workload: its table row is the pooled ranking over everything
-    pooled = psa_quality.rankings(data, device, 1, keep, pool=True)
+    pooled = psa_quality.rankings(data, scores, 1, keep, pool=True)
     for name in ("PSA traffic-occupancy", "naive: grid x block"):
         assert np.isclose(row[name]["pairwise"], pooled[name][0]["pairwise"])
