@@ -97,16 +97,18 @@ def profile_one(mod: tvm.IRModule, target: tvm.target.Target) -> tuple[dict[str,
     return secs, same
 
 
+def replay(record) -> tvm.s_tir.Schedule:
+    """A measured record's schedule: its trace replayed on its workload (`data.records.Record`)."""
+    sch = tvm.s_tir.Schedule(tvm.s_tir.meta_schedule.database.Workload.from_json(record.workload.as_json()).mod)
+    tvm.s_tir.schedule.Trace.apply_json_to_schedule(record.trace, sch)
+    return sch
+
+
 def measured_schedules(database: str, n: int, seed: int) -> list:
     """`n` schedules (random, `seed`) of the ones a tuning database measured, replayed from their traces."""
     records = [r for task in read_records([database]).tasks.values() for r in task.records]
     random.Random(seed).shuffle(records)
-    out = []
-    for record in records[:n]:
-        sch = tvm.s_tir.Schedule(tvm.s_tir.meta_schedule.database.Workload.from_json(record.workload.as_json()).mod)
-        tvm.s_tir.schedule.Trace.apply_json_to_schedule(record.trace, sch)
-        out.append(sch)
-    return out
+    return [replay(record) for record in records[:n]]
 
 
 def build_profile(

@@ -25,6 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from jsonargparse import CLI
 
+from benchmarks.build_profile import replay
 from data.atomic import atomic_write_text
 from data.records import read_records
 from tvm_env import parse_target, setup, tvm
@@ -35,8 +36,7 @@ LIMITS_KB = (256, 512)
 def source_kb(record, target) -> float | None:
     """KB of the CUDA source of a measured record's schedule (its trace replayed on its workload);
     None when it does not build (a record of a failed build)."""
-    sch = tvm.s_tir.Schedule(tvm.s_tir.meta_schedule.database.Workload.from_json(record.workload.as_json()).mod)
-    tvm.s_tir.schedule.Trace.apply_json_to_schedule(record.trace, sch)
+    sch = replay(record)
     try:
         (device,) = tvm.tirx.build(sch.mod, target).imports
     except (RuntimeError, ValueError):  # TVM's errors (InternalError, ...) derive from these
