@@ -140,6 +140,11 @@ class SyntheticDevice:
             shutil.rmtree(folder, ignore_errors=True)
 
 
+def _total(rows: list[dict], key: str) -> float:
+    """Sum of a curve column over the rounds that have it (NaN where a round has none)."""
+    return sum(r[key] for r in rows if math.isfinite(r[key]))
+
+
 def measure(workload: str, method: str, args, out: Path) -> dict:
     cost_model, search = METHODS[method]
     device = SyntheticDevice(args.build_s, args.run_s)
@@ -160,9 +165,7 @@ def measure(workload: str, method: str, args, out: Path) -> dict:
     trials = int(rows[-1]["total_trials"]) if rows else 0
     device_s = sum(r["build_s"] + r["run_s"] for r in rows)
     search_s = rows[-1]["elapsed_s"] - device_s if rows else math.nan
-    draft_s = sum(r["draft_s"] for r in rows if math.isfinite(r["draft_s"]))
-    psa_s = sum(r["psa_s"] for r in rows if math.isfinite(r["psa_s"]))
-    sample_s = sum(r["sample_s"] for r in rows if math.isfinite(r["sample_s"]))
+    draft_s, psa_s, sample_s = (_total(rows, key) for key in ("draft_s", "psa_s", "sample_s"))
     return {
         "workload": workload,
         "method": method,
@@ -174,7 +177,7 @@ def measure(workload: str, method: str, args, out: Path) -> dict:
         "draft_sampling_share": round(sample_s / draft_s, 4) if draft_s else math.nan,
         "draft_psa_share": round(psa_s / draft_s, 4) if draft_s else math.nan,
         "device_idle_share": round(device_idle_share(rows), 4),
-        "update_s": round(sum(r["update_s"] for r in rows if math.isfinite(r["update_s"])), 2),
+        "update_s": round(_total(rows, "update_s"), 2),
     }
 
 
