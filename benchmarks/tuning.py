@@ -43,6 +43,7 @@ from jsonargparse import ArgumentParser
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.suite_report import report, slug
+from bridge.config import SearchConfig
 from data.atomic import atomic_write_text
 
 WORKLOADS = (
@@ -77,7 +78,7 @@ def tasks_of(workload: str, target):
 
 
 def configs(method: str, args):
-    from bridge.config import CostModelConfig, SearchConfig
+    from bridge.config import CostModelConfig
 
     if method == "xgb":
         return CostModelConfig(name="xgb", seed=args.seed_value), SearchConfig()
@@ -214,25 +215,10 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--psa-formula", default=None, help="PSA formula of the draft (unset: bridge.psa.DEFAULT_FORMULA)")
     p.add_argument("--population", type=int, default=None, help="draft population (unset: the default)")
     p.add_argument("--potential", type=int, default=512, help="potential-space size of the draft")
-    p.add_argument("--draft-generations", type=int, default=2, help="evolution generations of a draft")
-    p.add_argument(
-        "--redraft-every", type=int, default=0, help="0: draft when the potential space runs low; k: every k-th round"
-    )
-    p.add_argument(
-        "--redraft-stall",
-        type=int,
-        default=3,
-        help="k: also draft when a task's best has not improved in k rounds (0: never)",
-    )
-    p.add_argument(
-        "--verify-gate",
-        type=bool,
-        default=False,
-        help="rank by the draft model while it orders the measured batches better than the verifier",
-    )
-    p.add_argument(
-        "--pipeline", type=bool, default=True, help="search and build the next batch while the current one runs"
-    )
+    for knob in dataclasses.fields(SearchConfig):  # the draft knobs this CLI takes as SearchConfig has them
+        if knob.name in SEARCH_KNOBS and knob.name not in ("population", "potential"):
+            flag = "--" + knob.name.replace("_", "-")
+            p.add_argument(flag, type=type(knob.default), default=knob.default, help=knob.metadata["help"])
     p.add_argument("--trials-per-round", type=int, default=16)
     p.add_argument("--max-trials", type=int, default=2000, help="trial cap of an arm (the budget is time)")
     p.add_argument("--min-repeat-ms", type=int, default=10)
