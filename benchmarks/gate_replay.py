@@ -64,8 +64,7 @@ def gate_replay(
         batch: records a round.
     """
     data = read_shards([shards])
-    programs = [data.psa[data.psa_ptr[i] : data.psa_ptr[i + 1]] for i in range(data.num_records)]
-    psa = psa_scores(programs, get_device(device))
+    psa = psa_scores(data.psa_programs(), get_device(device))
     model = score_shard_data(load_model(artifact).net, data)
     source = [str(s).rsplit(":", 1) for s in data.record_source]
     out = {}

@@ -79,7 +79,7 @@ def scorings(data, device, artifacts: Sequence[str] = ()) -> dict[str, np.ndarra
     """Ranking name -> scores of every record (higher = predicted faster): the naive heuristic, PSA
     with each formula, and each learned model in `artifacts` (`bridge.export` files, e.g. the
     pretrained PAM a MoA run starts from)."""
-    programs = [data.psa[data.psa_ptr[i] : data.psa_ptr[i + 1]] for i in range(data.num_records)]
+    programs = data.psa_programs()
     out = {"naive: grid x block": naive_scores(programs)}
     for formula in FORMULAS:
         out[f"PSA {formula}"] = psa_scores(programs, device, formula)

@@ -129,8 +129,7 @@ def psa_test_scores(dm: ShardDataModule, data: ShardData, device_name: str | Non
         raise Unavailable("n/a: tvm not installed (bridge.psa needs it)")
     from bridge.psa import get_device, psa_scores
 
-    programs = [data.psa[data.psa_ptr[i] : data.psa_ptr[i + 1]] for i in test]
-    return psa_scores(programs, get_device(device_name))
+    return psa_scores(data.psa_programs(test), get_device(device_name))
 
 
 def _programs(dm: ShardDataModule) -> list[np.ndarray]:

@@ -161,6 +161,11 @@ class ShardData:
     def num_records(self) -> int:
         return len(self.record_task)
 
+    def psa_programs(self, records: Iterable[int] | None = None) -> list[np.ndarray]:
+        """The PSA rows of each of `records` (default: every record, in order), slices of `psa`."""
+        indices = range(self.num_records) if records is None else records
+        return [self.psa[self.psa_ptr[i] : self.psa_ptr[i + 1]] for i in indices]
+
     def validate(self, where: str = "ShardData") -> None:
         """Check dtypes, shapes and CSR consistency.
 
