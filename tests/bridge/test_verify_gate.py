@@ -69,7 +69,7 @@ def test_a_verifier_that_ranks_worse_than_the_draft_is_set_aside_until_it_is_bet
     psa = PSACostModel(device="a100")
     strategy = DraftVerifySearch(draft=psa, population_size=48, potential_size=48, redraft_stall=0, verify_gate=True)
     context = context_for(matmul(), strategy)
-    strategy.pre_tuning(200, 8, context.generate_design_space(), ms.database.MemoryDatabase(), Negated(psa))
+    strategy.pre_tuning(200, 16, context.generate_design_space(), ms.database.MemoryDatabase(), Negated(psa))
 
     def measure(rounds, latency_of_score):
         """(the gate chose the draft before the round's search, the search asked the verifier) per round."""
