@@ -36,6 +36,7 @@ import subprocess
 import sys
 import threading
 import time
+import typing
 from pathlib import Path
 
 from jsonargparse import ArgumentParser
@@ -215,10 +216,11 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--psa-formula", default=None, help="PSA formula of the draft (unset: bridge.psa.DEFAULT_FORMULA)")
     p.add_argument("--population", type=int, default=None, help="draft population (unset: the default)")
     p.add_argument("--potential", type=int, default=512, help="potential-space size of the draft")
+    hints = typing.get_type_hints(SearchConfig)
     for knob in dataclasses.fields(SearchConfig):  # the draft knobs this CLI takes as SearchConfig has them
         if knob.name in SEARCH_KNOBS and knob.name not in ("population", "potential"):
             flag = "--" + knob.name.replace("_", "-")
-            p.add_argument(flag, type=type(knob.default), default=knob.default, help=knob.metadata["help"])
+            p.add_argument(flag, type=hints[knob.name], default=knob.default, help=knob.metadata["help"])
     p.add_argument("--trials-per-round", type=int, default=16)
     p.add_argument("--max-trials", type=int, default=2000, help="trial cap of an arm (the budget is time)")
     p.add_argument("--min-repeat-ms", type=int, default=10)

@@ -57,8 +57,10 @@ class SearchConfig:
     quick_start: bool = _knob(
         False, "a task's first batch: the draft's best fresh samples, unevolved (the next draft evolves them)"
     )
-    verify_gate: bool = _knob(
-        False, "rank by the draft model while it orders the run's measured batches better than the verifier"
+    verify_gate: bool | None = _knob(
+        None,
+        "rank by the draft model while it orders the run's measured batches better than the verifier "
+        "(unset: on when the cost model starts pretrained, the *-siamese-update and *-no-update modes)",
     )
     pipeline: bool = _knob(True, "search and build the next batch while the current one builds and runs")
 

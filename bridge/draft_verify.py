@@ -113,7 +113,9 @@ class DraftVerifySearch(_ResumableSearch):
                 sooner) and the next draft, due at once, evolves them. Off by default: on an H100 the
                 second batch then came later (docs/benchmarks.md, "Ablation: quick start ...").
             verify_gate: rank the potential space by the draft model while it has ordered the run's
-                measured batches better than the verifier (`bridge.verify_gate`; off by default).
+                measured batches better than the verifier (`bridge.verify_gate`). Off by default here,
+                since the search cannot see which cost model MetaSchedule hands it; pass True with a
+                pretrained verifier (`tune.py` and `tune_tasks` do so for the pretrained modes).
             pipeline: search (and build) the next round in the background (`bridge.pipeline`);
                 None: rounds in turn, as MetaSchedule runs them.
             log: where rounds are logged (None: nowhere).
@@ -197,7 +199,7 @@ class DraftVerifySearch(_ResumableSearch):
             resample_ratio=search.resample_ratio,
             eps_greedy=search.eps_greedy,
             quick_start=search.quick_start,
-            verify_gate=search.verify_gate,
+            verify_gate=bool(search.verify_gate),  # unset: off (make_strategy resolves it from the cost model)
             pipeline=pipeline,
             log=log,
         )

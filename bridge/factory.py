@@ -8,6 +8,7 @@ weights_only for ours, `bridge.xgb.SafeXGBModel` for XGBoost; random keeps none)
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import warnings
@@ -17,7 +18,7 @@ from typing import Any
 from bridge.config import CostModelConfig, SearchConfig
 from tvm_env import ms
 
-__all__ = ["COST_MODELS", "load_state", "make_cost_model", "make_strategy", "save_state", "state_file"]
+__all__ = ["COST_MODELS", "is_pretrained", "load_state", "make_cost_model", "make_strategy", "save_state", "state_file"]
 
 log = logging.getLogger(__name__)
 
@@ -30,6 +31,14 @@ def _modes() -> tuple[str, ...]:
 
 COST_MODELS = _modes()
 """pam, pam-siamese-update, pam-no-update, mlp, mlp-no-update, xgb, random."""
+
+
+def is_pretrained(name: str) -> bool:
+    """Whether cost model `name` starts from a pretrained model (not from nothing, as pam, mlp and xgb)."""
+    from pruner_models.registry import tuning_modes
+
+    mode = tuning_modes().get(name)
+    return mode is not None and mode[1] != "scratch"
 
 
 def make_cost_model(config: CostModelConfig, *, target: Any = None, cores: int = 1, features: Any = None) -> Any:
@@ -59,10 +68,9 @@ def make_cost_model(config: CostModelConfig, *, target: Any = None, cores: int =
         return SafeXGBModel(num_warmup_samples=0, num_tuning_cores=cores)
     from bridge.cost_model import PrunerCostModel
     from bridge.export import device_kind, load_model
-    from pruner_models.registry import tuning_modes
 
     artifact: Any = config.checkpoint  # a scratch mode refuses it in PrunerCostModel, naming it
-    pretrained = tuning_modes()[name][1] != "scratch"
+    pretrained = is_pretrained(name)
     if pretrained and artifact is None and target is not None:
         from bridge.pretrained import find_pretrained
 
@@ -106,8 +114,16 @@ def load_state(model: Any, out: str | os.PathLike, name: str) -> bool:
     return True
 
 
-def make_strategy(search: SearchConfig, *, log: Any = None, features: Any = None, pipeline: Any = None) -> Any:
+def make_strategy(
+    search: SearchConfig, *, cost_model: str = "pam", log: Any = None, features: Any = None, pipeline: Any = None
+) -> Any:
     """DraftVerifySearch with PSA on device row `search.psa`, or MetaSchedule's evolutionary search.
+
+    `cost_model` is the verifier's `--cost-model` name: an unset `search.verify_gate` turns the gate on
+    for a pretrained one (`is_pretrained`). A pretrained PAM ranked the schedules a run measures on a
+    new operator worse than PSA, and MoA with the gate beat MoA without it on all three workloads of a
+    GPU A/B (docs/benchmarks.md, "The verify gate on the GPU"); a verifier that starts from nothing is
+    not asked before it has data anyway.
 
     `search.population` defaults to 512 for both draft-then-verify (published: 1536) and
     MetaSchedule's evolutionary search; the other knobs concern draft-then-verify only. `features` (the
@@ -119,6 +135,8 @@ def make_strategy(search: SearchConfig, *, log: Any = None, features: Any = None
 
     if search.psa is None:
         return ResumableEvolutionarySearch(log=log, population_size=search.population or 512)
+    if search.verify_gate is None:
+        search = dataclasses.replace(search, verify_gate=is_pretrained(cost_model))
     return DraftVerifySearch.from_config(
         search, log=log, features=features, pipeline=pipeline if search.pipeline else None
     )

@@ -93,3 +93,25 @@ def test_a_verifier_that_ranks_worse_than_the_draft_is_set_aside_until_it_is_bet
     assert all(gated != asked for gated, asked in rounds), rounds
     assert rounds[0][0] and not rounds[-1][0]
     strategy.post_tuning()
+
+
+@pytest.mark.parametrize(
+    ("cost_model", "setting", "gated"),
+    [
+        ("pam-siamese-update", None, True),  # MoA: a pretrained verifier, gated unless told
+        ("pam-no-update", None, True),
+        ("mlp-no-update", None, True),
+        ("pam", None, False),  # learns from nothing: not asked before it has data anyway
+        ("xgb", None, False),
+        ("pam-siamese-update", False, False),  # --verify-gate false
+        ("pam", True, True),  # --verify-gate true
+    ],
+)
+def test_tune_runs_gate_a_pretrained_verifier_unless_told_otherwise(cost_model, setting, gated):
+    from bridge.config import SearchConfig
+    from bridge.factory import make_strategy
+
+    strategy = make_strategy(SearchConfig(psa="a100", verify_gate=setting), cost_model=cost_model)
+    assert strategy.verify_gate is gated
+    strategy = make_strategy(SearchConfig(verify_gate=setting), cost_model=cost_model)  # evolution: no gate
+    assert not hasattr(strategy, "verify_gate")
