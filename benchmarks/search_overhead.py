@@ -18,6 +18,7 @@ Per method, on each workload, in one process, same trials, same seed:
   evolve the last population on, with a quarter sampled afresh), pipelined;
 - pruner-when-low: pruner drafting again only when the potential space runs low (the default
   before 2026-11-25, night; "pruner-stall3" in the results of that evening, when pruner was this);
+- pruner-backoff: pruner whose wait for a stall re-draft doubles after each one that found nothing better;
 - pruner-gate: pruner with `verify_gate` (PSA ranks while it orders the measured batches better);
 - pruner-gen1: pruner whose drafts evolve one generation instead of two (half the evolution);
 - pruner-published: the published schedule (a new draft every 2nd round from a fresh population,
@@ -65,6 +66,7 @@ METHODS = {
     "pruner-serial": (CostModelConfig(name="pam"), SearchConfig(psa="h100", pipeline=False)),
     "pruner-redraft2": (CostModelConfig(name="pam"), SearchConfig(psa="h100", redraft_every=2)),
     "pruner-when-low": (CostModelConfig(name="pam"), SearchConfig(psa="h100", redraft_stall=0)),
+    "pruner-backoff": (CostModelConfig(name="pam"), SearchConfig(psa="h100", redraft_backoff=True)),
     "pruner-gate": (CostModelConfig(name="pam"), SearchConfig(psa="h100", verify_gate=True)),
     "pruner-gen1": (CostModelConfig(name="pam"), SearchConfig(psa="h100", draft_generations=1)),
     "pruner-published": (

@@ -63,6 +63,7 @@ SEARCH_KNOBS = (
     "draft_generations",
     "redraft_every",
     "redraft_stall",
+    "redraft_backoff",
     "verify_gate",
     "pipeline",
 )

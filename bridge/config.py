@@ -52,6 +52,9 @@ class SearchConfig:
     redraft_stall: int = _knob(
         3, "k: also draft when a task's best has not improved in its last k measured rounds (0: never)"
     )
+    redraft_backoff: bool = _knob(
+        False, "double the wait for the next stall re-draft after each one that found nothing better"
+    )
     resample_ratio: float = _knob(0.25, "share of a re-draft's population sampled afresh (the rest evolves on)")
     eps_greedy: float = _knob(0.1, "share of each batch measured at random from the draft's samples")
     quick_start: bool = _knob(

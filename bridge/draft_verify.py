@@ -5,7 +5,8 @@ Per task and round:
 1. Draft, only when the potential space runs low (fewer unmeasured schedules than
    `redraft_below` x `potential_size`, or than one batch; or every `redraft_every`-th round when
    that is set, as published; or, with `redraft_stall`, when the task's best latency has not
-   improved for that many measured rounds): evolve a population for `draft_generations` generations scored by
+   improved for that many measured rounds, a wait that `redraft_backoff` doubles after each such
+   draft that found nothing better, `bridge.stall_rule`): evolve a population for `draft_generations` generations scored by
    the draft model (PSA) and keep the best `potential_size` distinct, never-measured schedules as
    the potential space. The first draft samples the whole population from the design space (a
    share `init_measured_ratio` replayed from the task's best measured records); later drafts start
@@ -44,6 +45,7 @@ from tvm.ir.utils import derived_object
 from bridge.pipeline import Pipeline
 from bridge.search import _UNLIMITED, CountingCostModel, _key, _ResumableSearch, candidate
 from bridge.search_log import SearchLog
+from bridge.stall_rule import StallRule
 from bridge.verify_gate import VerifyGate
 from data.labels import mean_latency
 from tvm_env import ms, tvm_ffi
@@ -76,6 +78,7 @@ class DraftVerifySearch(_ResumableSearch):
         redraft_every: int = 0,
         redraft_below: float = 0.5,
         redraft_stall: int = 3,
+        redraft_backoff: bool = False,
         resample_ratio: float = 0.25,
         init_measured_ratio: float = 0.2,
         pool_measured_ratio: float = 0.1,
@@ -103,6 +106,8 @@ class DraftVerifySearch(_ResumableSearch):
             redraft_stall: k > 0 = also draft when the task's best has not improved in its last k
                 measured rounds (0: never). The potential space rarely runs low (the verifier breeds
                 from it), so without this a run may spend its budget around its first draft.
+            redraft_backoff: double the wait for the next draft on a stall after each one that found
+                nothing better; back to `redraft_stall` on a new best (`bridge.stall_rule`).
             resample_ratio: share of the population sampled afresh by a re-draft (the rest is the
                 previous draft's evolved population and the best measured schedules).
             init_measured_ratio: share of the draft's population replayed from the best measured records.
@@ -159,6 +164,7 @@ class DraftVerifySearch(_ResumableSearch):
             redraft_every=redraft_every,
             redraft_below=redraft_below,
             redraft_stall=redraft_stall,
+            redraft_backoff=redraft_backoff,
             resample_ratio=resample_ratio,
             init_measured_ratio=init_measured_ratio,
             pool_measured_ratio=pool_measured_ratio,
@@ -196,6 +202,7 @@ class DraftVerifySearch(_ResumableSearch):
             verify_pool=search.verify_pool,
             redraft_every=search.redraft_every,
             redraft_stall=search.redraft_stall,
+            redraft_backoff=search.redraft_backoff,
             resample_ratio=search.resample_ratio,
             eps_greedy=search.eps_greedy,
             quick_start=search.quick_start,
@@ -217,8 +224,7 @@ class DraftVerifySearch(_ResumableSearch):
         self._ready: tuple[list | None, dict] | None = None  # a batch searched ahead, with its stats
         self._waited = 0.0  # seconds the loop waited on the search since the last batch was handed out
         self._drafts = 0
-        self._best = self.best_before  # the task's best latency so far (seconds)
-        self._stalled = 0  # measured rounds since the best improved or the last draft
+        self._stall = StallRule(self.redraft_stall, backoff=self.redraft_backoff, best=self.best_before)
         self._unevolved = False  # the potential space is a quick start's unevolved samples
         self._gate = VerifyGate() if self.verify_gate else None
 
@@ -261,15 +267,7 @@ class DraftVerifySearch(_ResumableSearch):
         if self._gate is not None:  # both models score the batch before the verifier learns from it
             verifier, draft = (m.predict(self.context, measure_candidates) for m in (self.cost_model, self.draft))
             self._gate.observe(verifier, draft, latencies)
-        self._track_best(latencies)
-
-    def _track_best(self, latencies: Sequence[float]) -> None:
-        """Count a measured round as stalled unless it beat the task's best (failed runs: inf)."""
-        batch = min(latencies, default=math.inf)
-        if batch < self._best:
-            self._best, self._stalled = batch, 0
-        else:
-            self._stalled += 1
+        self._stall.observe(latencies)
 
     def _finish(self) -> None:
         self._join()
@@ -290,11 +288,11 @@ class DraftVerifySearch(_ResumableSearch):
         self._potential = self._unmeasured(self._potential)
         low = len(self._potential) < max(n, self.redraft_below * self.potential_size)
         due = self.redraft_every > 0 and self.round % self.redraft_every == 0
-        stalled = self.redraft_stall > 0 and self._stalled >= self.redraft_stall
-        drafted = low or due or stalled or not self._drafts or self._unevolved
+        other = low or due or not self._drafts or self._unevolved
+        drafted = other or self._stall.due()
         stats: dict = {"drafted": int(drafted)}
         if drafted:
-            self._stalled = 0
+            self._stall.drafted(on_stall=not other)
             stats.update(self._draft())
         self._samples = self._unmeasured(self._samples)
         if not self._potential and not self._samples:

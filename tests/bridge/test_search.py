@@ -304,3 +304,31 @@ def test_counting_model_counts_and_times_only_real_scoring():
     plain.predict(context, picks)
     plain.predict(context, picks)
     assert plain.scored == 2 * len(picks) and plain.seconds >= 0.04
+
+
+def test_with_backoff_a_fruitless_stall_redraft_doubles_the_next_wait():
+    """redraft_stall=1 with backoff: drafts after 1, then 2, then 4 rounds without a new best; a new
+    best brings the wait back to 1."""
+    strategy = DraftVerifySearch(
+        draft=PSACostModel(device="a100"),
+        population_size=POPULATION,
+        potential_size=POPULATION,
+        redraft_below=0.0,
+        redraft_stall=1,
+        redraft_backoff=True,
+    )
+    context = context_for(matmul(), strategy)
+    strategy.pre_tuning(
+        80, 2, context.generate_design_space(), ms.database.MemoryDatabase(), ms.cost_model.RandomModel()
+    )
+    drafts = []
+    for secs in [1e-3] + [2e-3] * 8 + [5e-4, 6e-4]:
+        batch = strategy.generate_measure_candidates()
+        drafts.append(strategy._drafts)
+        strategy.notify_runner_results(batch, [ms.runner.RunnerResult([secs], None)] * len(batch))
+    # round 1 sets the best; stalls after it: a draft before round 3 (1 stall), round 5 (2 more),
+    # round 9 (4 more); round 10's new best resets the wait, so round 11 (after 1 stall) drafts
+    batch = strategy.generate_measure_candidates()
+    drafts.append(strategy._drafts)
+    assert drafts == [1, 1, 2, 2, 3, 3, 3, 3, 4, 4, 4, 5], drafts
+    strategy.post_tuning()
