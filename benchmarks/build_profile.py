@@ -105,8 +105,10 @@ def replay(record) -> tvm.s_tir.Schedule:
 
 
 def measured_schedules(database: str, n: int, seed: int) -> list:
-    """`n` schedules (random, `seed`) of the ones a tuning database measured, replayed from their traces."""
-    records = [r for task in read_records([database]).tasks.values() for r in task.records]
+    """`n` schedules (random, `seed`) of the ones a tuning database measured, replayed from their traces.
+    Only records measured successfully: a failed one may be a schedule that TVM cannot build at all
+    (a collector's random sample), which has no build time to profile."""
+    records = [r for task in read_records([database]).tasks.values() for r in task.records if r.valid]
     random.Random(seed).shuffle(records)
     return [replay(record) for record in records[:n]]
 
