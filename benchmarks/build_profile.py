@@ -54,7 +54,8 @@ STEPS = ("lower", "split+finalize", "cuda codegen", "host codegen", "export", "n
 
 
 def profile_one(mod: tvm.IRModule, target: tvm.target.Target) -> tuple[dict[str, float], bool]:
-    """Seconds of each build step of one candidate, and whether both compiles give the same kernel."""
+    """Seconds of each build step of one candidate (and its CUDA source's KB, `source_kb`), and
+    whether both compiles give the same kernel."""
     from tvm.s_tir.transform import RemoveWeightLayoutRewriteBlock
     from tvm.support import nvcc
     from tvm.support.tar import tar
@@ -94,6 +95,7 @@ def profile_one(mod: tvm.IRModule, target: tvm.target.Target) -> tuple[dict[str,
     same = nvrtc.kernel_lines(
         nvcc.compile_cuda(code, target_format="ptx", arch=target.arch, compiler="nvrtc")
     ) == nvrtc.kernel_lines(nvrtc.compile_cuda(code, "ptx", arch=target.arch))
+    secs["source_kb"] = len(code) / 1024  # not a step: NVRTC's time follows it (as source_size.py counts)
     return secs, same
 
 
