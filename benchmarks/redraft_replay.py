@@ -33,7 +33,7 @@ def replay(bests_us: list[float], stall: int, backoff: bool) -> int:
     return drafts
 
 
-def main(curves: list[str], stall: int = 3) -> list[dict]:
+def redraft_replay(curves: list[str], stall: int = 3) -> list[dict]:
     """Print a table: per curve, the drafts it made and the drafts of the rule without and with backoff.
 
     Args:
@@ -64,5 +64,9 @@ def main(curves: list[str], stall: int = 3) -> list[dict]:
     return out
 
 
+def main(argv: list[str] | None = None) -> list[dict]:
+    return CLI(redraft_replay, args=argv, as_positional=False)
+
+
 if __name__ == "__main__":
-    CLI(main, as_positional=False)
+    main()

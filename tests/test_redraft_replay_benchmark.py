@@ -31,7 +31,7 @@ def test_a_curve_file_is_counted_and_evolution_curves_are_left_out(tmp_path, cap
     ]
     write("pruner-s0.csv", pruner)
     write("xgb-s0.csv", [{"best_us": 5.0, "drafted": "nan"}] * 4)
-    rows = redraft_replay.main([str(tmp_path / "*.csv")], stall=3)
+    rows = redraft_replay.main(["--curves", f"[{tmp_path}/*.csv]", "--stall", "3"])
     assert [(r["curve"].split("/")[-1], r["rounds"], r["drafts"], r["stall"]) for r in rows] == [
         ("pruner-s0.csv", 6, 2, 2)
     ]
