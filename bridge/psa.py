@@ -63,13 +63,25 @@ DEVICES_FILE = Path(__file__).resolve().parent / "devices.yaml"
     DRAM_ALL,
 ) = range(PSA_DIM)
 
-FORMULAS = ("published", "occupancy", "traffic", "traffic-occupancy")
+FORMULAS = ("published", "occupancy", "traffic", "traffic-occupancy", "traffic-warps")
 """Scoring formulas: `published` is docs/pruner.md section 4.2 verbatim; `occupancy` also applies the
 kernel's occupancy (`peak_penalty * warp_penalty`) to its memory time, so a kernel with too few
 blocks or partially filled warps cannot reach full DRAM bandwidth either (docs/pruner.md section 4.4 notes
 that the published memory time has no such penalty). The `traffic` formulas take the memory time
 from the DRAM traffic over every trip of the serial loops (PSA column 11) instead of one pass of a
-split reduction (column 5), without and with the occupancy penalty."""
+split reduction (column 5), without and with the occupancy penalty. `traffic-warps` is
+`traffic-occupancy` with latency hiding: the published model lets one block at a time run on an SM
+(`active_blocks_per_sm` 1), so a block of one warp counts as much as one of four; but an SM
+partition hides memory and pipeline latency only with several warps to switch between. The
+row's time is divided by min(1, resident warps per partition / `HIDING_WARPS`), the resident warps
+being min(blocks per SM, `MAX_BLOCKS_PER_SM`) x warps a block, at most `MAX_WARPS_PER_SM`
+(docs/benchmarks.md, "PSA and latency hiding")."""
+
+HIDING_WARPS = 4.0
+"""Warps per SM partition that hide latency in `traffic-warps` (a common rule of thumb for NVIDIA GPUs)."""
+MAX_BLOCKS_PER_SM, MAX_WARPS_PER_SM = 32, 64
+"""Resident blocks and warps per SM on sm_80/sm_90 (NVIDIA's occupancy limits; registers and shared
+memory, which can lower them, are not modelled)."""
 
 DEFAULT_FORMULA = DEFAULT_PSA_FORMULA
 """The formula that drafts unless told otherwise: on the 14,137 valid H100 records of data/h100 (219
@@ -226,9 +238,14 @@ def psa_latency(rows: np.ndarray, device: Device, formula: str = DEFAULT_FORMULA
     compute = rows[:, TOTAL_FLOPS] * thread_penalty / (device.peak_gflops * occupancy / reg_penalty) / 1e6
     traffic = rows[:, DRAM_ALL] if formula.startswith("traffic") else rows[:, DRAM]
     memory = traffic / device.bandwidth_gbs * 1000.0 / 2**30
-    if formula.endswith("occupancy"):
+    if formula.endswith("occupancy") or formula == "traffic-warps":
         memory = memory / occupancy
-    return np.maximum(compute, memory)
+    time = np.maximum(compute, memory)
+    if formula == "traffic-warps":
+        blocks_per_sm = np.minimum(np.ceil(grid / sm), MAX_BLOCKS_PER_SM)
+        resident = np.minimum(blocks_per_sm * warps, MAX_WARPS_PER_SM)
+        time = time / np.minimum(1.0, resident / parts / HIDING_WARPS)
+    return time
 
 
 def psa_scores(programs: Sequence[np.ndarray | None], device: Device, formula: str = DEFAULT_FORMULA) -> np.ndarray:

@@ -107,7 +107,22 @@ def test_traffic_formulas_take_the_memory_time_from_every_trip():
     assert psa_latency(staged, A100, "traffic-occupancy")[0] > traffic  # 300 blocks of 4 warps: not full occupancy
     compute_bound = np.stack([row(total=1e10, reuse=4.0, grid=2000, block=256)])
     assert psa_latency(compute_bound, A100, "traffic") == pytest.approx(psa_latency(compute_bound, A100, "published"))
-    assert set(FORMULAS) == {"published", "occupancy", "traffic", "traffic-occupancy"}
+    assert set(FORMULAS) == {"published", "occupancy", "traffic", "traffic-occupancy", "traffic-warps"}
+
+
+def test_traffic_warps_charges_too_few_warps_to_hide_latency():
+    # the same work in blocks of one warp and of two, 3 blocks an SM (A100: 108 SMs): equal to the
+    # published model (one block an SM at a time), but a partition has 0.75 or 1.5 warps to switch
+    one, two = (row(total=1e9, reuse=50.0, dram_all=1e6, grid=3 * 108, block=b) for b in (32, 64))
+    for formula, equal in (("traffic-occupancy", True), ("traffic-warps", False)):
+        a, b = psa_latency(np.stack([one]), A100, formula)[0], psa_latency(np.stack([two]), A100, formula)[0]
+        assert bool(a == pytest.approx(b)) is equal, (formula, a, b)
+    assert psa_latency(np.stack([one]), A100, "traffic-warps")[0] == pytest.approx(
+        2 * psa_latency(np.stack([two]), A100, "traffic-warps")[0]
+    )
+    # 16 warps a partition and more hide latency: no charge
+    busy = np.stack([row(total=1e10, reuse=4.0, dram_all=1e8, grid=20000, block=256)])
+    assert psa_latency(busy, A100, "traffic-warps") == pytest.approx(psa_latency(busy, A100, "traffic-occupancy"))
 
 
 def test_naive_heuristic_counts_threads():
