@@ -77,8 +77,11 @@ row's time is divided by min(1, resident warps per partition / `HIDING_WARPS`), 
 being min(blocks per SM, `MAX_BLOCKS_PER_SM`) x warps a block, at most `MAX_WARPS_PER_SM`
 (docs/benchmarks.md, "PSA and latency hiding")."""
 
-HIDING_WARPS = 4.0
-"""Warps per SM partition that hide latency in `traffic-warps` (a common rule of thumb for NVIDIA GPUs)."""
+HIDING_WARPS = 1.0
+"""Resident warps per SM partition below which `traffic-warps` charges: 1, a partition with less than
+a warp of its own to issue from. Of 0.5, 1, 2 and 4 (4 is the usual rule of thumb for hiding
+latency), 1 is the only one that lowers neither peak@1 nor peak@5 on data/h100's random records;
+larger values rank them worse (docs/benchmarks.md, "PSA and latency hiding")."""
 MAX_BLOCKS_PER_SM, MAX_WARPS_PER_SM = 32, 64
 """Resident blocks and warps per SM on sm_80/sm_90 (NVIDIA's occupancy limits; registers and shared
 memory, which can lower them, are not modelled)."""

@@ -7,6 +7,7 @@ import pytest
 
 from bridge.psa import (
     FORMULAS,
+    HIDING_WARPS,
     Device,
     PSACostModel,
     get_device,
@@ -111,16 +112,21 @@ def test_traffic_formulas_take_the_memory_time_from_every_trip():
 
 
 def test_traffic_warps_charges_too_few_warps_to_hide_latency():
-    # the same work in blocks of one warp and of two, 3 blocks an SM (A100: 108 SMs): equal to the
-    # published model (one block an SM at a time), but a partition has 0.75 or 1.5 warps to switch
+    # the same work in blocks of one warp and of two, 3 blocks an SM (A100: 108 SMs, 4 partitions):
+    # equal to the published model (one block an SM at a time), but a partition has 0.75 or 1.5
+    # resident warps; below one (HIDING_WARPS) the row's time is divided by that share
     one, two = (row(total=1e9, reuse=50.0, dram_all=1e6, grid=3 * 108, block=b) for b in (32, 64))
     for formula, equal in (("traffic-occupancy", True), ("traffic-warps", False)):
         a, b = psa_latency(np.stack([one]), A100, formula)[0], psa_latency(np.stack([two]), A100, formula)[0]
         assert bool(a == pytest.approx(b)) is equal, (formula, a, b)
+    assert HIDING_WARPS == 1.0
     assert psa_latency(np.stack([one]), A100, "traffic-warps")[0] == pytest.approx(
-        2 * psa_latency(np.stack([two]), A100, "traffic-warps")[0]
+        psa_latency(np.stack([one]), A100, "traffic-occupancy")[0] / 0.75
     )
-    # 16 warps a partition and more hide latency: no charge
+    assert psa_latency(np.stack([two]), A100, "traffic-warps") == pytest.approx(
+        psa_latency(np.stack([two]), A100, "traffic-occupancy")
+    )
+    # many warps a partition: no charge
     busy = np.stack([row(total=1e10, reuse=4.0, dram_all=1e8, grid=20000, block=256)])
     assert psa_latency(busy, A100, "traffic-warps") == pytest.approx(psa_latency(busy, A100, "traffic-occupancy"))
 
