@@ -219,20 +219,27 @@ def test_resume_counts_and_skips_measured_schedules(measured_matmul, kind):
     strategy.post_tuning()
 
 
-def test_a_stalled_task_is_drafted_again():
-    """redraft_stall=2: a task whose best has not improved in 2 measured rounds gets a new draft, and
-    the count starts again; a failed run is no improvement."""
+def _stall_search(trials: int, batch: int, **options):
+    """A draft-then-verify search on the matmul whose drafts come only from the stall rule (the
+    potential space never runs low), tuning started."""
     strategy = DraftVerifySearch(
         draft=PSACostModel(device="a100"),
         population_size=POPULATION,
         potential_size=POPULATION,
         redraft_below=0.0,
-        redraft_stall=2,
+        **options,
     )
     context = context_for(matmul(), strategy)
     strategy.pre_tuning(
-        40, 4, context.generate_design_space(), ms.database.MemoryDatabase(), ms.cost_model.RandomModel()
+        trials, batch, context.generate_design_space(), ms.database.MemoryDatabase(), ms.cost_model.RandomModel()
     )
+    return strategy
+
+
+def test_a_stalled_task_is_drafted_again():
+    """redraft_stall=2: a task whose best has not improved in 2 measured rounds gets a new draft, and
+    the count starts again; a failed run is no improvement."""
+    strategy = _stall_search(40, 4, redraft_stall=2)
     assert math.isinf(strategy.best_before)
     failed = ms.runner.RunnerResult(None, "a build error")
     drafts = []
@@ -309,18 +316,7 @@ def test_counting_model_counts_and_times_only_real_scoring():
 def test_with_backoff_a_fruitless_stall_redraft_doubles_the_next_wait():
     """redraft_stall=1 with backoff: drafts after 1, then 2, then 4 rounds without a new best; a new
     best brings the wait back to 1."""
-    strategy = DraftVerifySearch(
-        draft=PSACostModel(device="a100"),
-        population_size=POPULATION,
-        potential_size=POPULATION,
-        redraft_below=0.0,
-        redraft_stall=1,
-        redraft_backoff=True,
-    )
-    context = context_for(matmul(), strategy)
-    strategy.pre_tuning(
-        80, 2, context.generate_design_space(), ms.database.MemoryDatabase(), ms.cost_model.RandomModel()
-    )
+    strategy = _stall_search(80, 2, redraft_stall=1, redraft_backoff=True)
     drafts = []
     for secs in [1e-3] + [2e-3] * 8 + [5e-4, 6e-4]:
         batch = strategy.generate_measure_candidates()
