@@ -7,8 +7,9 @@
 #   bash benchmarks/gpu/lanes.sh \
 #     "RES=benchmarks/results/ablations/stall3 ARMS='pruner moa' WORKLOADS=batch_matmul:12,128,128,64 REDRAFT_STALL=3" \
 #     "RES=benchmarks/results/ablations/every2 ARMS=pruner WORKLOADS=batch_matmul:12,128,128,64 REDRAFT_EVERY=2"
-# Unpack each lane's tar at the project root as for suite.sh (its header says how to keep the databases,
-# with runs/laneI in place of runs/suite).
+# Keep what comes back with `python benchmarks/gpu/keep.py /work/.device/N --label NAME` (each lane's
+# new arm CSVs, eager times, xz-compressed databases and log, never replacing what the tree has),
+# then commit at once.
 set -uo pipefail
 T0=$(date +%s)
 # the kit is unpacked once, here (lanes would race to unpack it); suite.sh's own check then finds it whole

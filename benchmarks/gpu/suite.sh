@@ -9,8 +9,9 @@
 # model card in benchmarks/weights/README.md).
 #   ARMS="xgb pruner" BUDGET=120 bash benchmarks/gpu/suite.sh
 #   RES=benchmarks/results/tuning_240 ARMS="xgb" BUDGET=240 LIMIT=585 WORKLOADS="dense:128,3072,768" bash benchmarks/gpu/suite.sh
-# $OUT/tuning_work.tar.xz holds the arms' work dirs: keep their databases (what each arm measured, for
-# benchmarks/psa_quality.py --pool-workloads) with, from the project root,
+# $OUT/tuning_work.tar.xz holds the arms' work dirs. `python benchmarks/gpu/keep.py /work/.device/N`
+# keeps the new results and databases (what each arm measured, for benchmarks/psa_quality.py
+# --pool-workloads) without replacing any the tree has; by hand, from the project root,
 #   tar -C /tmp/w -xJf tuning_work.tar.xz && for d in /tmp/w/runs/suite/*/*/; do r=${d#/tmp/w/runs/suite/}; \
 #     mkdir -p benchmarks/results/suite_databases/$r && for f in database_workload.json database_tuning_record.json; do \
 #     xz -9 -c $d$f > benchmarks/results/suite_databases/$r$f.xz; done; done

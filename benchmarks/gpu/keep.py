@@ -1,0 +1,147 @@
+"""Keep what a device call of the tuning suite brought back: merge its results into the tree.
+
+    python benchmarks/gpu/keep.py /work/.device/N --label gate_call1
+
+A call of `lanes.sh` brings back, per lane, `laneI/tuning_results.tar.xz` (the lane's results folder,
+RES, as it was on the device), `laneI/tuning_work.tar.xz` (its work dir, WORK: each arm's database)
+and `laneI.log`; a plain `suite.sh` call brings the two tars back at the top of the call's folder.
+For each of them this adds to the tree (`--root`, default the project root):
+
+- the arms' CSVs of RES that the tree does not have. The device started from the tree, so a CSV
+  both have is normally the same file; one that differs is reported and left as the tree has it.
+- the eager times of RES's eager.json, key by key: a time the tree already has is kept. (Unpacking
+  the tars of two calls by hand, the older one last, once overwrote the newer call's eager times.)
+- each arm's database (`WORK/<workload>/<arm>/database_*.json`), xz-compressed, to
+  `benchmarks/results/suite_databases/<workload>/<arm>/` for a RES of `benchmarks/results/tuning*`,
+  and to `.../suite_databases/ablations/<name>/<workload>/<arm>/` for `benchmarks/results/ablations/<name>`;
+  again without replacing a database the tree has.
+- with `--label`, the lane's log as `benchmarks/results/ablations/logs/<label>[_laneI].log`.
+
+The tars are unpacked into a temporary folder with tarfile's "data" filter (no absolute paths, no
+links out of it). Prints each file it added and each conflict; commit what it added at once.
+"""
+
+from __future__ import annotations
+
+import filecmp
+import json
+import lzma
+import shutil
+import sys
+import tarfile
+import tempfile
+from pathlib import Path
+
+from jsonargparse import CLI
+
+ROOT = Path(__file__).resolve().parents[2]
+RESULTS = Path("benchmarks/results")
+DATABASES = RESULTS / "suite_databases"
+LOGS = RESULTS / "ablations" / "logs"
+DB_FILES = ("database_workload.json", "database_tuning_record.json")
+
+
+def _unpack(archive: Path, into: Path) -> Path:
+    with tarfile.open(archive) as tar:
+        tar.extractall(into, filter="data")
+    return into
+
+
+def _merge_results(unpacked: Path, root: Path, report: dict) -> list[Path]:
+    """Add RES's new arm CSVs and eager times to the tree; the RES folders found (relative paths)."""
+    found = sorted({p.parent.relative_to(unpacked) for p in unpacked.rglob("eager.json")} |
+                   {p.parent.parent.relative_to(unpacked) for p in unpacked.rglob("*-s*.csv")})  # fmt: skip
+    for res in found:
+        for src in sorted((unpacked / res).rglob("*")):
+            if not src.is_file():
+                continue
+            rel = src.relative_to(unpacked)
+            dst = root / rel
+            if src.name == "eager.json":
+                theirs = json.loads(src.read_text())
+                ours = json.loads(dst.read_text()) if dst.exists() else {}
+                new = {k: v for k, v in theirs.items() if k not in ours}
+                if new:
+                    dst.parent.mkdir(parents=True, exist_ok=True)
+                    dst.write_text(json.dumps({**ours, **new}, indent=1) + "\n")
+                    report["added"].append(f"{rel}: {', '.join(new)}")
+            elif not dst.exists():
+                dst.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(src, dst)
+                report["added"].append(str(rel))
+            elif not filecmp.cmp(src, dst, shallow=False):
+                report["conflicts"].append(f"{rel}: differs from the tree's; the tree's kept")
+    return found
+
+
+def _database_home(res: Path) -> Path:
+    """Where the databases of a results folder's arms are kept (see the module docstring)."""
+    parts = res.relative_to(RESULTS).parts if res.is_relative_to(RESULTS) else ()
+    if len(parts) >= 2 and parts[0] == "ablations":
+        return DATABASES / "ablations" / Path(*parts[1:])
+    if len(parts) == 1 and parts[0].startswith("tuning"):
+        return DATABASES
+    raise ValueError(f"{res}: not benchmarks/results/tuning* or benchmarks/results/ablations/<name>")
+
+
+def _merge_databases(unpacked: Path, home: Path, root: Path, report: dict) -> None:
+    for record in sorted(unpacked.rglob("database_tuning_record.json")):
+        arm_dir = record.parent  # WORK/<workload>/<arm>
+        rel = home / arm_dir.parent.name / arm_dir.name
+        for name in DB_FILES:
+            src, dst = arm_dir / name, root / rel / f"{name}.xz"
+            if not src.exists():
+                continue
+            data = src.read_bytes()
+            if dst.exists():
+                if lzma.decompress(dst.read_bytes()) != data:
+                    report["conflicts"].append(f"{rel / name}: differs from the tree's; the tree's kept")
+                continue
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            dst.write_bytes(lzma.compress(data, preset=9))
+            report["added"].append(str(rel / f"{name}.xz"))
+
+
+def keep(call: Path, label: str | None = None, root: Path = ROOT) -> dict:
+    """Merge a device call's suite results into the tree at `root`; {"added": [...], "conflicts": [...]}.
+
+    Args:
+        call: the call's folder (e.g. /work/.device/N): `laneI/` folders from lanes.sh, or the two
+            tars of a plain suite.sh call.
+        label: keep each lane's log as benchmarks/results/ablations/logs/<label>[_laneI].log.
+        root: the project root to merge into.
+    """
+    call, root = Path(call), Path(root)
+    lanes = sorted(p for p in call.glob("lane*") if p.is_dir()) or [call]
+    report: dict = {"added": [], "conflicts": []}
+    for lane in lanes:
+        results = lane / "tuning_results.tar.xz"
+        if not results.exists():
+            raise FileNotFoundError(f"{results}: no tuning results in this call's folder")
+        with tempfile.TemporaryDirectory() as tmp:
+            found = _merge_results(_unpack(results, Path(tmp) / "results"), root, report)
+            work = lane / "tuning_work.tar.xz"
+            if work.exists() and found:
+                if len(found) > 1:
+                    raise ValueError(f"{results}: several results folders ({found}); whose databases?")
+                _merge_databases(_unpack(work, Path(tmp) / "work"), _database_home(found[0]), root, report)
+        log = call / f"{lane.name}.log" if lane != call else None
+        if label and log is not None and log.exists():
+            dst = root / LOGS / f"{label}{'' if len(lanes) == 1 else '_' + lane.name}.log"
+            if not dst.exists():
+                dst.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(log, dst)
+                report["added"].append(str(dst.relative_to(root)))
+    for line in report["added"]:
+        print(f"added {line}")
+    for line in report["conflicts"]:
+        print(f"CONFLICT {line}", file=sys.stderr)
+    return report
+
+
+def main(argv: list[str] | None = None) -> dict:
+    return CLI(keep, args=argv, as_positional=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,73 @@
+"""benchmarks/gpu/keep.py: a device call's suite results merged into the tree from real tars, twice,
+without replacing what the tree has (arm CSVs, eager times, databases) and with the lane logs."""
+
+import importlib.util
+import json
+import lzma
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+spec = importlib.util.spec_from_file_location("keep_device", REPO / "benchmarks" / "gpu" / "keep.py")
+keep_module = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(keep_module)
+
+RES = "benchmarks/results/ablations/gate"
+
+
+def _device_call(tmp: Path, eager: dict, csv: str, lane: str = "lane0") -> Path:
+    """A call folder as lanes.sh leaves it: laneI/ with both tars, and laneI.log."""
+    stage = tmp / f"stage_{lane}_{len(eager)}"
+    (stage / RES / "dense_8x8x8").mkdir(parents=True)
+    (stage / RES / "dense_8x8x8" / "moa-s0.csv").write_text(csv)
+    (stage / RES / "eager.json").write_text(json.dumps(eager))
+    arm = stage / "runs" / lane / "dense_8x8x8" / "moa-s0"
+    arm.mkdir(parents=True)
+    (arm / "database_workload.json").write_text('["w"]\n')
+    (arm / "database_tuning_record.json").write_text('[0, ["r"]]\n')
+    (arm / "tuning_curve.png").write_bytes(b"png")  # not kept
+    call = tmp / f"call_{len(eager)}"
+    (call / lane).mkdir(parents=True)
+    with tarfile.open(call / lane / "tuning_results.tar.xz", "w:xz") as tar:
+        tar.add(stage / "benchmarks", arcname="benchmarks")
+    with tarfile.open(call / lane / "tuning_work.tar.xz", "w:xz") as tar:
+        tar.add(stage / "runs", arcname="runs")
+    (call / f"{lane}.log").write_text("arm dense moa seed 0: 16 trials\n")
+    return call
+
+
+def test_a_call_is_merged_once_and_keeps_what_the_tree_has(tmp_path):
+    root = tmp_path / "tree"
+    (root / RES).mkdir(parents=True)
+    (root / RES / "eager.json").write_text(json.dumps({"matmul:8,8,8": 1.0}))
+    first = _device_call(tmp_path, {"dense:8,8,8": 2.0}, "task,round\nd,1\n")
+    report = keep_module.keep(first, label="call1", root=root)
+    assert not report["conflicts"]
+    assert json.loads((root / RES / "eager.json").read_text()) == {"matmul:8,8,8": 1.0, "dense:8,8,8": 2.0}
+    assert (root / RES / "dense_8x8x8" / "moa-s0.csv").read_text() == "task,round\nd,1\n"
+    db = root / "benchmarks/results/suite_databases/ablations/gate/dense_8x8x8/moa-s0"
+    assert sorted(p.name for p in db.iterdir()) == ["database_tuning_record.json.xz", "database_workload.json.xz"]
+    assert lzma.decompress((db / "database_tuning_record.json.xz").read_bytes()) == b'[0, ["r"]]\n'
+    assert (root / "benchmarks/results/ablations/logs/call1.log").read_text().startswith("arm dense")
+
+    # the same call again adds nothing; an older call whose eager time and CSV differ changes nothing
+    assert keep_module.keep(first, label="call1", root=root)["added"] == []
+    older = _device_call(tmp_path, {"dense:8,8,8": 9.0, "conv:1": 3.0}, "task,round\nd,OLD\n")
+    report = keep_module.keep(older, root=root)
+    assert json.loads((root / RES / "eager.json").read_text())["dense:8,8,8"] == 2.0  # the tree's time stays
+    assert json.loads((root / RES / "eager.json").read_text())["conv:1"] == 3.0  # a new one is added
+    assert (root / RES / "dense_8x8x8" / "moa-s0.csv").read_text().endswith("d,1\n")
+    assert report["conflicts"] == [f"{RES}/dense_8x8x8/moa-s0.csv: differs from the tree's; the tree's kept"]
+
+
+def test_the_cli_names_a_folder_without_results(tmp_path):
+    done = subprocess.run(
+        [sys.executable, "benchmarks/gpu/keep.py", str(tmp_path), "--root", str(tmp_path)],
+        cwd=REPO, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode != 0 and "no tuning results in this call's folder" in done.stderr
+    assert keep_module._database_home(Path("benchmarks/results/tuning_240")) == Path(
+        "benchmarks/results/suite_databases"
+    )
