@@ -28,7 +28,7 @@ from typing import Any, Literal
 
 from bridge.cli import add_dataclass_arguments, build
 from bridge.config import CostModelConfig, MeasureConfig, SearchConfig, TuneConfig
-from bridge.factory import COST_MODELS
+from bridge.factory import COST_MODELS, resolve_verify_gate
 
 __all__ = ["build_parser", "main"]
 
@@ -129,9 +129,11 @@ def main(argv: Sequence[str] | None = None) -> Any:
         tasks = [zoo.operator_task(args.workload)]
     if not tasks:
         raise ValueError(f"no tunable tasks in {args.network or args.workload}")
+    configs["search"] = resolve_verify_gate(configs["search"], configs["cost_model"].name)  # said and recorded
     search, cost_model, out = configs["search"], configs["cost_model"], configs["config"].out
     workload = args.network or args.workload
-    draft = f", draft-then-verify with PSA({search.psa}, {search.psa_formula})" if search.psa else ""
+    gate = ", verify gate on" if search.verify_gate else ""
+    draft = f", draft-then-verify with PSA({search.psa}, {search.psa_formula}){gate}" if search.psa else ""
     # soft_wrap: plain lines are left to the terminal (rich would break them at 80 columns in a pipe)
     console.print(
         f"{len(tasks)} task(s), target {target_label(target)}, cost model {cost_model.name}{draft}", soft_wrap=True
@@ -169,6 +171,7 @@ def main(argv: Sequence[str] | None = None) -> Any:
         search="draft-then-verify" if search.psa else "evolutionary",
         psa=search.psa,
         psa_formula=search.psa_formula if search.psa else None,
+        verify_gate=search.verify_gate,
         **times,
     )
     write_summary(f"{out}/summary.json", data)

@@ -18,7 +18,16 @@ from typing import Any
 from bridge.config import CostModelConfig, SearchConfig
 from tvm_env import ms
 
-__all__ = ["COST_MODELS", "is_pretrained", "load_state", "make_cost_model", "make_strategy", "save_state", "state_file"]
+__all__ = [
+    "COST_MODELS",
+    "is_pretrained",
+    "load_state",
+    "make_cost_model",
+    "make_strategy",
+    "resolve_verify_gate",
+    "save_state",
+    "state_file",
+]
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +48,14 @@ def is_pretrained(name: str) -> bool:
 
     mode = tuning_modes().get(name)
     return mode is not None and mode[1] != "scratch"
+
+
+def resolve_verify_gate(search: SearchConfig, cost_model: str) -> SearchConfig:
+    """`search` with an unset `verify_gate` decided: on for a pretrained `cost_model` (`is_pretrained`),
+    off otherwise, and off for MetaSchedule's evolution (no draft to gate to)."""
+    if search.verify_gate is not None:
+        return search
+    return dataclasses.replace(search, verify_gate=search.psa is not None and is_pretrained(cost_model))
 
 
 def make_cost_model(config: CostModelConfig, *, target: Any = None, cores: int = 1, features: Any = None) -> Any:
@@ -135,8 +152,9 @@ def make_strategy(
 
     if search.psa is None:
         return ResumableEvolutionarySearch(log=log, population_size=search.population or 512)
-    if search.verify_gate is None:
-        search = dataclasses.replace(search, verify_gate=is_pretrained(cost_model))
     return DraftVerifySearch.from_config(
-        search, log=log, features=features, pipeline=pipeline if search.pipeline else None
+        resolve_verify_gate(search, cost_model),
+        log=log,
+        features=features,
+        pipeline=pipeline if search.pipeline else None,
     )

@@ -80,9 +80,22 @@ def test_each_cost_model_mode_runs_a_short_tune(mode, artifacts, builder, tmp_pa
     assert [r["total_trials"] for r in result.rows] == [3, 6]
     assert all(r["verify_scored"] > 0 for r in result.rows)
     assert all((r["draft_scored"] > 0) == (draft_verify and bool(r["drafted"])) for r in result.rows)
+    # the verify gate is on for a pretrained verifier under draft-then-verify (too few pairs to switch yet)
+    gated = draft_verify and artifact is not None
+    assert all((r["gated"] == 0) if gated else math.isnan(r["gated"]) for r in result.rows), result.rows
     assert (tmp_path / CURVE_CSV).exists() and (tmp_path / CURVE_PNG).stat().st_size > 1000
     assert (tmp_path / "database_tuning_record.json").exists()
     assert (tmp_path / f"cost_model.{mode}.bin").exists() == (mode != "random")
+
+
+def test_cli_says_and_records_whether_the_verify_gate_is_on(artifacts, tmp_path, capsys):
+    args = ["--workload", WORKLOAD, "--target", TARGET, "--cost-model", "pam-no-update", "--psa", "a100"]
+    args += ["--checkpoint", str(artifacts["PAMModule"]), "--trials", "3", "--trials-per-round", "3", *QUICK]
+    for extra, on in (([], True), (["--verify-gate", "false"], False)):
+        out_dir = tmp_path / str(on)
+        tune.main([*args, *extra, "--work-dir", str(out_dir), "--potential", "8"])
+        assert ("verify gate on" in capsys.readouterr().out) is on
+        assert json.loads((out_dir / "summary.json").read_text())["verify_gate"] is on
 
 
 def test_cli_resumes_from_the_work_dir(tmp_path, capsys):

@@ -109,9 +109,12 @@ def test_a_verifier_that_ranks_worse_than_the_draft_is_set_aside_until_it_is_bet
 )
 def test_tune_runs_gate_a_pretrained_verifier_unless_told_otherwise(cost_model, setting, gated):
     from bridge.config import SearchConfig
-    from bridge.factory import make_strategy
+    from bridge.factory import make_strategy, resolve_verify_gate
 
     strategy = make_strategy(SearchConfig(psa="a100", verify_gate=setting), cost_model=cost_model)
     assert strategy.verify_gate is gated
     strategy = make_strategy(SearchConfig(verify_gate=setting), cost_model=cost_model)  # evolution: no gate
     assert not hasattr(strategy, "verify_gate")
+    # what tune.py prints and records: the same decision, and off without a draft
+    assert resolve_verify_gate(SearchConfig(psa="a100", verify_gate=setting), cost_model).verify_gate is gated
+    assert resolve_verify_gate(SearchConfig(verify_gate=None), cost_model).verify_gate is False
