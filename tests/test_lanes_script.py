@@ -17,7 +17,8 @@ ROOT = Path(__file__).resolve().parents[1]
 SUITE_STANDIN = """#!/usr/bin/env bash
 { for v in CUDA_VISIBLE_DEVICES GPUS TVM_NUM_THREADS OUT WORK LIMIT RES ARMS REDRAFT_STALL PIPELINE; do
     echo "$v=${!v-}"; done
-  grep Cpus_allowed_list /proc/self/status; } > "$OUT/env.txt"
+  grep Cpus_allowed_list /proc/self/status; echo "--"; } >> "$OUT/env.txt"
+sleep 1
 echo "lane done"
 """
 
@@ -44,6 +45,16 @@ def _run(root: Path, tmp_path: Path, *lanes: str) -> subprocess.CompletedProcess
     return subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True, timeout=60)
 
 
+def _jobs(out: Path, lane: int) -> list[dict[str, str]]:
+    """The environment of each suite.sh the lane ran, in order."""
+    blocks = (out / f"lane{lane}" / "env.txt").read_text().split("--\n")
+    return [
+        dict(line.split("=", 1) if "=" in line else line.split(":\t") for line in block.splitlines())
+        for block in blocks
+        if block.strip()
+    ]
+
+
 def _cores(allowed: str) -> set[int]:
     cores = set()
     for part in allowed.split(","):
@@ -64,10 +75,7 @@ def test_each_lane_gets_its_gpu_cores_folders_and_settings(tmp_path):
         "RES=r/nopipe ARMS=pruner PIPELINE=false",
     )
     assert done.returncode == 0, done.stderr
-    lanes = []
-    for i in range(2):
-        text = (tmp_path / "out" / f"lane{i}" / "env.txt").read_text()
-        lanes.append(dict(line.split("=", 1) if "=" in line else line.split(":\t") for line in text.splitlines()))
+    lanes = [_jobs(tmp_path / "out", i)[0] for i in range(2)]
     assert [lane["CUDA_VISIBLE_DEVICES"] for lane in lanes] == ["0", "1"]
     assert [lane["OUT"] for lane in lanes] == [str(tmp_path / "out" / f"lane{i}") for i in range(2)]
     assert [lane["WORK"] for lane in lanes] == ["runs/lane0", "runs/lane1"]
@@ -94,4 +102,32 @@ def test_more_lanes_than_gpus_is_refused(tmp_path):
     root = _project(tmp_path)
     done = _run(root, tmp_path, "ARMS=xgb", "ARMS=pruner", "ARMS=moa")
     assert done.returncode == 2 and "3 lanes for 2 GPUs" in done.stderr
+    assert not list((tmp_path / "out").glob("lane*"))
+
+
+def test_a_lane_runs_its_jobs_in_order_each_with_its_own_settings(tmp_path):
+    root = _project(tmp_path)
+    done = _run(
+        root,
+        tmp_path,
+        "RES=r/a ARMS=xgb REDRAFT_STALL=3 ;; RES=r/a ARMS=pruner PIPELINE=false",
+        "RES=r/b ARMS=moa",
+    )
+    assert done.returncode == 0, done.stderr
+    first, second = _jobs(tmp_path / "out", 0)
+    assert (first["ARMS"], first["REDRAFT_STALL"], first["PIPELINE"]) == ("xgb", "3", "")
+    assert (second["ARMS"], second["REDRAFT_STALL"], second["PIPELINE"]) == ("pruner", "", "false")
+    assert first["CUDA_VISIBLE_DEVICES"] == second["CUDA_VISIBLE_DEVICES"] == "0"
+    assert first["OUT"] == second["OUT"] == str(tmp_path / "out" / "lane0")
+    assert int(second["LIMIT"]) < int(first["LIMIT"]) <= 585  # the second job gets what the first left
+    (only,) = _jobs(tmp_path / "out", 1)
+    assert only["ARMS"] == "moa" and only["CUDA_VISIBLE_DEVICES"] == "1"
+    log = (tmp_path / "out" / "lane0.log").read_text()
+    assert log.count("lane done") == 2 and log.index("ARMS=xgb") < log.index("ARMS=pruner")
+
+
+def test_a_lane_whose_jobs_use_two_results_folders_is_refused_before_any_lane_starts(tmp_path):
+    root = _project(tmp_path)
+    done = _run(root, tmp_path, "RES=r/a ARMS=xgb", "RES=r/a ARMS=xgb ;; RES=r/b ARMS=pruner")
+    assert done.returncode == 2 and "lane 1's jobs use two results folders (r/a, r/b)" in done.stderr
     assert not list((tmp_path / "out").glob("lane*"))
