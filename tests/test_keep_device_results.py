@@ -9,6 +9,8 @@ import sys
 import tarfile
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[1]
 spec = importlib.util.spec_from_file_location("keep_device", REPO / "benchmarks" / "gpu" / "keep.py")
 keep_module = importlib.util.module_from_spec(spec)
@@ -71,3 +73,12 @@ def test_the_cli_names_a_folder_without_results(tmp_path):
     assert keep_module._database_home(Path("benchmarks/results/tuning_240")) == Path(
         "benchmarks/results/suite_databases"
     )
+
+
+def test_another_gpus_results_keep_their_databases_apart():
+    home = keep_module._database_home
+    assert home(Path("benchmarks/results/tuning")) == Path("benchmarks/results/suite_databases")
+    assert home(Path("benchmarks/results/tuning_240_h200")) == Path("benchmarks/results/suite_databases/h200")
+    assert home(Path("benchmarks/results/ablations/gate")) == Path("benchmarks/results/suite_databases/ablations/gate")
+    with pytest.raises(ValueError, match="not benchmarks/results/tuning"):
+        home(Path("benchmarks/results/quality"))

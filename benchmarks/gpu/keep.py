@@ -12,7 +12,8 @@ For each of them this adds to the tree (`--root`, default the project root):
 - the eager times of RES's eager.json, key by key: a time the tree already has is kept. (Unpacking
   the tars of two calls by hand, the older one last, once overwrote the newer call's eager times.)
 - each arm's database (`WORK/<workload>/<arm>/database_*.json`), xz-compressed, to
-  `benchmarks/results/suite_databases/<workload>/<arm>/` for a RES of `benchmarks/results/tuning*`,
+  `benchmarks/results/suite_databases/<workload>/<arm>/` for a RES of `benchmarks/results/tuning*`
+  (`.../suite_databases/<gpu>/<workload>/<arm>/` for one named after another GPU, `tuning_240_h200`),
   and to `.../suite_databases/ablations/<name>/<workload>/<arm>/` for `benchmarks/results/ablations/<name>`;
   again without replacing a database the tree has.
 - with `--label`, the lane's log as `benchmarks/results/ablations/logs/<label>[_laneI].log`.
@@ -80,7 +81,8 @@ def _database_home(res: Path) -> Path:
     if len(parts) >= 2 and parts[0] == "ablations":
         return DATABASES / "ablations" / Path(*parts[1:])
     if len(parts) == 1 and parts[0].startswith("tuning"):
-        return DATABASES
+        gpu = parts[0].rpartition("_")[2]  # tuning_240_h200: another GPU's arms, kept apart
+        return DATABASES / gpu if gpu.isalpha() else DATABASES
     raise ValueError(f"{res}: not benchmarks/results/tuning* or benchmarks/results/ablations/<name>")
 
 
