@@ -81,8 +81,8 @@ def _database_home(res: Path) -> Path:
     if len(parts) >= 2 and parts[0] == "ablations":
         return DATABASES / "ablations" / Path(*parts[1:])
     if len(parts) == 1 and parts[0].startswith("tuning"):
-        gpu = parts[0].rpartition("_")[2]  # tuning_240_h200: another GPU's arms, kept apart
-        return DATABASES / gpu if gpu.isalpha() else DATABASES
+        _, sep, gpu = parts[0].rpartition("_")  # tuning_240_h200: another GPU's arms, kept apart
+        return DATABASES / gpu if sep and not gpu.isdigit() else DATABASES
     raise ValueError(f"{res}: not benchmarks/results/tuning* or benchmarks/results/ablations/<name>")
 
 
