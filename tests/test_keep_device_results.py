@@ -19,8 +19,9 @@ spec.loader.exec_module(keep_module)
 RES = "benchmarks/results/ablations/gate"
 
 
-def _device_call(tmp: Path, eager: dict, csv: str, lane: str = "lane0") -> Path:
-    """A call folder as lanes.sh leaves it: laneI/ with both tars, and laneI.log."""
+def _device_call(tmp: Path, eager: dict, csv: str, lane: str = "lane0", earlier_arm: bool = False) -> Path:
+    """A call folder as lanes.sh leaves it: laneI/ with both tars, and laneI.log; with `earlier_arm`, the
+    work dir also holds an arm that an earlier call on the same warm machine ran (its CSV not in RES)."""
     stage = tmp / f"stage_{lane}_{len(eager)}"
     (stage / RES / "dense_8x8x8").mkdir(parents=True)
     (stage / RES / "dense_8x8x8" / "moa-s0.csv").write_text(csv)
@@ -30,6 +31,11 @@ def _device_call(tmp: Path, eager: dict, csv: str, lane: str = "lane0") -> Path:
     (arm / "database_workload.json").write_text('["w"]\n')
     (arm / "database_tuning_record.json").write_text('[0, ["r"]]\n')
     (arm / "tuning_curve.png").write_bytes(b"png")  # not kept
+    if earlier_arm:
+        old = stage / "runs" / lane / "conv_1x1" / "pruner-s0"
+        old.mkdir(parents=True)
+        (old / "database_workload.json").write_text('["c"]\n')
+        (old / "database_tuning_record.json").write_text('[0, ["c"]]\n')
     call = tmp / f"call_{len(eager)}"
     (call / lane).mkdir(parents=True)
     with tarfile.open(call / lane / "tuning_results.tar.xz", "w:xz") as tar:
@@ -82,3 +88,13 @@ def test_another_gpus_results_keep_their_databases_apart():
     assert home(Path("benchmarks/results/ablations/gate")) == Path("benchmarks/results/suite_databases/ablations/gate")
     with pytest.raises(ValueError, match="not benchmarks/results/tuning"):
         home(Path("benchmarks/results/quality"))
+
+
+def test_an_earlier_calls_arm_left_in_a_warm_machines_work_dir_is_not_kept(tmp_path):
+    root = tmp_path / "tree"
+    call = _device_call(tmp_path, {"dense:8,8,8": 2.0}, "task,round\nd,1\n", earlier_arm=True)
+    report = keep_module.keep(call, root=root)
+    home = root / "benchmarks/results/suite_databases/ablations/gate"
+    assert (home / "dense_8x8x8" / "moa-s0" / "database_tuning_record.json.xz").exists()
+    assert not (home / "conv_1x1").exists()
+    assert report["skipped"] == ["conv_1x1/pruner-s0: no arm of the call's results"]

@@ -15,7 +15,8 @@ For each of them this adds to the tree (`--root`, default the project root):
   `benchmarks/results/suite_databases/<workload>/<arm>/` for a RES of `benchmarks/results/tuning*`
   (`.../suite_databases/<gpu>/<workload>/<arm>/` for one named after another GPU, `tuning_240_h200`),
   and to `.../suite_databases/ablations/<name>/<workload>/<arm>/` for `benchmarks/results/ablations/<name>`;
-  again without replacing a database the tree has.
+  again without replacing a database the tree has. Only the arms whose CSV is in the call's RES: a warm
+  machine's WORK still holds the arms of the calls before, whatever their RES was.
 - with `--label`, the lane's log as `benchmarks/results/ablations/logs/<label>[_laneI].log`.
 
 The tars are unpacked into a temporary folder with tarfile's "data" filter (no absolute paths, no
@@ -86,9 +87,12 @@ def _database_home(res: Path) -> Path:
     raise ValueError(f"{res}: not benchmarks/results/tuning* or benchmarks/results/ablations/<name>")
 
 
-def _merge_databases(unpacked: Path, home: Path, root: Path, report: dict) -> None:
+def _merge_databases(unpacked: Path, home: Path, root: Path, report: dict, arms: set[tuple[str, str]]) -> None:
     for record in sorted(unpacked.rglob("database_tuning_record.json")):
         arm_dir = record.parent  # WORK/<workload>/<arm>
+        if (arm_dir.parent.name, arm_dir.name) not in arms:  # an earlier call's, on a warm machine
+            report["skipped"].append(f"{arm_dir.parent.name}/{arm_dir.name}: no arm of the call's results")
+            continue
         rel = home / arm_dir.parent.name / arm_dir.name
         for name in DB_FILES:
             src, dst = arm_dir / name, root / rel / f"{name}.xz"
@@ -115,7 +119,7 @@ def keep(call: Path, label: str | None = None, root: Path = ROOT) -> dict:
     """
     call, root = Path(call), Path(root)
     lanes = sorted(p for p in call.glob("lane*") if p.is_dir()) or [call]
-    report: dict = {"added": [], "conflicts": []}
+    report: dict = {"added": [], "conflicts": [], "skipped": []}
     for lane in lanes:
         results = lane / "tuning_results.tar.xz"
         if not results.exists():
@@ -126,7 +130,8 @@ def keep(call: Path, label: str | None = None, root: Path = ROOT) -> dict:
             if work.exists() and found:
                 if len(found) > 1:
                     raise ValueError(f"{results}: several results folders ({found}); whose databases?")
-                _merge_databases(_unpack(work, Path(tmp) / "work"), _database_home(found[0]), root, report)
+                arms = {(c.parent.name, c.stem) for c in (Path(tmp) / "results" / found[0]).glob("*/*-s*.csv")}
+                _merge_databases(_unpack(work, Path(tmp) / "work"), _database_home(found[0]), root, report, arms)
         log = call / f"{lane.name}.log" if lane != call else None
         if label and log is not None and log.exists():
             dst = root / LOGS / f"{label}{'' if len(lanes) == 1 else '_' + lane.name}.log"
@@ -136,6 +141,8 @@ def keep(call: Path, label: str | None = None, root: Path = ROOT) -> dict:
                 report["added"].append(str(dst.relative_to(root)))
     for line in report["added"]:
         print(f"added {line}")
+    for line in report["skipped"]:
+        print(f"skipped {line}")
     for line in report["conflicts"]:
         print(f"CONFLICT {line}", file=sys.stderr)
     return report
