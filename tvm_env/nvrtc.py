@@ -22,7 +22,10 @@ source, which explicit unrolling can make megabytes long (a 1.1 MB batch_matmul 
 on one core where the median candidate takes 0.2 s, and a batch of builds waits for its slowest).
 Kernels over the limit are refused at once with an error that says so, a failed build like a
 timeout but without the wait. The best schedules the H100 suite found were at most 200 KB of source
-(docs/benchmarks.md).
+(docs/benchmarks.md). The guard is TVM's `tvm_callback_cuda_postproc`, which the CUDA code generator
+calls with the source before it calls the compile callback: so a refusal happens before NVRTC on a
+GPU machine's TVM, and in the build itself on a TVM without the CUDA runtime too (which generates
+the source but compiles nothing), where a test can take a build, a builder or a collection through it.
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ __all__ = [
     "SourceTooLarge",
     "compile_cuda",
     "check_max_source_kb",
+    "check_source",
     "cuda_path",
     "install",
     "kernel_lines",
@@ -106,6 +110,7 @@ _LIMITS = """#include <cuda/std/limits>
 """
 
 _installed = False
+_previous_postproc: Any = None  # a tvm_callback_cuda_postproc registered before install()
 
 
 def lighten(code: str) -> str:
@@ -228,11 +233,6 @@ def _callback(code: str) -> bytearray:
     """
     from tvm.support import nvcc
 
-    if _max_source_kb is not None and len(code) > _max_source_kb * 1024:
-        raise SourceTooLarge(
-            f"CUDA source of {len(code) / 1024:.0f} KB is over the builder's {_max_source_kb:g} KB limit "
-            f"(max_source_kb), not compiled: {_kernel_line(code)}"
-        )
     if os.environ.get("TVM_CUDA_COMPILE_MODE", "nvrtc").lower() != "nvrtc" or not lite_enabled():
         return nvcc.tvm_callback_cuda_compile(code)
     try:
@@ -248,12 +248,30 @@ def lite_enabled() -> bool:
     return os.environ.get("PRUNER_NVRTC_LITE", "1") != "0"
 
 
+def check_source(code: str) -> None:
+    """Raise `SourceTooLarge` if `code` is over this process's source limit (`set_max_source_kb`)."""
+    if _max_source_kb is not None and len(code) > _max_source_kb * 1024:
+        raise SourceTooLarge(
+            f"CUDA source of {len(code) / 1024:.0f} KB is over the builder's {_max_source_kb:g} KB limit "
+            f"(max_source_kb), not compiled: {_kernel_line(code)}"
+        )
+
+
+def _postproc(code: str, target: Any = None) -> str:
+    """`tvm_callback_cuda_postproc`: the source guard, then the postproc that was there before (if any)."""
+    check_source(code)
+    return code if _previous_postproc is None else _previous_postproc(code, target)
+
+
 def install() -> None:
-    """Make `compile_cuda` this process's `tvm_callback_cuda_compile` (once; idempotent)."""
-    global _installed
+    """Make `compile_cuda` this process's `tvm_callback_cuda_compile`, and the source guard its
+    `tvm_callback_cuda_postproc` (keeping one registered before; once; idempotent)."""
+    global _installed, _previous_postproc
     if _installed:
         return
     import tvm
 
+    _previous_postproc = tvm.get_global_func("tvm_callback_cuda_postproc", allow_missing=True)
+    tvm.register_global_func("tvm_callback_cuda_postproc", _postproc, override=True)
     tvm.register_global_func("tvm_callback_cuda_compile", _callback, override=True)
     _installed = True

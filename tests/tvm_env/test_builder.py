@@ -1,4 +1,5 @@
-"""tvm_env.PooledLocalBuilder with a compile-size guard: the guard travels to the worker processes."""
+"""tvm_env.PooledLocalBuilder with a compile-size guard: the guard travels to the worker processes, and a
+CUDA kernel over it fails its build there with the reason (the host's TVM generates the source, no NVRTC)."""
 
 import os
 
@@ -24,3 +25,18 @@ def test_a_bad_source_limit_is_refused():
         PooledLocalBuilder(max_source_kb=0)
     with pytest.raises(ValueError, match="--max-source-kb -1"):
         MeasureConfig(max_source_kb=-1)
+
+
+def test_a_cuda_kernel_over_the_limit_fails_its_build_in_the_worker_with_the_reason():
+    target = parse_target("nvidia/nvidia-h100")
+    mod = tvm.IRModule({"main": te.create_prim_func(te_workload.matmul(64, 64, 64))})
+    sch = tvm.s_tir.Schedule(mod)
+    i, j, _ = sch.get_loops(sch.get_sblock("C"))
+    sch.bind(i, "blockIdx.x")
+    sch.bind(j, "threadIdx.x")
+    small, tiny = PooledLocalBuilder(max_workers=1), PooledLocalBuilder(max_workers=1, max_source_kb=0.1)
+    (ok,) = small.build([ms.builder.BuilderInput(sch.mod, target)])
+    (refused,) = tiny.build([ms.builder.BuilderInput(sch.mod, target)])
+    assert ok.error_msg is None and os.path.isfile(str(ok.artifact_path))
+    assert refused.artifact_path is None
+    assert "over the builder's 0.1 KB limit (max_source_kb), not compiled" in refused.error_msg

@@ -115,23 +115,37 @@ def test_a_kernel_that_does_not_compile_gets_nvrtcs_log(cuda_env):
         callback(TVM_PRELUDE + KERNEL % "undefined_name")
 
 
-@needs_cuda
-def test_a_kernel_over_the_source_limit_is_refused_at_once(cuda_env):
+def test_a_kernel_over_the_source_limit_is_refused_in_the_build_before_any_compile():
+    """The guard is TVM's postproc callback, which the code generator calls with the source before
+    the compile callback: the host's TVM (no CUDA runtime) calls only it, so a real build shows it."""
     target = parse_target(H100)
     sch = sample_schedules(operator_task("softmax:256,1024"), target, 1, seed=0, exclude=set())[0]
     (device,) = tvm.tirx.build(sch.mod, target).imports
     code = device.inspect_source()
-    callback = tvm.get_global_func("tvm_callback_cuda_compile")
     try:
-        fast_build(sch.mod, target, None, max_source_kb=len(code) / 1024 / 2)  # what a builder worker does
         start = time.perf_counter()
-        with target, pytest.raises(Exception, match=r"CUDA source of \d+ KB is over the builder's [\d.]+ KB limit"):
-            callback(code)
-        assert time.perf_counter() - start < 0.5, "refused before NVRTC"
-        fast_build(sch.mod, target, None, max_source_kb=2 * len(code) / 1024)
-        with target:
-            assert bytes(callback(code))[:4] == b"\x7fELF"  # under the limit: compiled
+        with pytest.raises(Exception, match=r"CUDA source of \d+ KB is over the builder's [\d.]+ KB limit"):
+            fast_build(sch.mod, target, None, max_source_kb=len(code) / 1024 / 2)  # what a builder worker does
+        assert time.perf_counter() - start < 2.0, "refused without compiling"
+        (device,) = fast_build(sch.mod, target, None, max_source_kb=2 * len(code) / 1024).imports
+        assert device.inspect_source() == code  # under the limit: the source passes unchanged
     finally:
         fast_build(sch.mod, target, None)  # no limit again for this process
+
+
+def test_the_guard_keeps_a_postproc_registered_before_it(monkeypatch):
+    seen = []
+    monkeypatch.setattr(nvrtc, "_previous_postproc", lambda code, target: seen.append(len(code)) or code + "//")
+    nvrtc.set_max_source_kb(1)
+    try:
+        assert nvrtc._postproc("x" * 100, None) == "x" * 100 + "//" and seen == [100]
+        with pytest.raises(nvrtc.SourceTooLarge, match="2 KB is over the builder's 1 KB limit"):
+            nvrtc._postproc("y" * 2048, None)
+        assert seen == [100]  # refused before the earlier postproc
+    finally:
+        nvrtc.set_max_source_kb(None)
+
+
+def test_a_bad_source_limit_is_refused():
     with pytest.raises(ValueError, match="max_source_kb=0"):
         nvrtc.set_max_source_kb(0)
