@@ -107,7 +107,9 @@ def _collection_row(c: dict) -> str:
     return (
         f"| {c.get('date', '?')[:16].replace('T', ' ')} | {c.get('records', '?')} | {name} ({clocks}) | "
         f"number {ev.get('number', '?')}, repeat {ev.get('repeat', '?')}, min_repeat_ms {ev.get('min_repeat_ms', '?')} | "
-        f"{c.get('runner', '?')} x{c.get('runners', '?')}, {c.get('builder_workers', '?')} build workers | "
+        f"{c.get('runner', '?')} x{c.get('runners', '?')}, {c.get('builder_workers', '?')} build workers"
+        + (f", source over {c['max_source_kb']:g} KB refused ({c.get('refused', 0)})" if c.get("max_source_kb") else "")
+        + " | "
         f"{c.get('tvm', '?')} |"
     )
 

@@ -103,6 +103,10 @@ class CollectConfig:
             build workers when runs overlap builds, else 128.
         builder_workers: parallel build processes.
         timeout: seconds allowed for one build and for one run.
+        max_source_kb: CUDA kernels with more generated source than this are not built (refused before
+            NVRTC, `tvm_env.nvrtc`), not measured and not stored; None: no limit. NVRTC's time grows
+            with the source: kernels over 512 KB were 6% of random H100 schedules and 28% of the
+            build time (benchmarks/build_profile.py).
         runner: "local" (LocalRunner on this machine) or "rpc" (RPCRunner through a tracker).
         tracker: "host:port" of the TVM RPC tracker (runner "rpc").
         key: device key registered at the tracker (runner "rpc").
@@ -145,6 +149,7 @@ class CollectConfig:
     batch_size: int | None = None
     builder_workers: int | None = None
     timeout: float = 60.0
+    max_source_kb: float | None = None
     runner: str = "local"
     tracker: str | None = None
     key: str | None = None
@@ -178,6 +183,8 @@ class CollectConfig:
             raise ValueError(f"population={self.population!r} must be >= 50 (MetaSchedule's init_min_unmeasured)")
         if self.timeout <= 0:
             raise ValueError(f"timeout={self.timeout!r} must be positive")
+        if self.max_source_kb is not None and not self.max_source_kb > 0:
+            raise ValueError(f"max_source_kb={self.max_source_kb!r} must be positive (KB), or unset for no limit")
         if self.deadline is not None and self.deadline <= 0:
             raise ValueError(f"deadline={self.deadline!r} must be positive (seconds)")
         if self.runner not in ("local", "rpc"):
@@ -207,6 +214,7 @@ class TaskResult:
     new: int = 0
     valid: int = 0
     failed: int = 0
+    refused: int = 0  # sampled, but over --max-source-kb: not built, not stored
     status: str = "complete"  # complete | exhausted | skipped: <reason> | interrupted
 
 
@@ -479,24 +487,32 @@ def collect(cfg: CollectConfig, times: StageTimes | None = None) -> list[TaskRes
                 runs.append(picked[0][0])
                 yield picked
 
-    def commit(rows: list[tuple[tuple[_TaskRun, tvm.s_tir.Schedule], ms.MeasureCandidate, list[float]]]) -> None:
+    def commit(rows: list[tuple[tuple[_TaskRun, tvm.s_tir.Schedule], ms.MeasureCandidate, list[float] | None]]) -> None:
         nonlocal settings
+        measured = 0
         for (run, sch), cand, secs in rows:
-            run.db.commit_tuning_record(ms.database.TuningRecord(sch.trace, run.workload, secs, target, cand.args_info))
-            run.result.new += 1
-            stored.add(run.plan.task_dir)
-            if mean_latency(secs) == float("inf"):
-                run.result.failed += 1
-            else:
-                run.result.valid += 1
             run.pending -= 1
+            if secs is None:  # refused by the source guard: not a record (a failure would teach "slow")
+                run.result.refused += 1
+            else:
+                run.db.commit_tuning_record(
+                    ms.database.TuningRecord(sch.trace, run.workload, secs, target, cand.args_info)
+                )
+                run.result.new += 1
+                measured += 1
+                stored.add(run.plan.task_dir)
+                if mean_latency(secs) == float("inf"):
+                    run.result.failed += 1
+                else:
+                    run.result.valid += 1
             if run.pending == 0 and cfg.compress:
                 _set_compressed(run.path, True)
         bar.update(len(rows))
         if settings is None:
             settings = measurement_settings(cfg, target, n_runners, overlap)
             index.setdefault("collections", []).append(settings)
-        settings["records"] += len(rows)
+        settings["records"] += measured
+        settings["refused"] += len(rows) - measured
         _update_index(index, plans, stored, skipped)
         write_index(device_path, index)
 
@@ -544,6 +560,9 @@ def _summary(cfg: CollectConfig, results: Sequence[TaskResult], device_path: Pat
         f"measured this run: {new} ({sum(r.valid for r in results)} valid, {sum(r.failed for r in results)} failed)"
         f" in {elapsed:.0f} s" + (f" ({elapsed / new:.2f} s/record)" if new else ""),
     ]
+    refused = sum(r.refused for r in results)
+    if refused:
+        lines.append(f"refused over --max-source-kb {cfg.max_source_kb:g}: {refused} (not built, not stored)")
     lines += [
         f"  skipped {r.task_dir}: {r.status.removeprefix('skipped: ')}"
         for r in results
@@ -594,6 +613,10 @@ def _parser() -> ArgumentParser:
         help="parallel builds (default: all cores)",
     )  # fmt: skip
     p.add_argument("--timeout", type=float, default=defaults["timeout"], help="seconds per build and per run")
+    p.add_argument(
+        "--max-source-kb", type=float | None, default=None,
+        help="do not build CUDA kernels with more source than this (KB; refused before NVRTC, not stored)",
+    )  # fmt: skip
     p.add_argument("--runner", type=str, choices=("local", "rpc"), default="local", help="measure here or via RPC")
     p.add_argument("--tracker", type=str | None, default=None, help="RPC tracker host:port (with --runner rpc)")
     p.add_argument("--key", type=str | None, default=None, help="RPC device key (with --runner rpc)")

@@ -45,7 +45,7 @@ if TYPE_CHECKING:
 __all__ = ["StageTimes", "map_ahead", "measure_pipelined", "measure_sequential"]
 
 Item = tuple[Any, "tvm.s_tir.Schedule"]
-Commit = Callable[[list[tuple[Item, ms.MeasureCandidate, list[float]]]], None]
+Commit = Callable[[list[tuple[Item, ms.MeasureCandidate, list[float] | None]]], None]  # None: refused
 
 
 @dataclasses.dataclass
@@ -67,6 +67,7 @@ class StageTimes:
     runners: int = 1
     records: int = 0
     valid: int = 0
+    refused: int = 0  # candidates the source guard refused to build (`--max-source-kb`; not stored)
 
     @property
     def run_share(self) -> float:
@@ -112,13 +113,16 @@ def _candidate(sch: tvm.s_tir.Schedule) -> ms.MeasureCandidate:
 
 
 def _commit(commit: Commit, times: StageTimes, rows: list, began: float) -> None:
+    """Hand a measured chunk to `commit`, refused candidates (run_secs None) too: it stores none of them."""
     start = time.perf_counter()
-    if not times.records:
+    if not times.records and not times.refused:
         times.first_commit_s = start - began
     commit(rows)
     times.commit_s += time.perf_counter() - start
-    times.records += len(rows)
-    times.valid += sum(mean_latency(secs) != float("inf") for _, _, secs in rows)
+    measured = [secs for _, _, secs in rows if secs is not None]
+    times.records += len(measured)
+    times.refused += len(rows) - len(measured)
+    times.valid += sum(mean_latency(secs) != float("inf") for secs in measured)
 
 
 def default_chunk(cfg: CollectConfig, overlap: bool) -> int:
@@ -299,7 +303,7 @@ def measure_pipelined(
                 items = [pending.popleft() for _ in range(min(size, len(pending)))]
                 candidates = [_candidate(sch) for _, sch in items]
                 first = pool is None
-                pool = pool or BuildPool(workers, cfg.timeout)
+                pool = pool or BuildPool(workers, cfg.timeout, max_source_kb=cfg.max_source_kb)
                 chunk = _Chunk(next_index, items, candidates, [pool.submit(c.sch.mod, target) for c in candidates])
                 chunks[next_index], next_index = chunk, next_index + 1
                 to_run.put(chunk)

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from data.labels import FAILED_SECONDS
 from tvm_env import PooledLocalBuilder, fast_build, is_gpu, ms, tvm, tvm_ffi, usable_cores
+from tvm_env.nvrtc import is_refused
 
 if TYPE_CHECKING:
     from data.collect import CollectConfig
@@ -179,11 +180,13 @@ def measurement_settings(cfg: CollectConfig, target: tvm.target.Target, runners:
             "enable_cpu_cache_flush": bool(evaluator.enable_cpu_cache_flush),
         },
         "timeout": cfg.timeout,
+        "max_source_kb": cfg.max_source_kb,
         "builder_workers": cfg.builder_workers or usable_cores(),
         "runner": cfg.runner,
         "runners": runners,
         "pipeline": "sequential" if cfg.sequential else ("overlapped" if overlap else "quiet runs"),
         "records": 0,
+        "refused": 0,  # over max_source_kb: not built, not stored
     }
     if cfg.runner == "local" and target.kind.name == "cuda":
         settings["gpus"] = gpu_info()
@@ -204,12 +207,13 @@ def _lower_priority() -> None:
         pass
 
 
-def _timed_build(mod: Any, target: Any) -> tuple[str, float]:
+def _timed_build(mod: Any, target: Any, max_source_kb: float | None = None) -> tuple[str, float]:
     """Worker side of `BuildPool`: LocalBuilder's build-and-export, and the seconds it took."""
     from tvm.s_tir.meta_schedule.builder import local_builder
 
     start = time.perf_counter()
-    path = local_builder._worker_func(fast_build, None, mod, target, None)
+    build = functools.partial(fast_build, max_source_kb=max_source_kb)
+    path = local_builder._worker_func(build, None, mod, target, None)
     return path, time.perf_counter() - start
 
 
@@ -223,10 +227,10 @@ class BuildPool:
     theirs but the runner and the sampler come first. `busy_s` sums the workers' build seconds.
     """
 
-    def __init__(self, workers: int, timeout: float, max_uses: int = 256):
+    def __init__(self, workers: int, timeout: float, max_uses: int = 256, max_source_kb: float | None = None):
         from tvm.support.popen_pool import PopenPoolExecutor
 
-        self.workers, self.timeout = workers, timeout
+        self.workers, self.timeout, self.max_source_kb = workers, timeout, max_source_kb
         self._pool = PopenPoolExecutor(
             max_workers=workers, timeout=timeout, maximum_process_uses=max_uses, initializer=_lower_priority
         )
@@ -244,7 +248,7 @@ class BuildPool:
         with self._idle:
             self._outstanding += 1
         result: concurrent.futures.Future = concurrent.futures.Future()
-        raw = self._pool.submit(_timed_build, mod, target)
+        raw = self._pool.submit(_timed_build, mod, target, self.max_source_kb)
         with self._idle:
             self._raw.add(raw)
         raw.add_done_callback(functools.partial(self._finish, result))
@@ -292,13 +296,14 @@ def run_built(
     target: tvm.target.Target,
     candidates: Sequence[ms.MeasureCandidate],
     built: Sequence[ms.builder.BuilderResult],
-) -> list[list[float]]:
-    """run_secs per candidate: `repeat` seconds, or [1e10] where its build or run failed. Removes
-    the build artifacts."""
-    secs: list[list[float]] = [[FAILED_SECONDS] for _ in candidates]
+) -> list[list[float] | None]:
+    """run_secs per candidate: `repeat` seconds, [1e10] where its build or run failed, or None where
+    the source guard refused its build (`--max-source-kb`: not measured, not a failure). Removes the
+    build artifacts."""
+    secs: list[list[float] | None] = [None if is_refused(b.error_msg) else [FAILED_SECONDS] for b in built]
     ok = [i for i, b in enumerate(built) if b.error_msg is None]
     for b in built:
-        if b.error_msg is not None:
+        if b.error_msg is not None and not is_refused(b.error_msg):
             log.debug("build failed: %s", b.error_msg.splitlines()[-1] if b.error_msg else "")
     try:
         inputs = [
@@ -324,12 +329,15 @@ class Measurer:
 
     def __init__(self, cfg: CollectConfig, target: tvm.target.Target, runners: int = 1):
         self.target = target
-        self.builder = PooledLocalBuilder(max_workers=cfg.builder_workers, timeout_sec=cfg.timeout)
+        self.builder = PooledLocalBuilder(
+            max_workers=cfg.builder_workers, timeout_sec=cfg.timeout, max_source_kb=cfg.max_source_kb
+        )
         self.runner = make_runners(cfg, target, runners if cfg.runner == "rpc" else 1)[0]
         self.build_s = self.run_s = 0.0
 
-    def measure(self, candidates: Sequence[ms.MeasureCandidate]) -> list[list[float]]:
-        """run_secs per candidate (`repeat` seconds, or [1e10] when its build or run failed)."""
+    def measure(self, candidates: Sequence[ms.MeasureCandidate]) -> list[list[float] | None]:
+        """run_secs per candidate (`repeat` seconds, [1e10] when its build or run failed, None when
+        the source guard refused its build; `run_built`)."""
         start = time.perf_counter()
         built = self.builder.build([ms.builder.BuilderInput(c.sch.mod, self.target) for c in candidates])
         self.build_s += time.perf_counter() - start

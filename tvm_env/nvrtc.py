@@ -44,6 +44,7 @@ __all__ = [
     "compile_cuda",
     "check_max_source_kb",
     "check_source",
+    "is_refused",
     "cuda_path",
     "install",
     "kernel_lines",
@@ -248,12 +249,20 @@ def lite_enabled() -> bool:
     return os.environ.get("PRUNER_NVRTC_LITE", "1") != "0"
 
 
+REFUSED = "(max_source_kb), not compiled"  # in the error of every build the guard refused
+
+
+def is_refused(error_msg: str | None) -> bool:
+    """Whether a build's error message (a MetaSchedule BuilderResult's) is the source guard's refusal."""
+    return bool(error_msg) and REFUSED in error_msg
+
+
 def check_source(code: str) -> None:
     """Raise `SourceTooLarge` if `code` is over this process's source limit (`set_max_source_kb`)."""
     if _max_source_kb is not None and len(code) > _max_source_kb * 1024:
         raise SourceTooLarge(
             f"CUDA source of {len(code) / 1024:.0f} KB is over the builder's {_max_source_kb:g} KB limit "
-            f"(max_source_kb), not compiled: {_kernel_line(code)}"
+            f"{REFUSED}: {_kernel_line(code)}"
         )
 
 

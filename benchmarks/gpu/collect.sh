@@ -9,6 +9,7 @@
 # CPU host first (`python -m data.collect --target nvidia/nvidia-h100 --network N --plan-only --compress
 # --out data/h100`, same --size/--max-tasks), then TOP_UP=1 measures them here without extracting.
 # SIZE= sets the networks' input size (image side / sequence length; default: each one's own).
+# MAX_SOURCE_KB=512 skips kernels with more CUDA source than that (refused before NVRTC, not stored).
 # On an H200 (TVM has no tag for it; it is the H100's chip, sm_90a, with more and faster memory) keep
 # the H100's target and collect into a root of its own: ROOT=data/h200 on kind nvidia-h200.
 # ROOT=data/h100 (the default) resumes into the shipped dataset: the collector writes under
@@ -42,7 +43,7 @@ LEFT=$(( ${LIMIT:-560} - ($(date +%s) - T0) - 40 ))
 # The collector's --deadline stops new batches; `timeout` guarantees the tar below still runs.
 timeout $(( LEFT + 15 )) python3 -m data.collect --target ${TARGET:-nvidia/nvidia-h100} --deadline $(( LEFT - 60 )) \
   $( [ -n "${TOP_UP:-}" ] && echo "--top-up ${NETWORKS:+--network $NETWORKS}" || echo "--network ${NETWORKS:-mobilenet_v2 bert_base}" ) --max-tasks ${MAX_TASKS:-8} --per-task ${PER_TASK:-64} \
-  ${SIZE:+--size $SIZE} --samplers ${SAMPLERS:-2} --seed ${SEED:-0} --min-repeat-ms 10 --timeout 20 --compress --out $ROOT > $OUT/collect.log 2>&1
+  ${SIZE:+--size $SIZE} ${MAX_SOURCE_KB:+--max-source-kb $MAX_SOURCE_KB} --samplers ${SAMPLERS:-2} --seed ${SEED:-0} --min-repeat-ms 10 --timeout 20 --compress --out $ROOT > $OUT/collect.log 2>&1
 echo "collector exit $?"; kill $UTIL
 grep -v -i warning $OUT/collect.log | tr '\r' '\n' | grep -v "^collect:" | tail -14
 tail -n 4 $OUT/util.log

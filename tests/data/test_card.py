@@ -85,3 +85,13 @@ def test_card_names_a_record_without_argument_info(tmp_path, capsys):
     db.write_text("\n".join([json.dumps(first), *lines[1:]]) + "\n")
     assert main([str(root)]) == 2
     assert f"{db}:1: malformed tuning record argument info" in capsys.readouterr().err
+
+
+def test_a_collection_with_a_source_limit_says_so_on_the_card():
+    from data.card import _collection_row
+
+    base = {"date": "2026-11-26T01:00:00+00:00", "records": 90, "runner": "local", "runners": 1, "tvm": "0.27.0"}
+    limited = _collection_row({**base, "builder_workers": 16, "max_source_kb": 512, "refused": 7})
+    plain = _collection_row({**base, "builder_workers": 16, "max_source_kb": None, "refused": 0})
+    assert "local x1, 16 build workers, source over 512 KB refused (7) |" in limited
+    assert "local x1, 16 build workers |" in plain and "refused" not in plain

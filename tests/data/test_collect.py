@@ -243,6 +243,7 @@ def test_sampler_excludes_known_schedules():
         ({}, "nothing to collect"),
         ({"networks": ["vgg"]}, r"network 'vgg' is not in the zoo"),
         ({"ops": [SPEC], "per_task": 0}, "per_task=0 must be positive"),
+        ({"ops": [SPEC], "max_source_kb": 0}, r"max_source_kb=0 must be positive \(KB\)"),
         ({"ops": [SPEC], "runner": "ssh"}, "runner='ssh'"),
         ({"ops": [SPEC], "runner": "rpc", "tracker": "localhost"}, "needs --tracker host:port and --key"),
     ],
@@ -323,6 +324,7 @@ def test_deadline_stops_before_the_next_batch(tmp_path):
         (["--workload", "matmul:3000000000,1,1"], "larger than 65536"),
         (["--network", "no_such_net"], "no_such_net"),
         (["--per-task", "0", "--workload", SPEC], "per_task=0 must be positive"),
+        (["--max-source-kb", "-1", "--workload", SPEC], "max_source_kb=-1.0 must be positive"),
     ],
 )
 def test_bad_arguments_get_error_lines_not_tracebacks(tmp_path, extra, message):

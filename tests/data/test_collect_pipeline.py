@@ -18,7 +18,7 @@ from data.labels import FAILED_SECONDS, mean_latency
 from data.measure import gpu_info, runner_count, runner_devices, visible_gpus
 from data.sampler import sample_schedules
 from data.zoo import operator_task
-from tvm_env import ms, parse_target, setup, target_device_name, tvm_ffi
+from tvm_env import ms, parse_target, setup, target_device_name, tvm, tvm_ffi
 
 TARGET = '{"kind": "llvm", "num-cores": 2}'
 SPEC = "matmul:32,32,32"
@@ -223,3 +223,38 @@ def test_gpu_info_reads_nvidia_smi(tmp_path, monkeypatch):
     assert [g["index"] for g in gpu_info()] == ["1"]
     monkeypatch.setenv("FAIL", "1")
     assert gpu_info() == []
+
+
+def _source_kb(sch, target) -> float:
+    return len(tvm.tirx.build(sch.mod, target).imports[0].inspect_source()) / 1024
+
+
+@pytest.mark.parametrize("sequential", [False, True])
+def test_kernels_over_the_source_limit_are_neither_built_nor_stored(tmp_path, sequential):
+    """A real CUDA collection on this host (no GPU): the host's TVM generates each kernel's source,
+    so the source guard (`--max-source-kb`) acts in the builds as on the GPU machine. Schedules over
+    the limit are counted as refused and leave no record; the others are built and measured (their
+    runs fail here, with no GPU: stored as failed, as a failed run on the GPU machine would be)."""
+    h100 = parse_target("nvidia/nvidia-h100")
+    spec, per_task = "softmax:256,1024", 6
+    task = tmp_path / target_device_name(h100) / operator_task(spec).task_dir
+    cfg = CollectConfig(
+        target="nvidia/nvidia-h100", out=str(tmp_path), ops=[spec], per_task=per_task, population=50,
+        max_source_kb=0.5, sequential=sequential, **{**FAST, "timeout": 10.0},
+    )  # fmt: skip
+    times = StageTimes()
+    (result,) = collect(cfg, times)  # every softmax kernel is over 0.5 KB of source
+    assert (result.refused, result.new, times.refused, times.records) == (per_task, 0, per_task, 0)
+    assert count_records(task) == (0, 0)
+    (run,) = json.loads((task.parent / "index.json").read_text())["collections"]
+    assert (run["records"], run["refused"], run["max_source_kb"]) == (0, per_task, 0.5)
+
+    limit = 5.0  # between this task's smallest kernels (about 3.4 KB) and its largest
+    (result,) = collect(CollectConfig(**{**cfg.__dict__, "max_source_kb": limit}))
+    assert result.before == 0, "the refused schedules left no record to resume from"
+    assert result.refused + result.new == per_task and result.valid == 0 and result.new >= 1
+    db = ms.database.JSONDatabase(str(task / "database_workload.json"), str(task / "database_tuning_record.json"))
+    records = db.get_all_tuning_records()
+    assert len(records) == result.new and count_records(task) == (result.new, 0)
+    assert all(_source_kb(r.as_measure_candidate().sch, h100) <= limit for r in records)
+    assert all(mean_latency(r.run_secs) == float("inf") for r in records)  # no GPU here: runs fail
