@@ -14,8 +14,9 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def load_benchmark(name: str) -> ModuleType:
-    """`benchmarks/<name>.py` as a module named `<name>_benchmark`."""
-    spec = importlib.util.spec_from_file_location(f"{name}_benchmark", REPO / "benchmarks" / f"{name}.py")
+    """`benchmarks/<name>.py` as a module named `<name>_benchmark` (`gpu/keep`: benchmarks/gpu/keep.py)."""
+    module_name = f"{name.replace('/', '_')}_benchmark"
+    spec = importlib.util.spec_from_file_location(module_name, REPO / "benchmarks" / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module

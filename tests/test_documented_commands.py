@@ -110,7 +110,7 @@ class _Parsed(BaseException):
 @functools.cache
 def _module(script: str):
     if script.startswith("benchmarks/"):
-        return load_benchmark(Path(script).stem)
+        return load_benchmark(Path(script).relative_to("benchmarks").with_suffix("").as_posix())
     return importlib.import_module(script.removesuffix(".py"))
 
 
