@@ -109,7 +109,8 @@ def _merge_databases(unpacked: Path, home: Path, root: Path, report: dict, arms:
 
 
 def keep(call: Path, label: str | None = None, root: Path = ROOT) -> dict:
-    """Merge a device call's suite results into the tree at `root`; {"added": [...], "conflicts": [...]}.
+    """Merge a device call's suite results into the tree at `root`; {"added": [...], "conflicts": [...],
+    "skipped": [...]} (skipped: databases of arms whose CSVs the call's results do not hold).
 
     Args:
         call: the call's folder (e.g. /work/.device/N): `laneI/` folders from lanes.sh, or the two
