@@ -6,7 +6,9 @@ its best latency at the same time, the search time and trials at which it first 
 final, and the speedup (XGB's time to its final / the method's time to it). A method that never
 reached it within the budget gets "never" and, in the geometric mean, the speedup it would have
 had at the budget's end (an upper bound: it needed more). Seeds of one workload are averaged
-(geometric mean of the speedups, mean of the latencies).
+(geometric mean of the speedups, mean of the latencies); where only some seeds reached XGB's final,
+the time and trials are those seeds' mean, with the count ("63 s (2 of 3 seeds)"), and the speedup
+keeps its "<".
 """
 
 from __future__ import annotations
@@ -71,6 +73,14 @@ def _seconds(values: list[float]) -> str:
     return f"{sum(known) / len(known):.1f} s" if known else "-"
 
 
+def _reached(values: list[float], reached: list[int], unit: str = "") -> str:
+    """Mean over the seeds that reached XGB's final; 'never' if none did, and a count if only some did."""
+    if not reached:
+        return "never"
+    mean = _fmt(sum(values[i] for i in reached) / len(reached), unit)
+    return mean if len(reached) == len(values) else f"{mean} ({len(reached)} of {len(values)} seeds)"
+
+
 def _ratio(x: float) -> str:
     return "n/a" if math.isnan(x) else ("inf" if math.isinf(x) else f"{x:.3f}")
 
@@ -117,7 +127,8 @@ def report(results: Path, plot: str | None = None, baseline: str = "xgb") -> str
             if not cols:
                 continue
             n = len(cols["best"])
-            never = any(math.isinf(t) for t in cols["time"])
+            reached = [i for i, t in enumerate(cols["time"]) if math.isfinite(t)]
+            never = len(reached) < n
             speedup = _geomean(cols["speedup"])
             ratio = sum(cols["ratio"]) / n if not any(math.isnan(r) for r in cols["ratio"]) else math.nan
             if method != baseline:
@@ -126,8 +137,7 @@ def report(results: Path, plot: str | None = None, baseline: str = "xgb") -> str
                     worse.append(f"{method} on {workload} ({_ratio(ratio)}x XGB's latency)")
             lines.append(
                 f"| {workload} | {method} | {n} | {sum(cols['trials']) / n:.0f} | {sum(cols['best']) / n:.2f} "
-                f"| {_ratio(ratio)} | {_fmt(sum(cols['time']) / n, ' s') if not never else 'never'} "
-                f"| {_fmt(sum(cols['trials_to']) / n) if not never else 'never'} "
+                f"| {_ratio(ratio)} | {_reached(cols['time'], reached, ' s')} | {_reached(cols['trials_to'], reached)} "
                 f"| {'<' if never else ''}{speedup:.2f}x | {100 * sum(cols['idle']) / n:.0f}% | {_share(cols['drafting'])} "
                 f"| {_seconds(cols['build'])} |"
             )

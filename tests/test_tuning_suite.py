@@ -56,6 +56,21 @@ def test_report_times_speedups_and_never(tmp_path):
     assert (tmp_path / "suite.png").stat().st_size > 1000
 
 
+def test_report_counts_the_seeds_that_reached_xgbs_final(tmp_path):
+    # seed 0: XGB ends at 0.02 (reached at 80 s), pruner ends at 0.021: never. seed 1: XGB ends at 0.04
+    # (at 60 s), pruner reaches it at 20 s (16 trials): 3x. Bounds: seed 0 80/100 = 0.8x.
+    write_arm(tmp_path / "op" / "xgb-s0.csv", [(20, 16, 0.05), (80, 48, 0.02), (100, 64, 0.02)])
+    write_arm(tmp_path / "op" / "pruner-s0.csv", [(20, 16, 0.03), (100, 80, 0.021)])
+    write_arm(tmp_path / "op" / "xgb-s1.csv", [(30, 16, 0.05), (60, 32, 0.04), (100, 48, 0.04)])
+    write_arm(tmp_path / "op" / "pruner-s1.csv", [(20, 16, 0.035), (100, 64, 0.03)])
+    text = suite_report.report(tmp_path)
+    speedup = math.sqrt(0.8 * 3.0)
+    row = f"| op | pruner | 2 | 72 | 25.50 | 0.900 | 20 s (1 of 2 seeds) | 16 (1 of 2 seeds) | <{speedup:.2f}x |"
+    assert row in text, text
+    write_arm(tmp_path / "op" / "pruner-s1.csv", [(20, 16, 0.045), (100, 64, 0.041)])  # now neither seed does
+    assert "| never | never | <" in suite_report.report(tmp_path)
+
+
 def test_time_and_trials_to_a_latency():
     rows = [
         {"elapsed_s": 5.0, "total_trials": 8.0, "estimated_ms": 2.0},
