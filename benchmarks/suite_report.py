@@ -128,7 +128,7 @@ def report(results: Path, plot: str | None = None, baseline: str = "xgb") -> str
                 continue
             n = len(cols["best"])
             reached = [i for i, t in enumerate(cols["time"]) if math.isfinite(t)]
-            never = len(reached) < n
+            bound = len(reached) < n  # a seed never reached it: its speedup is an upper bound
             speedup = _geomean(cols["speedup"])
             ratio = sum(cols["ratio"]) / n if not any(math.isnan(r) for r in cols["ratio"]) else math.nan
             if method != baseline:
@@ -138,7 +138,7 @@ def report(results: Path, plot: str | None = None, baseline: str = "xgb") -> str
             lines.append(
                 f"| {workload} | {method} | {n} | {sum(cols['trials']) / n:.0f} | {sum(cols['best']) / n:.2f} "
                 f"| {_ratio(ratio)} | {_reached(cols['time'], reached, ' s')} | {_reached(cols['trials_to'], reached)} "
-                f"| {'<' if never else ''}{speedup:.2f}x | {100 * sum(cols['idle']) / n:.0f}% | {_share(cols['drafting'])} "
+                f"| {'<' if bound else ''}{speedup:.2f}x | {100 * sum(cols['idle']) / n:.0f}% | {_share(cols['drafting'])} "
                 f"| {_seconds(cols['build'])} |"
             )
         if workload in eager:
