@@ -19,12 +19,18 @@ spec.loader.exec_module(keep_module)
 RES = "benchmarks/results/ablations/gate"
 
 
-def _device_call(tmp: Path, eager: dict, csv: str, lane: str = "lane0", earlier_arm: bool = False) -> Path:
+def _device_call(
+    tmp: Path, eager: dict, csv: str, lane: str = "lane0", earlier_arm: bool = False, placeholder: bool = False
+) -> Path:
     """A call folder as lanes.sh leaves it: laneI/ with both tars, and laneI.log; with `earlier_arm`, the
-    work dir also holds an arm that an earlier call on the same warm machine ran (its CSV not in RES)."""
+    work dir also holds an arm that an earlier call on the same warm machine ran (its CSV not in RES);
+    with `placeholder`, RES holds that arm's CSV as the empty file `stage.sh out lean` leaves."""
     stage = tmp / f"stage_{lane}_{len(eager)}"
     (stage / RES / "dense_8x8x8").mkdir(parents=True)
     (stage / RES / "dense_8x8x8" / "moa-s0.csv").write_text(csv)
+    if placeholder:
+        (stage / RES / "conv_1x1").mkdir(parents=True)
+        (stage / RES / "conv_1x1" / "pruner-s0.csv").write_text("")
     (stage / RES / "eager.json").write_text(json.dumps(eager))
     arm = stage / "runs" / lane / "dense_8x8x8" / "moa-s0"
     arm.mkdir(parents=True)
@@ -98,3 +104,20 @@ def test_an_earlier_calls_arm_left_in_a_warm_machines_work_dir_is_not_kept(tmp_p
     assert (home / "dense_8x8x8" / "moa-s0" / "database_tuning_record.json.xz").exists()
     assert not (home / "conv_1x1").exists()
     assert report["skipped"] == ["conv_1x1/pruner-s0: no arm of the call's results"]
+
+
+def test_a_placeholder_csv_from_stage_sh_is_not_a_result(tmp_path):
+    """The tree has the arm; the device had its empty placeholder and, on a warm machine, its database."""
+    root = tmp_path / "tree"
+    (root / RES / "conv_1x1").mkdir(parents=True)
+    (root / RES / "conv_1x1" / "pruner-s0.csv").write_text("task,round\nc,1\n")
+    call = _device_call(tmp_path, {"dense:8,8,8": 2.0}, "task,round\nd,1\n", earlier_arm=True, placeholder=True)
+    report = keep_module.keep(call, root=root)
+    assert not report["conflicts"], report
+    assert (root / RES / "conv_1x1" / "pruner-s0.csv").read_text() == "task,round\nc,1\n"
+    assert f"{RES}/dense_8x8x8/moa-s0.csv" in report["added"]
+    assert report["skipped"] == ["conv_1x1/pruner-s0: no arm of the call's results"]
+    # a tree without the arm gets no empty file from the placeholder either
+    bare = tmp_path / "bare"
+    keep_module.keep(call, root=bare)
+    assert not (bare / RES / "conv_1x1" / "pruner-s0.csv").exists()

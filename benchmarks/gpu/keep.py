@@ -9,6 +9,7 @@ For each of them this adds to the tree (`--root`, default the project root):
 
 - the arms' CSVs of RES that the tree does not have. The device started from the tree, so a CSV
   both have is normally the same file; one that differs is reported and left as the tree has it.
+  An empty CSV is the placeholder `stage.sh out lean` left for an arm the tree has: not a result.
 - the eager times of RES's eager.json, key by key: a time the tree already has is kept. (Unpacking
   the tars of two calls by hand, the older one last, once overwrote the newer call's eager times.)
 - each arm's database (`WORK/<workload>/<arm>/database_*.json`), xz-compressed, to
@@ -59,6 +60,8 @@ def _merge_results(unpacked: Path, root: Path, report: dict) -> list[Path]:
                 continue
             rel = src.relative_to(unpacked)
             dst = root / rel
+            if src.suffix == ".csv" and src.stat().st_size == 0:  # stage.sh's placeholder
+                continue
             if src.name == "eager.json":
                 theirs = json.loads(src.read_text())
                 ours = json.loads(dst.read_text()) if dst.exists() else {}
@@ -131,7 +134,8 @@ def keep(call: Path, label: str | None = None, root: Path = ROOT) -> dict:
             if work.exists() and found:
                 if len(found) > 1:
                     raise ValueError(f"{results}: several results folders ({found}); whose databases?")
-                arms = {(c.parent.name, c.stem) for c in (Path(tmp) / "results" / found[0]).glob("*/*-s*.csv")}
+                csvs = (Path(tmp) / "results" / found[0]).glob("*/*-s*.csv")
+                arms = {(c.parent.name, c.stem) for c in csvs if c.stat().st_size > 0}  # not placeholders
                 _merge_databases(_unpack(work, Path(tmp) / "work"), _database_home(found[0]), root, report, arms)
         log = call / f"{lane.name}.log" if lane != call else None
         if label and log is not None and log.exists():

@@ -1,0 +1,64 @@
+"""benchmarks/gpu/stage.sh in a real git work tree: `out lean` moves what a suite call does not need,
+leaves the kept results folder's arm CSVs as empty files (a device run only asks whether they exist),
+and `in` puts every byte back."""
+
+import shutil
+import subprocess
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+FILES = {
+    "benchmarks/gpu/stage.sh": None,  # the real script
+    "benchmarks/tuning.py": "kept\n",
+    "benchmarks/quality.py": "staged\n",
+    "benchmarks/results/tuning_240/dense_8x8x8/xgb-s0.csv": "task,round\nd,1\n",
+    "benchmarks/results/tuning_240/dense_8x8x8/moa-s1.csv": "task,round\nd,2\n",
+    "benchmarks/results/tuning_240/eager.json": '{"dense:8,8,8": 0.01}\n',
+    "benchmarks/results/quality/q.json": "{}\n",
+    "data/embedded/cpu/index.json": "{}\n",
+    "docs/benchmarks.md": "# numbers\n",
+}
+
+
+def _git(tree: Path, *args: str) -> str:
+    return subprocess.run(["git", *args], cwd=tree, capture_output=True, text=True, check=True).stdout
+
+
+def _stage(tree: Path, *args: str) -> str:
+    env = {"PATH": "/usr/bin:/bin", "RES": "benchmarks/results/tuning_240", "STAGE": str(tree.parent / "stage")}
+    done = subprocess.run(
+        ["bash", "benchmarks/gpu/stage.sh", *args], cwd=tree, env=env, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def test_lean_staging_leaves_empty_arm_csvs_and_puts_everything_back(tmp_path):
+    tree = tmp_path / "tree"
+    for rel, text in FILES.items():
+        path = tree / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if text is None:
+            shutil.copy2(REPO / rel, path)
+        else:
+            path.write_text(text)
+    _git(tree, "init", "-q")
+    _git(tree, "add", "-A")
+    before = _git(tree, "status", "--porcelain")
+
+    _stage(tree, "out", "lean")
+    res = tree / "benchmarks/results/tuning_240"
+    for arm in ("dense_8x8x8/xgb-s0.csv", "dense_8x8x8/moa-s1.csv"):
+        assert (res / arm).exists() and (res / arm).stat().st_size == 0, arm  # an arm the run skips
+    assert (res / "eager.json").read_text() == FILES["benchmarks/results/tuning_240/eager.json"]
+    assert (tree / "benchmarks/tuning.py").exists() and (tree / "benchmarks/gpu/stage.sh").exists()
+    for gone in ("benchmarks/quality.py", "benchmarks/results/quality", "data/embedded", "docs"):
+        assert not (tree / gone).exists(), gone
+    assert (tmp_path / "stage/benchmarks/results/tuning_240/dense_8x8x8/xgb-s0.csv").read_text() == "task,round\nd,1\n"
+
+    _stage(tree, "in")
+    for rel, text in FILES.items():
+        assert (tree / rel).read_text() == (text if text is not None else (REPO / rel).read_text()), rel
+    assert _git(tree, "status", "--porcelain") == before
+    assert not (tmp_path / "stage").exists()
