@@ -50,6 +50,11 @@ def _unpack(archive: Path, into: Path) -> Path:
     return into
 
 
+def _is_placeholder(path: Path) -> bool:
+    """An empty arm CSV: what `stage.sh out lean` leaves for an arm the tree has, not a result."""
+    return path.suffix == ".csv" and path.stat().st_size == 0
+
+
 def _merge_results(unpacked: Path, root: Path, report: dict) -> list[Path]:
     """Add RES's new arm CSVs and eager times to the tree; the RES folders found (relative paths)."""
     found = sorted({p.parent.relative_to(unpacked) for p in unpacked.rglob("eager.json")} |
@@ -60,7 +65,7 @@ def _merge_results(unpacked: Path, root: Path, report: dict) -> list[Path]:
                 continue
             rel = src.relative_to(unpacked)
             dst = root / rel
-            if src.suffix == ".csv" and src.stat().st_size == 0:  # stage.sh's placeholder
+            if _is_placeholder(src):
                 continue
             if src.name == "eager.json":
                 theirs = json.loads(src.read_text())
@@ -135,7 +140,7 @@ def keep(call: Path, label: str | None = None, root: Path = ROOT) -> dict:
                 if len(found) > 1:
                     raise ValueError(f"{results}: several results folders ({found}); whose databases?")
                 csvs = (Path(tmp) / "results" / found[0]).glob("*/*-s*.csv")
-                arms = {(c.parent.name, c.stem) for c in csvs if c.stat().st_size > 0}  # not placeholders
+                arms = {(c.parent.name, c.stem) for c in csvs if not _is_placeholder(c)}
                 _merge_databases(_unpack(work, Path(tmp) / "work"), _database_home(found[0]), root, report, arms)
         log = call / f"{lane.name}.log" if lane != call else None
         if label and log is not None and log.exists():
