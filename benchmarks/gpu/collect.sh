@@ -26,19 +26,7 @@ source benchmarks/gpu/pylib.sh || exit 1  # jsonargparse (data.collect's CLI) is
 nproc; nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,clocks.max.sm --format=csv,noheader
 ROOT=${ROOT:-data/h100}
 DEVICE=cuda-sm_90a  # tvm_env.target_device_name of nvidia/nvidia-h100 (and of any sm_90a target): where the collector writes
-util() {  # CPU busy % (from /proc/stat) and GPU utilization %, every 10 s
-  local a b
-  a=($(head -1 /proc/stat))
-  while sleep 10; do
-    b=($(head -1 /proc/stat))
-    local total=0 i; for i in 1 2 3 4 5 6 7 8; do total=$(( total + b[i] - a[i] )); done
-    local idle=$(( b[4] + b[5] - a[4] - a[5] ))
-    echo "$(( $(date +%s) - T0 )) s cpu $(( 100 * (total - idle) / (total > 0 ? total : 1) ))% gpu $(nvidia-smi --query-gpu=utilization.gpu --format=csv,noheader,nounits)%"
-    a=("${b[@]}")
-  done
-}
-util > $OUT/util.log 2>&1 &
-UTIL=$!
+source benchmarks/gpu/util_log.sh && util_log $OUT/util.log
 LEFT=$(( ${LIMIT:-560} - ($(date +%s) - T0) - 40 ))
 # The collector's --deadline stops new batches; `timeout` guarantees the tar below still runs.
 timeout $(( LEFT + 15 )) python3 -m data.collect --target ${TARGET:-nvidia/nvidia-h100} --deadline $(( LEFT - 60 )) \
