@@ -78,3 +78,28 @@ def test_refuses_an_existing_device_folder(tmp_path):
     )  # fmt: skip
     assert again.returncode == 2 and "error: " in again.stderr and "exists; remove it first" in again.stderr
     assert "Traceback" not in again.stderr
+
+
+def test_parts_split_the_tasks_over_roots(tmp_path):
+    root = _tree(tmp_path)
+    done = subprocess.run(
+        [sys.executable, "benchmarks/gpu/pending_root.py", "--root", str(root), "--out", str(tmp_path / "p"),
+         "--per_task", "1000", "--parts", "2"],
+        cwd=REPO, capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    assert "2 unfinished tasks copied" in done.stdout
+    tasks = []
+    for part in ("p1", "p2"):
+        device = tmp_path / part / DEVICE
+        (task,) = [p.name for p in device.iterdir() if p.is_dir()]
+        index = json.loads((device / "index.json").read_text())
+        assert list(index["tasks"]) == [task]
+        assert all(row[0] == task for rows in index["networks"].values() for row in rows)
+        tasks.append(task)
+    assert sorted(tasks) == ["conv2d_nhwc_e7d8f54e", "matmul_e87e4aed"]
+    bad = subprocess.run(
+        [sys.executable, "benchmarks/gpu/pending_root.py", "--root", str(root), "--out", str(tmp_path / "q"),
+         "--per_task", "10", "--parts", "0"],
+        cwd=REPO, capture_output=True, text=True,
+    )  # fmt: skip
+    assert bad.returncode == 2 and "parts=0 must be at least 1" in bad.stderr

@@ -9,6 +9,10 @@ networks' rows, the skipped tasks and the collections are kept). On the device,
 `ROOT=pending TOP_UP=1 PER_TASK=48 bash benchmarks/gpu/collect.sh` tops them up (same seed: the
 tasks keep their stored records, so nothing already stored is drawn again); back here,
 `tar -C /tmp/p -xJf h100_collect.tar.xz && python -m data.merge /tmp/p data/h100` joins them.
+
+`--parts N` splits the tasks over N roots (OUT1 ... OUTN, every N-th task in each), one for each of N
+device calls in a row: each call tops up its own part, so no call repeats another's tasks, and the
+parts need no merging in between (they all travel, if they fit: the device tool's carry limit).
 """
 
 from __future__ import annotations
@@ -23,35 +27,43 @@ from data.collect import count_records
 from data.record_tree import read_index, task_dirs, write_index
 
 
-def pending_root(root: Path, out: Path, per_task: int) -> list[str]:
-    """The task folders copied from each device folder of `root` into `out`.
+def pending_root(root: Path, out: Path, per_task: int, parts: int = 1) -> list[str]:
+    """The task folders copied from each device folder of `root` into `out` (with `parts` > 1: into
+    `out`1 ... `out`N, every N-th unfinished task in each).
 
     Args:
         root: the record tree (e.g. data/h100).
         out: the new root (must not hold the device folder yet).
         per_task: tasks with fewer records than this are copied.
+        parts: split the tasks over this many roots, one a device call.
     """
+    if parts < 1:
+        raise ValueError(f"parts={parts!r} must be at least 1")
+    outs = [out] if parts == 1 else [out.with_name(f"{out.name}{k + 1}") for k in range(parts)]
     copied = []
     for device in sorted(p for p in root.iterdir() if (p / "index.json").exists()):
         index = read_index(device)
-        keep = {t.name for t in task_dirs(device) if count_records(t)[0] < per_task and t.name in index["tasks"]}
-        if (out / device.name).exists():
-            raise FileExistsError(f"{out / device.name} exists; remove it first")
-        for name in sorted(keep):
-            shutil.copytree(device / name, out / device.name / name)
-        index["tasks"] = {k: v for k, v in index["tasks"].items() if k in keep}
-        rows_of = {net: [row for row in rows if row[0] in keep] for net, rows in index["networks"].items()}
-        index["networks"] = {net: rows for net, rows in rows_of.items() if rows}  # networks with a kept task
-        (out / device.name).mkdir(parents=True, exist_ok=True)
-        write_index(out / device.name, index)
-        copied += [f"{device.name}/{n}" for n in sorted(keep)]
+        pending = sorted(t.name for t in task_dirs(device) if count_records(t)[0] < per_task and t.name in index["tasks"])
+        for dest in outs:
+            if (dest / device.name).exists():
+                raise FileExistsError(f"{dest / device.name} exists; remove it first")
+        for k, dest in enumerate(outs):
+            keep = set(pending[k::parts])
+            for name in sorted(keep):
+                shutil.copytree(device / name, dest / device.name / name)
+            part = dict(index, tasks={t: v for t, v in index["tasks"].items() if t in keep})
+            rows_of = {net: [row for row in rows if row[0] in keep] for net, rows in index["networks"].items()}
+            part["networks"] = {net: rows for net, rows in rows_of.items() if rows}  # networks with a kept task
+            (dest / device.name).mkdir(parents=True, exist_ok=True)
+            write_index(dest / device.name, part)
+            copied += [f"{dest.name}/{device.name}/{n}" for n in sorted(keep)]
     return copied
 
 
 def main(argv: list[str] | None = None) -> int:
     try:
         copied = CLI(pending_root, args=argv, as_positional=False)
-    except FileExistsError as err:
+    except (FileExistsError, ValueError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     print(f"{len(copied)} unfinished tasks copied")
