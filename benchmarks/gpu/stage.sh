@@ -53,8 +53,8 @@ case "${1:-}" in
         : > "$f"
       done < <(find "$keep" -name '*-s*.csv' -size +0 -print0)
     fi
-    git ls-files -z | du -cb --files0-from=- 2>/dev/null | tail -1 | awk '{printf "tree left: %.2f MB", $1/1e6}' || true
-    git ls-files -z | du -ck --files0-from=- 2>/dev/null | tail -1 | awk '{printf " (%d KiB in blocks", $1}' || true
+    git ls-files -z --cached --others --exclude-standard | du -cb --files0-from=- 2>/dev/null | tail -1 | awk '{printf "tree left: %.2f MB", $1/1e6}' || true
+    git ls-files -z --cached --others --exclude-standard | du -ck --files0-from=- 2>/dev/null | tail -1 | awk '{printf " (%d KiB in blocks", $1}' || true
     du -sk .devkit 2>/dev/null | awk '{printf "; .devkit %d KiB; the carry limit is 65536 KiB", $1}' || true
     echo ")"
     ;;
