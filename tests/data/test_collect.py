@@ -157,8 +157,10 @@ def test_top_up_plans_from_the_index_without_extracting(dataset, capsys):
     index = json.loads(index_path.read_text())
     assert index["networks"] == {"net_only_in_the_index": [[_task_dir(dataset).name, 3]]}
     assert index["collections"][-1]["records"] == 2
+    capsys.readouterr()
     (again,) = main(argv)  # no --network: every indexed task
     assert (again.before, again.new) == (7, 0)
+    assert "1 tasks (every task in the index)" in capsys.readouterr().out
     with pytest.raises(SystemExit) as exit_info:
         main([*argv, "--network", "resnet_50"])
     assert exit_info.value.code == 2
