@@ -138,7 +138,9 @@ def main() -> None:
         if done.returncode or not lines:
             sys.exit(f"{mode} failed:\n{done.stdout[-2000:]}\n{done.stderr[-3000:]}")
         rows[mode] = json.loads(lines[-1].removeprefix("RESULT "))
-        print(f"{mode}: {time.perf_counter() - start:.0f} s in all; {_row(mode, rows[mode])}", file=sys.stderr, flush=True)
+        print(
+            f"{mode}: {time.perf_counter() - start:.0f} s in all; {_row(mode, rows[mode])}", file=sys.stderr, flush=True
+        )
 
     first = rows[args.modes[0]]
     print(

@@ -519,10 +519,11 @@ def collect(cfg: CollectConfig, times: StageTimes | None = None) -> list[TaskRes
     needed = sum(max(0, cfg.per_task - r.before) for r in results if r.task_dir not in index["skipped"])
     n_runners = runner_count(cfg, target) if needed else 1
     per_net = [f"{net}: {sum(net in p.networks for p in plans)}" for net in cfg.networks]
-    what = "every task in the index" if cfg.top_up and not cfg.networks else ", ".join([*per_net, f"ops: {len(cfg.ops)}"])
+    what = (
+        "every task in the index" if cfg.top_up and not cfg.networks else ", ".join([*per_net, f"ops: {len(cfg.ops)}"])
+    )
     print(
-        f"{len(plans)} tasks ({what}); "
-        f"{needed} records to measure into {device_path}",
+        f"{len(plans)} tasks ({what}); {needed} records to measure into {device_path}",
         flush=True,
     )
     with tqdm(total=needed, unit="rec", desc="collect", dynamic_ncols=True) as bar:

@@ -43,7 +43,9 @@ def pending_root(root: Path, out: Path, per_task: int, parts: int = 1) -> list[s
     copied = []
     for device in sorted(p for p in root.iterdir() if (p / "index.json").exists()):
         index = read_index(device)
-        pending = sorted(t.name for t in task_dirs(device) if count_records(t)[0] < per_task and t.name in index["tasks"])
+        pending = sorted(
+            t.name for t in task_dirs(device) if count_records(t)[0] < per_task and t.name in index["tasks"]
+        )
         for dest in outs:
             if (dest / device.name).exists():
                 raise FileExistsError(f"{dest / device.name} exists; remove it first")
