@@ -81,7 +81,8 @@ class TaskBatchSampler(DistributedSampler):
     grouped by task (shuffled within the task and in task order when `shuffle`), tasks larger than
     `batch_size` are cut into ceil(n / batch_size) near-equal chunks, and groups are packed greedily
     into batches of at most `batch_size` records (a one-record batch is merged into the previous
-    one or the next: BatchNorm cannot train on a single program).
+    one or the next: BatchNorm cannot train on a single program). Every epoch has the same number of
+    batches (`steps`; Lightning validates by that count).
 
     It subclasses DistributedSampler so Lightning does not wrap it: with R ranks, rank r takes
     batches r, r + R, ... . Training pads the list by repeating its first batches so every rank runs
@@ -120,6 +121,7 @@ class TaskBatchSampler(DistributedSampler):
         self.batch_size = batch_size
         self.pad = pad
         self._cache: tuple[int, list[np.ndarray]] | None = None
+        self._steps: int | None = None
 
     def _groups(self, rng: np.random.Generator) -> list[np.ndarray]:
         """Positions (into `records`) of each task group or chunk, in batching order."""
@@ -134,14 +136,11 @@ class TaskBatchSampler(DistributedSampler):
             groups = [groups[i] for i in rng.permutation(len(groups))]
         return groups
 
-    def all_batches(self) -> list[np.ndarray]:
-        """Every rank's batches of the current epoch (record indices), before the rank split."""
-        if self._cache is not None and self._cache[0] == self.epoch:
-            return self._cache[1]
-        rng = np.random.default_rng([self.seed, self.epoch])
+    def _pack(self, epoch: int) -> list[list[np.ndarray]]:
+        """The groups of `epoch`, packed greedily in their order into batches of <= batch_size."""
         batches: list[list[np.ndarray]] = []
         sizes: list[int] = []
-        for group in self._groups(rng):
+        for group in self._groups(np.random.default_rng([self.seed, epoch])):
             if not sizes or (sizes[-1] + len(group) > self.batch_size and sizes[-1] > 1):
                 batches.append([])
                 sizes.append(0)
@@ -149,6 +148,41 @@ class TaskBatchSampler(DistributedSampler):
             sizes[-1] += len(group)
         if len(sizes) > 1 and sizes[-1] == 1:  # no one-program batch at the end either
             batches[-2] += batches.pop()
+        return batches
+
+    def steps(self) -> int:
+        """Batches an epoch has, the same in every epoch. The greedy packing of shuffled groups gives
+        a count that varies from epoch to epoch by a batch or two, but Lightning takes the length of
+        the train loader once, before the first epoch, and validates when an epoch reaches that many
+        batches: an epoch one batch short skipped validation (and with it checkpointing and early
+        stopping). So every epoch is brought to the largest count of its first 8 epochs."""
+        if self._steps is None:
+            self._steps = max(len(self._pack(e)) for e in range(8 if self.shuffle else 1))
+        return self._steps
+
+    def all_batches(self) -> list[np.ndarray]:
+        """Every rank's batches of the current epoch (record indices), before the rank split: `steps()`
+        of them (a short epoch splits its largest batches, at a task boundary where it has one)."""
+        if self._cache is not None and self._cache[0] == self.epoch:
+            return self._cache[1]
+        batches = self._pack(self.epoch)
+        size = lambda i: sum(len(g) for g in batches[i])  # noqa: E731
+        while 0 < len(batches) < self.steps():
+            i = max(range(len(batches)), key=size)
+            parts = batches[i]
+            if len(parts) > 1:  # cut between groups, near the middle
+                ends = np.cumsum([len(g) for g in parts])[:-1]
+                cut = int(np.argmin(np.abs(ends - size(i) / 2))) + 1
+                halves = [parts[:cut], parts[cut:]]
+            elif len(parts[0]) >= 4:  # one task's chunk: two halves of the same task
+                half = len(parts[0]) // 2
+                halves = [[parts[0][:half]], [parts[0][half:]]]
+            else:
+                break  # nothing left to cut without a one-program batch
+            batches[i : i + 1] = halves
+        while len(batches) > self.steps():  # rarer than 1 in 8 epochs: the two smallest batches merge
+            a, b = sorted(sorted(range(len(batches)), key=size)[:2])
+            batches[a] += batches.pop(b)
         out = [self.records[np.concatenate(parts)] for parts in batches]
         self._cache = (self.epoch, out)
         return out

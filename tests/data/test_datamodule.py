@@ -154,3 +154,59 @@ def test_scales_come_from_the_training_records_only(shard_dir):
     assert stmt_scale.shape == (174,) and access_scale.shape == (23,) and (stmt_scale > 0).all()
     # a column that is zero in every training row gets scale 1
     assert torch.equal(compute_scales({"rows": torch.zeros(3, 174), "gemm": -torch.ones(2, 8, 23)})[1], torch.ones(23))
+
+
+def test_every_epoch_has_the_same_number_of_batches():
+    """Greedy packing of shuffled task groups gives 53-56 batches here depending on the epoch; the
+    sampler must give one count (Lightning validates when an epoch reaches the count it took once)."""
+    sizes = np.random.default_rng(0).integers(30, 200, size=200)
+    task = np.repeat(np.arange(200), sizes)
+    records = np.arange(len(task))
+    sampler = TaskBatchSampler(records, task, 512, shuffle=True, seed=0)
+    assert len({len(sampler._pack(e)) for e in range(20)}) > 1, "the fixture must make the raw counts vary"
+    for epoch in range(30):
+        sampler.set_epoch(epoch)
+        batches = sampler.all_batches()
+        assert len(batches) == len(sampler) == sampler.steps()
+        assert sorted(np.concatenate(batches).tolist()) == records.tolist()  # every record once
+        assert all(2 <= len(b) <= 512 for b in batches)
+        for b in batches:  # each batch holds whole groups: a task's records in it are contiguous
+            runs = np.flatnonzero(np.diff(task[b])) + 1
+            assert len(np.unique(task[b])) == len(runs) + 1
+
+
+def test_validation_runs_every_epoch_with_uneven_tasks(tmp_path):
+    """A real Trainer on shards whose task sizes make the packing vary: validation (and with it the
+    checkpoint and early stopping) must run at the end of every epoch."""
+    import lightning as L
+
+    from data.shards import write_shard
+    from data.synthetic import synthetic_shard_data
+    from pruner_models.mlp import MLPConfig
+    from pruner_models.module import MLPModule
+
+    for i, (n, per_task) in enumerate([(9, 23), (7, 41), (5, 67)]):
+        write_shard(
+            tmp_path / f"shard_{i}.h5",
+            synthetic_shard_data(n, per_task, seed=i, task_offset=100 * i),
+            {"source": "test"},
+        )
+    dm = ShardDataModule(str(tmp_path), batch_size=48, val_fraction=0.2, seed=5)
+    dm.setup("fit")
+    sampler = dm.train_dataloader().sampler
+    raw = [len(sampler._pack(e)) for e in range(6)]
+    assert min(raw[1:]) < raw[0], f"the fixture must pack a later epoch shorter than the first: {raw}"
+
+    class CountValidations(L.Callback):
+        epochs: list[int] = []
+
+        def on_validation_epoch_end(self, trainer, pl_module):
+            if not trainer.sanity_checking:
+                self.epochs.append(trainer.current_epoch)
+
+    counter = CountValidations()
+    L.seed_everything(0)
+    trainer = L.Trainer(max_epochs=6, accelerator="cpu", devices=1, logger=False, enable_checkpointing=False,
+                        enable_progress_bar=False, enable_model_summary=False, callbacks=[counter])  # fmt: skip
+    trainer.fit(MLPModule(net=MLPConfig(hidden=16), lr=3e-3), dm)
+    assert counter.epochs == list(range(6))
