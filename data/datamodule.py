@@ -170,15 +170,17 @@ class TaskBatchSampler(DistributedSampler):
         while 0 < len(batches) < self.steps():
             i = max(range(len(batches)), key=size)
             parts = batches[i]
-            if len(parts) > 1:  # cut between groups, near the middle
-                ends = np.cumsum([len(g) for g in parts])[:-1]
-                cut = int(np.argmin(np.abs(ends - size(i) / 2))) + 1
+            ends = np.cumsum([len(g) for g in parts])[:-1]
+            cuts = [c + 1 for c, end in enumerate(ends) if 2 <= end <= size(i) - 2]  # no one-program half
+            if cuts:  # cut between groups, near the middle
+                cut = min(cuts, key=lambda c: abs(ends[c - 1] - size(i) / 2))
                 halves = [parts[:cut], parts[cut:]]
-            elif len(parts[0]) >= 4:  # one task's chunk: two halves of the same task
-                half = len(parts[0]) // 2
-                halves = [[parts[0][:half]], [parts[0][half:]]]
+            elif max(len(g) for g in parts) >= 4:  # halve its largest group (a task's chunk) over two batches
+                j = max(range(len(parts)), key=lambda k: len(parts[k]))
+                half = len(parts[j]) // 2
+                halves = [[*parts[:j], parts[j][:half], *parts[j + 1 :]], [parts[j][half:]]]
             else:
-                break  # nothing left to cut without a one-program batch
+                break  # the largest batch cannot be cut without a one-program batch
             batches[i : i + 1] = halves
         while len(batches) > self.steps():  # rarer than 1 in 8 epochs: the two smallest batches merge
             a, b = sorted(sorted(range(len(batches)), key=size)[:2])

@@ -156,10 +156,12 @@ def test_scales_come_from_the_training_records_only(shard_dir):
     assert torch.equal(compute_scales({"rows": torch.zeros(3, 174), "gemm": -torch.ones(2, 8, 23)})[1], torch.ones(23))
 
 
-def test_every_epoch_has_the_same_number_of_batches():
+@pytest.mark.parametrize("low", [30, 1], ids=["tasks-of-30-to-200", "one-record-tasks-too"])
+def test_every_epoch_has_the_same_number_of_batches(low):
     """Greedy packing of shuffled task groups gives 53-56 batches here depending on the epoch; the
-    sampler must give one count (Lightning validates when an epoch reaches the count it took once)."""
-    sizes = np.random.default_rng(0).integers(30, 200, size=200)
+    sampler must give one count (Lightning validates when an epoch reaches the count it took once),
+    and splitting a batch to get there must not leave a one-program batch (BatchNorm)."""
+    sizes = np.random.default_rng(0).integers(low, 200, size=200)
     task = np.repeat(np.arange(200), sizes)
     records = np.arange(len(task))
     sampler = TaskBatchSampler(records, task, 512, shuffle=True, seed=0)
@@ -210,3 +212,14 @@ def test_validation_runs_every_epoch_with_uneven_tasks(tmp_path):
                         enable_progress_bar=False, enable_model_summary=False, callbacks=[counter])  # fmt: skip
     trainer.fit(MLPModule(net=MLPConfig(hidden=16), lr=3e-3), dm)
     assert counter.epochs == list(range(6))
+
+
+def test_splitting_a_batch_never_leaves_one_program():
+    """A batch of a one-record task and a ten-record one, to be split in two: cutting between the
+    tasks would leave a one-program batch, so the ten-record task is halved instead."""
+    task = np.repeat([0, 1], [1, 10])
+    sampler = TaskBatchSampler(np.arange(11), task, 11, shuffle=False)
+    assert [len(b) for b in sampler._pack(0)] == [2]  # [[one record], [ten records]]: one batch of two groups
+    sampler._steps = 2  # as if another epoch had packed two batches
+    batches = sampler.all_batches()
+    assert sorted(len(b) for b in batches) == [5, 6] and sorted(np.concatenate(batches).tolist()) == list(range(11))
