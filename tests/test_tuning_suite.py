@@ -100,7 +100,7 @@ def test_pending_arms_are_dealt_out_in_turn(tmp_path):
 def test_two_shards_tune_their_arms_at_once_on_their_own_cores(tmp_path):
     """`--gpus 2` on the host: two real tuning processes (XGB, llvm), one arm each, each pinned to its own cores."""
     cmd = [sys.executable, str(Path(tuning.__file__)), "--target", '{"kind": "llvm"}', "--arms", "xgb"]
-    cmd += ["--seeds", "0", "1", "--workloads", "dense:1,32,32", "--budget-s", "3", "--max-trials", "8"]
+    cmd += ["--seeds", "0", "1", "--workloads", "dense:1,32,32", "--budget-s", "8", "--max-trials", "8"]
     cmd += ["--trials-per-round", "8", "--results", str(tmp_path / "r"), "--work", str(tmp_path / "w"), "--gpus", "2"]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=300, check=True).stdout
     cores = [ast.literal_eval(line.split(" on cores ")[1]) for line in out.splitlines() if " on cores " in line]
