@@ -4,7 +4,7 @@
   `local_builder._worker_func` with `tvm_env.fast_build`), so a caller keeps every worker busy
   without waiting for a whole batch; the workers are recycled one at a time.
 * `make_runners`: one MetaSchedule runner per device that measures in parallel: a `LocalRunner`
-  per visible CUDA GPU (its worker process sees only that GPU), or one `RPCRunner` with as many
+  per visible CUDA GPU (each times its kernels on its own GPU), or one `RPCRunner` with as many
   sessions as servers are registered at the tracker for the key.
 * `run_built`: run built candidates on one runner; a failed build or run gives `[1e10]`.
 * `Measurer`: the collector's sequential way (build a batch, then run it), kept for comparison.
@@ -101,19 +101,25 @@ def runner_count(cfg: CollectConfig, target: tvm.target.Target) -> int:
     return max(1, visible_gpus(target))
 
 
-def runner_devices(count: int, gpus: int, visible: str | None) -> list[str | None]:
-    """The CUDA device each of `count` runners' workers sees (its CUDA_VISIBLE_DEVICES): GPU i mod
-    `gpus`, named as this process's CUDA_VISIBLE_DEVICES (`visible`) names it; None (no pinning)
-    with fewer than two GPUs."""
+def runner_devices(count: int, gpus: int) -> list[int | None]:
+    """The CUDA device ordinal each of `count` runners measures on: GPU i mod `gpus` (an ordinal
+    among the GPUs this process sees); None (LocalRunner's own device 0) with fewer than two GPUs."""
     if gpus < 2:
         return [None] * count
-    names = [v.strip() for v in visible.split(",")] if visible else [str(i) for i in range(gpus)]
-    return [names[i % gpus] for i in range(count)]
+    return [i % gpus for i in range(count)]
 
 
-def _pin_gpu(device: str) -> None:
-    """Runner worker initializer: this process sees one GPU (set before CUDA starts in it)."""
-    os.environ["CUDA_VISIBLE_DEVICES"] = device
+def _alloc_on(index: int, device: Any, args_info: Any, alloc_repeat: int) -> Any:
+    """A pinned runner's `f_alloc_argument`: LocalRunner's worker passes device 0 of the target's
+    kind; the arguments go to device `index` of that kind instead."""
+    at = tvm.runtime.device(device.dlpack_device_type(), index)
+    return ms.runner.local_runner.default_alloc_argument(at, args_info, alloc_repeat)
+
+
+def _run_on(index: int, rt_mod: Any, device: Any, evaluator_config: Any, repeated_args: Any) -> list[float]:
+    """A pinned runner's `f_run_evaluator`: times the kernel on device `index` (see `_alloc_on`)."""
+    at = tvm.runtime.device(device.dlpack_device_type(), index)
+    return ms.runner.local_runner.default_run_evaluator(rt_mod, at, evaluator_config, repeated_args)
 
 
 def make_runners(cfg: CollectConfig, target: tvm.target.Target, count: int) -> list[ms.runner.Runner]:
@@ -129,14 +135,14 @@ def make_runners(cfg: CollectConfig, target: tvm.target.Target, count: int) -> l
         host, port = cfg.tracker.rsplit(":", 1)
         rpc = ms.runner.RPCConfig(host, int(port), cfg.key, session_timeout_sec=int(cfg.timeout))
         return [ms.runner.RPCRunner(rpc_config=rpc, evaluator_config=evaluator, max_workers=count)]
-    devices = runner_devices(count, visible_gpus(target), os.environ.get("CUDA_VISIBLE_DEVICES"))
     return [
         ms.runner.LocalRunner(
             timeout_sec=cfg.timeout,
             evaluator_config=evaluator,
-            initializer=functools.partial(_pin_gpu, device) if device is not None else None,
+            f_alloc_argument=None if index is None else functools.partial(_alloc_on, index),
+            f_run_evaluator=None if index is None else functools.partial(_run_on, index),
         )
-        for device in devices
+        for index in runner_devices(count, visible_gpus(target))
     ]
 
 

@@ -15,7 +15,8 @@ import data.collect as collect_module
 from data.collect import CollectConfig, collect, count_records
 from data.collect_pipeline import StageTimes, map_ahead, measure_pipelined
 from data.labels import FAILED_SECONDS, mean_latency
-from data.measure import gpu_info, runner_count, runner_devices, visible_gpus
+import data.measure as measure_module
+from data.measure import _alloc_on, gpu_info, runner_count, runner_devices, visible_gpus
 from data.sampler import sample_schedules
 from data.zoo import operator_task
 from tvm_env import ms, parse_target, setup, target_device_name, tvm, tvm_ffi
@@ -194,10 +195,31 @@ def test_no_gpu_here():
 
 
 def test_one_runner_per_gpu():
-    """Runner i's worker sees GPU i mod the GPU count, by the name CUDA_VISIBLE_DEVICES gives it."""
-    assert runner_devices(2, 0, None) == [None, None] and runner_devices(1, 1, None) == [None]
-    assert runner_devices(4, 4, None) == ["0", "1", "2", "3"]
-    assert runner_devices(3, 2, "2, 5") == ["2", "5", "2"]
+    """Runner i measures on GPU i mod the GPU count (an ordinal among the visible GPUs)."""
+    assert runner_devices(2, 0) == [None, None] and runner_devices(1, 1) == [None]
+    assert runner_devices(4, 4) == [0, 1, 2, 3]
+    assert runner_devices(3, 2) == [0, 1, 0]
+
+
+def test_a_pinned_runner_allocates_on_its_own_device():
+    """LocalRunner's worker always hands over device 0; a pinned runner's arguments go to its own."""
+    info = [ms.arg_info.TensorInfo("float32", [4, 4]).as_json()]
+    (args,) = _alloc_on(1, tvm.cpu(0), info, 1)
+    assert args[0].device == tvm.cpu(1)
+
+
+def test_pinned_runners_measure_real_kernels(schedules, monkeypatch):
+    """With two devices, each runner's worker gets its own device ordinal (pickled into the worker
+    process with the runner's functions) and still measures every kernel: the two-runner pipeline
+    on llvm with the pinning a two-GPU machine gets (CPU devices 0 and 1)."""
+    monkeypatch.setattr(measure_module, "visible_gpus", lambda target: 2)
+    runners = measure_module.make_runners(CollectConfig(target=TARGET, out="unused", ops=[SPEC], **FAST),
+                                          parse_target(TARGET), 2)
+    assert [r.f_run_evaluator.args for r in runners] == [(0,), (1,)]
+    cfg = CollectConfig(target=TARGET, out="unused", ops=[SPEC], batch_size=2, runners=2, **FAST)
+    chunks, times = _pipeline(schedules, cfg, runners=2)
+    secs = [s for chunk in chunks for _, s in chunk]
+    assert len(secs) == 10 and all(0 < mean_latency(s) < FAILED_SECONDS for s in secs)
 
 
 NVIDIA_SMI = """#!/bin/sh
