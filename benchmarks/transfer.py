@@ -5,12 +5,18 @@ training from scratch on the same records, and against the pretrained model as i
     python benchmarks/transfer.py --shards runs/h100_shards --target-shards runs/h200_shards --target-network bert_base \
         --pretrain-on all --seed 0 1 2 --out runs/transfer_h200/bert_base_all   # across GPUs: H100 -> H200
     python benchmarks/transfer.py ... -- --trainer.accelerator gpu --trainer.precision bf16-mixed   # train.py flags
+    python benchmarks/transfer.py --target-shards runs/h200_shards_7k --target-network resnet_50 \
+        --pretrained runs/quality_26k/resnet_50/pam/version_{0,1,2}/checkpoints/best-*.ckpt --adapt-fraction 0.1 --seed 0 1 2
 
 Per seed:
 1. *pretrain*: PAM (`configs/pam.yaml`) on the records of `--shards` (the source: one GPU's), with
    `--pretrain-on others` (default) every task except the target network's (hold-out split,
    whole-task validation), with `--pretrain-on all` every task (a tenth of every task's records
    validate). `all` needs `--target-shards`: on the same shards it would pretrain on the test records.
+   `--pretrained CKPT ...` (instead of `--shards`) skips this fit and starts from train.py checkpoints
+   (one for every seed, or one per seed in `--seed`'s order), e.g. the hold-out fits of
+   benchmarks/quality.py, which are the `others` pretraining; what they were trained on is then the
+   caller's to vouch for.
 2. The target network's tasks alone, from `--target-shards` (default: `--shards`; another GPU's
    records for cross-GPU transfer), split within each task: `--adapt-fraction` of the records to
    adapt on (a few hundred; a tenth of them validate), the rest to test. On those same splits:
@@ -56,14 +62,22 @@ def pretrain_data(args: Namespace) -> list[str]:
     return ["--data.shards", args.shards, *split]
 
 
-def run_seed(args: Namespace, seed: int, extra: list[str]) -> tuple[dict[str, dict], dict]:
-    """Every row for one seed (splits, initialization); `extra`: train.py flags for every fit and test."""
+def run_seed(
+    args: Namespace, seed: int, extra: list[str], checkpoint: str | None = None
+) -> tuple[dict[str, dict], dict]:
+    """Every row for one seed (splits, initialization); `extra`: train.py flags for every fit and test;
+    `checkpoint`: the pretrained PAM to start from instead of pretraining."""
     seeds = ["--data.seed", str(seed), "--seed_everything", str(seed)]
     out = Path(args.out) / f"seed{seed}"
-    source = [*pretrain_data(args), *seeds]
-    dm = reference_datamodule(REPO / "configs" / "pam.yaml", source, extra)
+    pre: dict = {}
     start = time.perf_counter()
-    pretrained, note = fit_network("pam", source, out / "pretrain", args.epochs, extra, dm)
+    if checkpoint is None:
+        source = [*pretrain_data(args), *seeds]
+        dm = reference_datamodule(REPO / "configs" / "pam.yaml", source, extra)
+        pretrained, note = fit_network("pam", source, out / "pretrain", args.epochs, extra, dm)
+        pre = {"pretrain_train_records": int(len(dm.splits["train"])), "pretrain_val_records": int(len(dm.splits["val"]))}
+    else:
+        pretrained, note = checkpoint, f"given {checkpoint}"
     rows: dict[str, dict] = {}
     pre_s = time.perf_counter() - start
 
@@ -87,13 +101,14 @@ def run_seed(args: Namespace, seed: int, extra: list[str]) -> tuple[dict[str, di
         ckpt, note = fit_network(config, target, out / row, args.epochs, [*extra, *init], tdm)
         train_s = time.perf_counter() - start
         rows[row] = {**test_checkpoint(config, target, ckpt, [*extra, *init]), "train_s": train_s, "note": note}
-    pre = {"pretrain_train_records": int(len(dm.splits["train"])), "pretrain_val_records": int(len(dm.splits["val"]))}
     return rows, {**pre, **sizes}
 
 
 def main(argv: list[str] | None = None) -> dict:
     p = doc_parser(__doc__)
-    p.add_argument("--shards", required=True, help="feature shards pretrained on (several networks; the source GPU)")
+    p.add_argument(
+        "--shards", default=None, help="feature shards pretrained on (several networks; the source GPU); not with --pretrained"
+    )
     p.add_argument(
         "--target-shards",
         default=None,
@@ -110,28 +125,44 @@ def main(argv: list[str] | None = None) -> dict:
         "--adapt-fraction", type=float, default=0.4, help="share of its records adapted on (incl. validation)"
     )
     p.add_argument("--epochs", type=int | None, default=None, help="max epochs of every fit (default: each config's)")
+    p.add_argument(
+        "--pretrained", nargs="+", default=None, help="train.py checkpoints to adapt instead of pretraining (one, or one a seed)"
+    )
     p.add_argument("--seed", type=int, nargs="+", default=[0])
     p.add_argument("--out", default="runs/transfer")
     ours, extra = split_passthrough(argv)  # train.py flags after `--`, for every fit and test
     args = p.parse_args(ours)
     if not 0.0 < args.adapt_fraction < 1.0:
         p.error(f"--adapt-fraction {args.adapt_fraction} must be in (0, 1): the rest of the records test")
+    if (args.shards is None) == (args.pretrained is None):
+        p.error("give --shards to pretrain on, or --pretrained checkpoints (with --target-shards), not both")
     args.target_shards = args.target_shards or args.shards
-    if args.pretrain_on == "all" and Path(args.target_shards).resolve() == Path(args.shards).resolve():
+    if args.target_shards is None:
+        p.error("--pretrained needs --target-shards: the records to adapt and test on")
+    if args.shards and args.pretrain_on == "all" and Path(args.target_shards).resolve() == Path(args.shards).resolve():
         p.error("--pretrain-on all with the target network's records in --shards would pretrain on its test records: "
                 "pass --target-shards (other records, e.g. another GPU's), or keep --pretrain-on others")  # fmt: skip
+    given = args.pretrained or [None]
+    if len(given) not in (1, len(args.seed)):
+        p.error(f"--pretrained: {len(given)} checkpoints for {len(args.seed)} seeds (give one, or one a seed)")
+    for ckpt in args.pretrained or []:
+        if not Path(ckpt).is_file():
+            p.error(f"--pretrained {ckpt}: no such file")
     per_seed, sizes = {}, {}
-    for seed in args.seed:
-        per_seed[seed], sizes[seed] = run_seed(args, seed, extra)
+    for i, seed in enumerate(args.seed):
+        per_seed[seed], sizes[seed] = run_seed(args, seed, extra, given[i % len(given)])
     summary = summarize(per_seed)
     result = {"target_network": args.target_network, "shards": args.shards, "target_shards": args.target_shards,
-              "pretrain_on": args.pretrain_on, "adapt_fraction": args.adapt_fraction, "seeds": args.seed,
+              "pretrain_on": args.pretrain_on if args.shards else None, "pretrained": args.pretrained, "adapt_fraction": args.adapt_fraction,
+              "seeds": args.seed,
               "sizes": sizes, "results": summary, "per_seed": per_seed}  # fmt: skip
     Path(args.out).mkdir(parents=True, exist_ok=True)
     atomic_write_text(Path(args.out) / "results.json", json.dumps(result, indent=1) + "\n")
     first = sizes[args.seed[0]]
     which = "the other networks'" if args.pretrain_on == "others" else "all"
-    print(f"\n{args.target_network}: pretrained on {first['pretrain_train_records']} of {which} records of {args.shards}; "
+    source = (f"{first['pretrain_train_records']} of {which} records of {args.shards}" if "pretrain_train_records" in first
+              else " ".join(args.pretrained))  # fmt: skip
+    print(f"\n{args.target_network}: pretrained on {source}; "
           f"adapted on {first['train']}, validated on {first['val']}, tested on {first['test']} of {args.target_shards} "
           f"(seed {args.seed[0]})")  # fmt: skip
     print("| row | " + " | ".join(k.removeprefix("test_") for k in SHOWN) + " | train s |")

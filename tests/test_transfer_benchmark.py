@@ -90,3 +90,37 @@ def test_transfer_refuses_to_pretrain_on_the_test_records(shards, tmp_path, caps
         )
     assert "--target-shards" in capsys.readouterr().err
     assert not (tmp_path / "results.json").exists()
+
+
+def test_transfer_from_given_checkpoints_matches_its_own_pretraining(shards, target_shards, tmp_path, capsys):
+    """`--pretrained` adapts the given checkpoint instead of pretraining: on the same target split,
+    its `pretrained` row is the same model's, so the same numbers as the run that fitted it."""
+    common = ["--target-shards", str(target_shards), "--target-network", "net_b", "--epochs", "2"]
+    first = transfer.main(["--shards", str(shards), *common, "--out", str(tmp_path / "a"), *FAST])
+    (ckpt,) = (tmp_path / "a" / "seed0" / "pretrain").rglob("best-*.ckpt")
+    again = transfer.main(["--pretrained", str(ckpt), *common, "--out", str(tmp_path / "b"), *FAST])
+    assert again["pretrained"] == [str(ckpt)] and again["pretrain_on"] is None
+    assert "pretrain_train_records" not in again["sizes"][0]
+    assert {k: again["sizes"][0][k] for k in ("train", "val", "test")} == {
+        k: first["sizes"][0][k] for k in ("train", "val", "test")
+    }
+    for metric in ("test_pairwise_acc", "test_peak@1", "test_kendall_tau"):
+        assert again["results"]["pretrained"][metric] == pytest.approx(first["results"]["pretrained"][metric])
+    assert again["results"]["pretrained"]["note"] == f"pretrain: given {ckpt}"
+    assert f"pretrained on {ckpt}" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--shards", "S", "--pretrained", "C"], "not both"),
+        (["--pretrained", "C"], "needs --target-shards"),
+        (["--pretrained", "C1", "C2", "--target-shards", "T", "--seed", "0", "1", "2"], "2 checkpoints for 3 seeds"),
+        (["--pretrained", "missing.ckpt", "--target-shards", "T"], "missing.ckpt: no such file"),
+    ],
+)
+def test_transfer_names_what_is_wrong_with_given_checkpoints(args, message, tmp_path, capsys):
+    with pytest.raises(SystemExit):
+        transfer.main([*args, "--target-network", "net_b", "--out", str(tmp_path)])
+    assert message in capsys.readouterr().err
+    assert not (tmp_path / "results.json").exists()
