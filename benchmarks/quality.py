@@ -1,4 +1,5 @@
 """Ranking quality of the cost models on one shard folder and one split, in one run, one table.
+(Over 400 lines on purpose: every row's scorer sits beside the loop that gives all rows one split.)
 
     python benchmarks/quality.py --shards DIR --split hold-out --test-networks mobilenet_v2 --out runs/quality
     python benchmarks/quality.py --shards DIR --seed 0 1 2 --models xgb pam -- --trainer.precision bf16-mixed
@@ -17,6 +18,8 @@ per task, weighted by the task's test records):
   returns random scores below `num_warmup_samples` (set to 0 here anyway).
 * `psa`: Pruner's analytic draft model (`bridge.psa.psa_scores` on the shards' PSA rows) with the
   `--psa-device` row; n/a on CPU (llvm) records. Never trains.
+* `pam+psa`: the `pam` row's best checkpoint blended with PSA within each task
+  (`pruner_models.blend`: standardized scores, PSA's weighted by `--psa-weight`). No fit of its own.
 * `random`: uniform random scores, mean over `--random-seeds` seeds.
 
 The splits come from the `ShardDataModule` that train.py builds from the same config and flags, and
@@ -56,7 +59,7 @@ from pruner_models.metrics import ranking_metrics
 from train import main as train_main
 
 REPO = Path(__file__).resolve().parents[1]
-MODELS = ("random", "psa", "xgb", "mlp", "pam")
+MODELS = ("random", "psa", "xgb", "mlp", "pam", "pam+psa")
 NETWORKS = ("mlp", "pam")
 METRICS = ("pairwise_acc", "peak@1", "peak@5", "top5_recall", "kendall_tau")
 COLUMNS = ("pairwise", "peak@1", "peak@5", "top5 recall", "kendall")
@@ -130,6 +133,24 @@ def psa_test_scores(dm: ShardDataModule, data: ShardData, device_name: str | Non
     from bridge.psa import get_device, psa_scores
 
     return psa_scores(data.psa_programs(test), get_device(device_name))
+
+
+def blend_test_scores(dm: ShardDataModule, data: ShardData, args: Namespace, ckpt: str | None) -> np.ndarray:
+    """The test scores of checkpoint `ckpt` (the pam row's best) blended with PSA's within each task.
+
+    Raises:
+        Unavailable: no pam row before this one in the run, or no PSA scores (`psa_test_scores`).
+    """
+    if ckpt is None:
+        raise Unavailable("n/a: needs the pam row before it in --models")
+    psa = psa_test_scores(dm, data, args.psa_device)
+    from bridge.evaluate import score_records
+    from bridge.export import load_model
+    from pruner_models.blend import blend_with_psa
+
+    test = dm.splits["test"]
+    scores = score_records(load_model(ckpt, map_location="cpu").net, dm.store, indices=test)
+    return blend_with_psa(scores, psa, dm.store.record_task[torch.from_numpy(test)].numpy(), args.psa_weight)
 
 
 def _programs(dm: ShardDataModule) -> list[np.ndarray]:
@@ -244,9 +265,10 @@ def test_checkpoint(model: str, data_args: list[str], ckpt: str, extra: list[str
 def run_network(
     model: str, data_args: list[str], root: Path, epochs: int | None, extra: list[str], dm: ShardDataModule
 ) -> tuple[dict, str]:
-    """Fit configs/<model>.yaml (`fit_network`), test its best checkpoint; the test metrics and a note."""
+    """Fit configs/<model>.yaml (`fit_network`), test its best checkpoint; the test metrics, a note
+    and the checkpoint."""
     ckpt, note = fit_network(model, data_args, root, epochs, extra, dm)
-    return test_checkpoint(model, [*data_args, "--trainer.default_root_dir", str(root)], ckpt, extra), note
+    return test_checkpoint(model, [*data_args, "--trainer.default_root_dir", str(root)], ckpt, extra), note, ckpt
 
 
 def timed(fn: Callable, *args) -> tuple[object, float]:
@@ -283,6 +305,7 @@ def run_seed(args: Namespace, seed: int, extra: list[str]) -> tuple[dict[str, di
     }
 
     results: dict[str, dict] = {}
+    checkpoints: dict[str, str] = {}
     for model in args.models:
         print(f"--- {model}, seed {seed}")
         row: dict = {"train_s": 0.0, "note": ""}
@@ -296,9 +319,12 @@ def run_seed(args: Namespace, seed: int, extra: list[str]) -> tuple[dict[str, di
             elif model == "xgb":
                 scores, row["note"], row["train_s"] = xgb_test_scores(dm, data, seed, args.xgb_threads)
                 row.update(test_metrics(scores, dm))
+            elif model == "pam+psa":
+                row.update(test_metrics(blend_test_scores(dm, data, args, checkpoints.get("pam")), dm))
+                row["note"] = f"pam's checkpoint + {args.psa_weight:g} x PSA ({args.psa_device}), standardized per task"
             else:
                 fit = (model, data_args, Path(args.out), args.epochs, extra, dm)
-                (metrics, row["note"]), row["train_s"] = timed(run_network, *fit)
+                (metrics, row["note"], checkpoints[model]), row["train_s"] = timed(run_network, *fit)
                 row.update(metrics)
         except Unavailable as reason:
             row.update(train_s=float("nan"), note=str(reason))
@@ -339,6 +365,7 @@ def main(argv: list[str] | None = None) -> dict:
         "--seed", type=int, nargs="+", default=[0], help="split, training and XGBoost seed(s); several: mean +- std"
     )
     parser.add_argument("--psa-device", default=None, help="PSA device row (configs/devices.yaml), e.g. h100")
+    parser.add_argument("--psa-weight", type=float, default=1.0, help="PSA's weight in the pam+psa row")
     parser.add_argument("--xgb-threads", type=int, default=torch.get_num_threads(), help="XGBModel num_tuning_cores")
     parser.add_argument("--random-seeds", type=int, default=10, help="random rankings averaged in the random row")
     parser.add_argument("--out", default="runs/quality", help="folder for results.json, results.csv and the fits' logs")

@@ -54,13 +54,17 @@ METRICS = {
 """What each key of the JSON's `metrics` means (written into the JSON too)."""
 
 
-def score_records(net: torch.nn.Module, store: ProgramStore, batch_size: int = 4096) -> np.ndarray:
-    """Scores (N,) float64 of every record of `store` (higher = predicted faster), in record order."""
+def score_records(
+    net: torch.nn.Module, store: ProgramStore, batch_size: int = 4096, indices: np.ndarray | None = None
+) -> np.ndarray:
+    """Scores (N,) float64 of every record of `store` (or of `indices`, in that order; higher =
+    predicted faster), in record order."""
     net.eval()
+    order = torch.arange(len(store)) if indices is None else torch.as_tensor(np.asarray(indices), dtype=torch.long)
     out = []
     with torch.no_grad():
-        for start in range(0, len(store), batch_size):
-            batch = store[torch.arange(start, min(start + batch_size, len(store)))]
+        for start in range(0, len(order), batch_size):
+            batch = store[order[start : start + batch_size]]
             device = next(net.parameters()).device
             out.append(net({k: v.to(device) for k, v in batch.items()}).double().cpu().numpy())
     return np.concatenate(out) if out else np.zeros(0)

@@ -151,3 +151,30 @@ def test_psa_row_on_gpu_records_needs_a_device_row(tmp_path):
     assert quality.main(common)["results"]["psa"]["note"].startswith("n/a: pass --psa-device")
     row = quality.main([*common, "--psa-device", "h100"])["results"]["psa"]
     assert row["note"] == "device h100" and 0.0 <= row["test_pairwise_acc"] <= 1.0 and row["test_peak@1"] > 0
+
+
+def test_pam_psa_row_blends_the_pam_rows_checkpoint_with_psa(tmp_path):
+    """Weight 0 ranks as the pam row does; a huge weight as the psa row does; without a pam row: n/a."""
+    from bridge.psa import get_device, psa_scores
+
+    data = synthetic_shard_data(num_tasks=6, records_per_task=40)
+    data.task_target = np.array([json.dumps({"kind": "cuda", "arch": "sm_90a"})] * data.num_tasks)
+    # programs whose PSA rows estimate no work tie at +inf: make them failed records, so that PSA
+    # orders every test pair and a huge weight must reproduce its row exactly
+    no_work = np.isinf(psa_scores(data.psa_programs(), get_device("h100")))
+    assert no_work.sum() < 20
+    data.latency[no_work], data.label[no_work] = np.inf, 0.0
+    write_shard(tmp_path / "cuda.h5", data, {"source": "test"})
+    common = ["--shards", str(tmp_path / "cuda.h5"), "--psa-device", "h100", "--epochs", "2"]
+    rows = {}
+    for weight in ("0", "1e6"):
+        out = tmp_path / f"w{weight}"
+        args = [*common, "--models", "psa", "pam", "pam+psa", "--psa-weight", weight, "--out", str(out), "--", *TINY_PAM]
+        rows[weight] = quality.main(args)["results"]
+    for metric in ("test_pairwise_acc", "test_peak@1", "test_kendall_tau"):
+        assert rows["0"]["pam+psa"][metric] == pytest.approx(rows["0"]["pam"][metric], abs=1e-6), metric
+        assert rows["1e6"]["pam+psa"][metric] == pytest.approx(rows["1e6"]["psa"][metric], abs=1e-6), metric
+    assert rows["0"]["pam"]["test_pairwise_acc"] != pytest.approx(rows["0"]["psa"]["test_pairwise_acc"], abs=1e-6)
+    assert rows["0"]["pam+psa"]["note"].startswith("pam's checkpoint + 0 x PSA (h100)")
+    alone = quality.main([*common, "--models", "pam+psa", "--out", str(tmp_path / "alone")])["results"]["pam+psa"]
+    assert alone["note"] == "n/a: needs the pam row before it in --models" and "test_pairwise_acc" not in alone
