@@ -65,6 +65,7 @@ SEARCH_KNOBS = (
     "redraft_stall",
     "redraft_backoff",
     "verify_gate",
+    "psa_weight",
     "pipeline",
 )
 """The draft-then-verify settings this CLI passes to `bridge.config.SearchConfig` as they are."""

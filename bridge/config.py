@@ -65,11 +65,18 @@ class SearchConfig:
         "rank by the draft model while it orders the run's measured batches better than the verifier "
         "(unset: on when the cost model starts pretrained, the *-siamese-update and *-no-update modes)",
     )
+    psa_weight: float = _knob(
+        0.0,
+        "blend the verifier's scores with PSA's within a round, z(verifier) + w z(log PSA) (bridge.psa_blend; "
+        "0: the verifier alone; 1 raised held-out peak@1 offline, not yet measured in tuning)",
+    )
     pipeline: bool = _knob(True, "search and build the next batch while the current one builds and runs")
 
     def __post_init__(self) -> None:
         if self.population is not None and self.population < 1:
             raise ValueError(f"--population {self.population!r} must be >= 1")
+        if not 0.0 <= self.psa_weight < float("inf"):
+            raise ValueError(f"--psa-weight {self.psa_weight!r} must be finite and >= 0")
 
 
 @dataclasses.dataclass

@@ -1,4 +1,5 @@
 """Pruner's draft-then-verify search on MetaSchedule (docs/pruner.md section 5), made cheap.
+(Over 400 lines: drafting, verifying and the frame's hooks share one round's state.)
 
 Per task and round:
 
@@ -43,6 +44,7 @@ import numpy as np
 from tvm.ir.utils import derived_object
 
 from bridge.pipeline import Pipeline
+from bridge.psa_blend import PSABlendCostModel
 from bridge.search import _UNLIMITED, CountingCostModel, _key, _ResumableSearch, candidate
 from bridge.search_log import SearchLog
 from bridge.stall_rule import StallRule
@@ -85,6 +87,7 @@ class DraftVerifySearch(_ResumableSearch):
         eps_greedy: float = 0.1,
         quick_start: bool = False,
         verify_gate: bool = False,
+        psa_weight: float = 0.0,
         pipeline: Pipeline | None = None,
         log: SearchLog | None = None,
     ):
@@ -121,6 +124,8 @@ class DraftVerifySearch(_ResumableSearch):
                 measured batches better than the verifier (`bridge.verify_gate`). Off by default here,
                 since the search cannot see which cost model MetaSchedule hands it; pass True with a
                 pretrained verifier (`tune.py` and `tune_tasks` do so for the pretrained modes).
+            psa_weight: w > 0 = the verifier ranks and evolves by its scores blended with PSA's,
+                z(verifier) + w z(log PSA) within the round (`bridge.psa_blend`); 0 = its own.
             pipeline: search (and build) the next round in the background (`bridge.pipeline`);
                 None: rounds in turn, as MetaSchedule runs them.
             log: where rounds are logged (None: nowhere).
@@ -151,6 +156,8 @@ class DraftVerifySearch(_ResumableSearch):
         ]:
             if not 0.0 <= value <= 1.0:
                 raise ValueError(f"{name}={value!r} must be in [0, 1]")
+        if not math.isfinite(psa_weight) or psa_weight < 0:
+            raise ValueError(f"psa_weight={psa_weight!r} must be finite and >= 0")
         if potential_size > population_size:
             raise ValueError(f"potential_size={potential_size!r} must be <= population_size={population_size!r}")
         self.draft, self.pipeline = draft, pipeline
@@ -171,6 +178,7 @@ class DraftVerifySearch(_ResumableSearch):
             eps_greedy=eps_greedy,
             quick_start=quick_start,
             verify_gate=verify_gate,
+            psa_weight=psa_weight,
         )
         self.__dict__.update(self.options)
 
@@ -207,6 +215,7 @@ class DraftVerifySearch(_ResumableSearch):
             eps_greedy=search.eps_greedy,
             quick_start=search.quick_start,
             verify_gate=bool(search.verify_gate),  # unset: off (make_strategy resolves it from the cost model)
+            psa_weight=search.psa_weight,
             pipeline=pipeline,
             log=log,
         )
@@ -217,6 +226,11 @@ class DraftVerifySearch(_ResumableSearch):
     def _start(self) -> None:
         self.draft_model = CountingCostModel(model=self.draft)
         self.verify_model = CountingCostModel(model=self.cost_model)
+        self.ranker = (  # what ranks the potential space and scores the verifier's generations
+            PSABlendCostModel(model=self.verify_model, draft=self.draft_model, weight=self.psa_weight)
+            if self.psa_weight > 0
+            else self.verify_model
+        )
         self.drafter = self._evolutionary_search(self.population_size, self.draft_generations, self.draft_model)
         self._potential: Pairs = []
         self._population: list = []  # the last draft's evolved population, seed of the next draft
@@ -383,8 +397,8 @@ class DraftVerifySearch(_ResumableSearch):
         self.verify_model.forget()  # the verifier may have been updated since the last round
         if not self._potential:
             return [], False
-        scores = self.verify_model.predict(self.context, [candidate(s) for _, s in self._potential])
-        if np.ptp(scores) == 0.0:
+        scores = self.ranker.predict(self.context, [candidate(s) for _, s in self._potential])
+        if np.ptp(scores) == 0.0:  # a cold verifier (the blend passes it through): PSA's order
             return list(self._potential), True
         ranked = [self._potential[i] for i in np.argsort(-scores, kind="stable")]
         if self.verify_generations == 0:
@@ -393,7 +407,7 @@ class DraftVerifySearch(_ResumableSearch):
             int(len(self.measured) * self.pool_measured_ratio), int(self.population_size * self.pool_measured_ratio)
         )
         pool = [s for _, s in ranked[: self.verify_pool]] + self._best_measured(limit)
-        verifier = self._evolutionary_search(len(pool), self.verify_generations, self.verify_model)
+        verifier = self._evolutionary_search(len(pool), self.verify_generations, self.ranker)
         try:
             # The heap holds as many as the pool: the measured parents and repeats are filtered out.
             best = self._unmeasured([(_key(s), s) for s in _EVOLVE(verifier, pool, len(pool))])
