@@ -69,6 +69,7 @@ METHODS = {
     "pruner-backoff": (CostModelConfig(name="pam"), SearchConfig(psa="h100", redraft_backoff=True)),
     "pruner-gate": (CostModelConfig(name="pam"), SearchConfig(psa="h100", verify_gate=True)),
     "pruner-gen1": (CostModelConfig(name="pam"), SearchConfig(psa="h100", draft_generations=1)),
+    "pruner-blend": (CostModelConfig(name="pam"), SearchConfig(psa="h100", psa_weight=1.0)),
     "pruner-published": (
         CostModelConfig(name="pam"),
         SearchConfig(

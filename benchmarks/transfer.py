@@ -75,7 +75,10 @@ def run_seed(
         source = [*pretrain_data(args), *seeds]
         dm = reference_datamodule(REPO / "configs" / "pam.yaml", source, extra)
         pretrained, note = fit_network("pam", source, out / "pretrain", args.epochs, extra, dm)
-        pre = {"pretrain_train_records": int(len(dm.splits["train"])), "pretrain_val_records": int(len(dm.splits["val"]))}
+        pre = {
+            "pretrain_train_records": int(len(dm.splits["train"])),
+            "pretrain_val_records": int(len(dm.splits["val"])),
+        }
     else:
         pretrained, note = checkpoint, f"given {checkpoint}"
     rows: dict[str, dict] = {}
@@ -107,7 +110,9 @@ def run_seed(
 def main(argv: list[str] | None = None) -> dict:
     p = doc_parser(__doc__)
     p.add_argument(
-        "--shards", default=None, help="feature shards pretrained on (several networks; the source GPU); not with --pretrained"
+        "--shards",
+        default=None,
+        help="feature shards pretrained on (several networks; the source GPU); not with --pretrained",
     )
     p.add_argument(
         "--target-shards",
@@ -126,7 +131,10 @@ def main(argv: list[str] | None = None) -> dict:
     )
     p.add_argument("--epochs", type=int | None, default=None, help="max epochs of every fit (default: each config's)")
     p.add_argument(
-        "--pretrained", nargs="+", default=None, help="train.py checkpoints to adapt instead of pretraining (one, or one a seed)"
+        "--pretrained",
+        nargs="+",
+        default=None,
+        help="train.py checkpoints to adapt instead of pretraining (one, or one a seed)",
     )
     p.add_argument("--seed", type=int, nargs="+", default=[0])
     p.add_argument("--out", default="runs/transfer")

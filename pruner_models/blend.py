@@ -64,7 +64,9 @@ def log_psa(psa: np.ndarray, groups: np.ndarray | None = None) -> np.ndarray:
     return out
 
 
-def blend_with_psa(scores: np.ndarray, psa: np.ndarray, groups: np.ndarray | None = None, weight: float = 1.0) -> np.ndarray:
+def blend_with_psa(
+    scores: np.ndarray, psa: np.ndarray, groups: np.ndarray | None = None, weight: float = 1.0
+) -> np.ndarray:
     """`z(scores) + weight * z(log psa)` within each group; higher = predicted faster.
 
     Args:

@@ -169,7 +169,19 @@ def test_pam_psa_row_blends_the_pam_rows_checkpoint_with_psa(tmp_path):
     rows = {}
     for weight in ("0", "1e6"):
         out = tmp_path / f"w{weight}"
-        args = [*common, "--models", "psa", "pam", "pam+psa", "--psa-weight", weight, "--out", str(out), "--", *TINY_PAM]
+        args = [
+            *common,
+            "--models",
+            "psa",
+            "pam",
+            "pam+psa",
+            "--psa-weight",
+            weight,
+            "--out",
+            str(out),
+            "--",
+            *TINY_PAM,
+        ]
         rows[weight] = quality.main(args)["results"]
     for metric in ("test_pairwise_acc", "test_peak@1", "test_kendall_tau"):
         assert rows["0"]["pam+psa"][metric] == pytest.approx(rows["0"]["pam"][metric], abs=1e-6), metric

@@ -360,8 +360,9 @@ def test_psa_weight_ranks_the_potential_space_by_the_blend(tmp_path, checkpoints
     cold = PSABlendCostModel(model=PrunerCostModel(mode="pam", device="cpu"), draft=psa, weight=1.0)
     assert (cold.predict(context, both) == 1.0).all()  # untrained: all equal, passed through
     warm = PSABlendCostModel(model=pretrained, draft=psa, weight=1.0).predict(context, both)
-    assert (warm > 0).all() and list(np.argsort(-warm)) == list(np.argsort(-blend_with_psa(
-        pretrained.predict(context, both), psa.predict(context, both), None, 1.0)))
+    assert (warm > 0).all() and list(np.argsort(-warm)) == list(
+        np.argsort(-blend_with_psa(pretrained.predict(context, both), psa.predict(context, both), None, 1.0))
+    )
     with pytest.raises(ValueError, match="psa_weight"):
         DraftVerifySearch(draft=psa, psa_weight=-1.0)
     with pytest.raises(ValueError, match="psa_weight"):

@@ -12,10 +12,10 @@ import pytest
 from tvm import s_tir
 
 import data.collect as collect_module
+import data.measure as measure_module
 from data.collect import CollectConfig, collect, count_records
 from data.collect_pipeline import StageTimes, map_ahead, measure_pipelined
 from data.labels import FAILED_SECONDS, mean_latency
-import data.measure as measure_module
 from data.measure import _alloc_on, gpu_info, runner_count, runner_devices, visible_gpus
 from data.sampler import sample_schedules
 from data.zoo import operator_task
@@ -213,8 +213,9 @@ def test_pinned_runners_measure_real_kernels(schedules, monkeypatch):
     process with the runner's functions) and still measures every kernel: the two-runner pipeline
     on llvm with the pinning a two-GPU machine gets (CPU devices 0 and 1)."""
     monkeypatch.setattr(measure_module, "visible_gpus", lambda target: 2)
-    runners = measure_module.make_runners(CollectConfig(target=TARGET, out="unused", ops=[SPEC], **FAST),
-                                          parse_target(TARGET), 2)
+    runners = measure_module.make_runners(
+        CollectConfig(target=TARGET, out="unused", ops=[SPEC], **FAST), parse_target(TARGET), 2
+    )
     assert [r.f_run_evaluator.args for r in runners] == [(0,), (1,)]
     cfg = CollectConfig(target=TARGET, out="unused", ops=[SPEC], batch_size=2, runners=2, **FAST)
     chunks, times = _pipeline(schedules, cfg, runners=2)
