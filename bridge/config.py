@@ -67,7 +67,7 @@ class SearchConfig:
     )
     psa_weight: float = _knob(
         0.0,
-        "blend the verifier's scores with PSA's within a round, z(verifier) + w z(log PSA) (bridge.psa_blend; "
+        "blend the verifier's scores with PSA's within a round, z(verifier) + w z(log PSA) (pruner_models.blend; "
         "0: the verifier alone; 1 raised held-out peak@1 offline, not yet measured in tuning)",
     )
     pipeline: bool = _knob(True, "search and build the next batch while the current one builds and runs")

@@ -44,7 +44,6 @@ import numpy as np
 from tvm.ir.utils import derived_object
 
 from bridge.pipeline import Pipeline
-from bridge.psa_blend import PSABlendCostModel
 from bridge.search import _UNLIMITED, CountingCostModel, _key, _ResumableSearch, candidate
 from bridge.search_log import SearchLog
 from bridge.stall_rule import StallRule
@@ -125,7 +124,7 @@ class DraftVerifySearch(_ResumableSearch):
                 since the search cannot see which cost model MetaSchedule hands it; pass True with a
                 pretrained verifier (`tune.py` and `tune_tasks` do so for the pretrained modes).
             psa_weight: w > 0 = the verifier ranks and evolves by its scores blended with PSA's,
-                z(verifier) + w z(log PSA) within the round (`bridge.psa_blend`); 0 = its own.
+                z(verifier) + w z(log PSA) within the round (`CountingCostModel`'s `blend_with`); 0 = its own.
             pipeline: search (and build) the next round in the background (`bridge.pipeline`);
                 None: rounds in turn, as MetaSchedule runs them.
             log: where rounds are logged (None: nowhere).
@@ -227,7 +226,9 @@ class DraftVerifySearch(_ResumableSearch):
         self.draft_model = CountingCostModel(model=self.draft)
         self.verify_model = CountingCostModel(model=self.cost_model)
         self.ranker = (  # what ranks the potential space and scores the verifier's generations
-            PSABlendCostModel(model=self.verify_model, draft=self.draft_model, weight=self.psa_weight)
+            CountingCostModel(
+                model=self.verify_model, cache=False, blend_with=self.draft_model, blend_weight=self.psa_weight
+            )
             if self.psa_weight > 0
             else self.verify_model
         )

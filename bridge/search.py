@@ -22,6 +22,7 @@ from tvm.ir.utils import derived_object
 from bridge.search_log import SearchLog
 from data.features import schedule_key
 from data.labels import mean_latency
+from pruner_models.blend import blend_with_psa
 from tvm_env import ms
 
 __all__ = ["CountingCostModel", "ResumableEvolutionarySearch", "candidate"]
@@ -56,11 +57,21 @@ class CountingCostModel(ms.cost_model.PyCostModel):
     schedule that reappears (unmutated parents, duplicates within a population, a pool scored again
     by the verify evolution) is not scored twice; `forget()` drops the memory (call it whenever the
     model changes). `update`, `save` and `load` go to `model`.
+
+    With `blend_with` (the draft model, PSA), each `predict` returns
+    softplus(z(model) + blend_weight * z(log blend_with)), both standardized over the candidates of
+    that call (one task's: `pruner_models.blend`): positive, since MetaSchedule's evolution samples
+    parents in proportion to the scores, and in the blend's order. A `model` that scores every
+    candidate the same (cold: no data yet) is passed through, so a search still sees its cold start.
+    (Keep the weight below about 100: beyond, the softplus of the worst blends underflows to 0.)
     """
 
-    def __init__(self, *, model: Any, cache: bool = True):
+    def __init__(self, *, model: Any, cache: bool = True, blend_with: Any = None, blend_weight: float = 0.0):
         super().__init__()
+        if blend_with is not None and not 0.0 <= blend_weight < math.inf:
+            raise ValueError(f"blend_weight={blend_weight!r} must be finite and >= 0")
         self.model, self.cache = model, cache
+        self.blend_with, self.blend_weight = blend_with, blend_weight
         self.scored = 0
         self.seconds = 0.0
         self._scores: dict[int, float] = {}
@@ -78,10 +89,15 @@ class CountingCostModel(ms.cost_model.PyCostModel):
         self.model.update(context, candidates, results)
 
     def predict(self, context, candidates) -> np.ndarray:
-        """(n,) float64 scores of `model`, higher = faster."""
+        """(n,) float64 scores of `model` (blended with `blend_with`'s, if set), higher = faster."""
         candidates = list(candidates)
-        if not self.cache:
-            return self._score(context, candidates)
+        scores = self._cached(context, candidates) if self.cache else self._score(context, candidates)
+        if self.blend_with is None or len(scores) < 2 or np.ptp(scores) == 0.0:
+            return scores
+        psa = np.asarray(self.blend_with.predict(context, candidates), dtype=np.float64)
+        return np.logaddexp(0.0, blend_with_psa(scores, psa, None, self.blend_weight))
+
+    def _cached(self, context, candidates: list) -> np.ndarray:
         keys = [_key(c.sch) for c in candidates]
         todo: dict[int, int] = {}
         for i, key in enumerate(keys):

@@ -332,16 +332,15 @@ def test_with_backoff_a_fruitless_stall_redraft_doubles_the_next_wait():
 
 def test_psa_weight_ranks_the_potential_space_by_the_blend(tmp_path, checkpoints):
     """With psa_weight, the picks are the top of z(PAM) + w z(log PSA) over the potential space;
-    a huge weight gives PSA's top. A cold verifier passes through (the search's cold start)."""
+    a large weight PSA's top (PAM breaks its ties). A cold verifier passes through (the cold start)."""
     from bridge.export import export_checkpoint
-    from bridge.psa_blend import PSABlendCostModel
     from pruner_models.blend import blend_with_psa
 
     psa = PSACostModel(device="a100")
     artifact = export_checkpoint(checkpoints["PAMModule"], tmp_path / "pam.pt").path
     pretrained = PrunerCostModel(mode="pam-no-update", artifact=artifact, device="cpu")
     tops = {}
-    for weight in (0.0, 1.0, 1e6):
+    for weight in (0.0, 1.0, 100.0):
         strategy = DraftVerifySearch(
             draft=psa, population_size=POPULATION, potential_size=POTENTIAL, verify_generations=0, psa_weight=weight
         )
@@ -355,15 +354,15 @@ def test_psa_weight_ranks_the_potential_space_by_the_blend(tmp_path, checkpoints
         assert blend[:4].min() >= blend[4:].max(), weight
         tops[weight] = {key(c.sch) for c in picks}
         strategy.post_tuning()
-    assert tops[0.0] != tops[1e6]  # PAM's and PSA's tops differ here, so the weight decides
+    assert tops[0.0] != tops[100.0]  # PAM's and PSA's tops differ here, so the weight decides
 
-    cold = PSABlendCostModel(model=PrunerCostModel(mode="pam", device="cpu"), draft=psa, weight=1.0)
+    cold = CountingCostModel(model=PrunerCostModel(mode="pam", device="cpu"), blend_with=psa, blend_weight=1.0)
     assert (cold.predict(context, both) == 1.0).all()  # untrained: all equal, passed through
-    warm = PSABlendCostModel(model=pretrained, draft=psa, weight=1.0).predict(context, both)
+    warm = CountingCostModel(model=pretrained, blend_with=psa, blend_weight=1.0).predict(context, both)
     assert (warm > 0).all() and list(np.argsort(-warm)) == list(
         np.argsort(-blend_with_psa(pretrained.predict(context, both), psa.predict(context, both), None, 1.0))
     )
     with pytest.raises(ValueError, match="psa_weight"):
         DraftVerifySearch(draft=psa, psa_weight=-1.0)
-    with pytest.raises(ValueError, match="psa_weight"):
-        PSABlendCostModel(model=pretrained, draft=psa, weight=float("nan"))
+    with pytest.raises(ValueError, match="blend_weight"):
+        CountingCostModel(model=pretrained, blend_with=psa, blend_weight=float("nan"))
