@@ -9,6 +9,7 @@ from tvm import te
 from tvm.ir.utils import derived_object
 from tvm.s_tir.meta_schedule.testing import te_workload
 
+from bridge.config import SearchConfig
 from bridge.cost_model import PrunerCostModel
 from bridge.draft_verify import DraftVerifySearch
 from bridge.psa import PSACostModel
@@ -267,6 +268,10 @@ def test_bad_options_are_refused():
         DraftVerifySearch(draft=psa, verify_pool=0)
     with pytest.raises(ValueError, match="resample_ratio=2"):
         DraftVerifySearch(draft=psa, resample_ratio=2)
+    with pytest.raises(ValueError, match="--psa-weight -1"):
+        SearchConfig(psa="a100", psa_weight=-1.0)
+    # tune.py's knob reaches the search
+    assert DraftVerifySearch.from_config(SearchConfig(psa="a100", psa_weight=0.5)).psa_weight == 0.5
 
 
 def test_malformed_curve_file_names_the_line(tmp_path):
