@@ -9,7 +9,7 @@ Why: on networks the learned models never saw, PAM and PSA err on different prog
 H100 hold-outs at 26k records, the blend with weight 1 kept PAM's pairwise accuracy (0.892 / 0.903 /
 0.887 against 0.893 each) and raised peak@1 from 0.827 / 0.882 / 0.888 to 0.878 / 0.916 / 0.984
 (docs/benchmarks.md, "Model quality"). The weight was chosen leaving each hold-out out: on the
-other two, 1.0 scored best of 0, 0.15, 0.3, 0.5, 0.75 and 1.0 every time.
+other two, 1.0 scored best of 0, 0.15, 0.3, 0.5, 0.75 and 1.0 (the largest tried) every time.
 
 Programs PSA could not score (a failed lowering) get the task's lowest PSA value, and programs that
 estimate no work at all the highest, as `bridge.psa.PSACostModel` ranks them. A task whose scores
