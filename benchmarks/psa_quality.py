@@ -12,6 +12,7 @@ the `WalkPool` of one worker per core.
     python benchmarks/psa_quality.py SHARDS_OF_TUNING_DATABASES --pool-workloads
     python benchmarks/psa_quality.py SHARDS --artifacts benchmarks/weights/pam-suite-holdout-sm_90a.pt   # a learned model beside PSA
     python benchmarks/psa_quality.py SHARDS_OF_TUNING_DATABASES --pool-workloads --per-workload   # and a table per workload
+    python benchmarks/psa_quality.py SHARDS --artifacts A.pt --blend 1 2   # and A blended with PSA (pruner_models.blend)
 
 `--pool-workloads` ranks together every record of one workload (the hash at the end of a task
 key), whichever database it came from, with labels recomputed against the pooled best: the
@@ -40,10 +41,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bridge.evaluate import score_shard_data
 from bridge.export import load_model
-from bridge.psa import FORMULAS, get_device, naive_scores, psa_scores
+from bridge.psa import DEFAULT_FORMULA, FORMULAS, get_device, naive_scores, psa_scores
 from data.labels import normalized_throughput
 from data.record_tree import task_name
 from data.shards import read_shards
+from pruner_models.blend import blend_with_psa
 from pruner_models.metrics import PairwiseAccuracy, PeakScore
 
 
@@ -85,6 +87,28 @@ def scorings(data, device, artifacts: Sequence[str] = ()) -> dict[str, np.ndarra
         out[f"PSA {formula}"] = psa_scores(programs, device, formula)
     for path in artifacts:
         out[f"model {Path(path).stem}"] = score_shard_data(load_model(path).net, data)
+    return out
+
+
+def blends(
+    data,
+    scores: dict[str, np.ndarray],
+    artifacts: Sequence[str],
+    weights: Sequence[float],
+    keep: np.ndarray,
+    pool: bool,
+) -> dict[str, np.ndarray]:
+    """ "model X + w PSA" -> each artifact's scores blended with PSA's (the default formula) at each
+    weight, standardized over the kept records of each task (or pooled workload); -inf elsewhere."""
+    group = pooled_groups(data)[0] if pool else np.asarray(data.record_task)
+    psa = scores[f"PSA {DEFAULT_FORMULA}"]
+    out = {}
+    for path in artifacts:
+        model = scores[f"model {Path(path).stem}"]
+        for weight in weights:
+            blended = np.full(len(model), -np.inf)
+            blended[keep] = blend_with_psa(model[keep], psa[keep], group[keep], weight)
+            out[f"model {Path(path).stem} + {weight:g} PSA"] = blended
     return out
 
 
@@ -159,6 +183,9 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--pool-workloads", action="store_true", help="rank the tasks of one workload together")
     p.add_argument("--artifacts", nargs="*", default=[], help="learned models (bridge.export files) to rank beside PSA")
     p.add_argument(
+        "--blend", type=float, nargs="*", default=[], help="also each artifact blended with PSA at these weights"
+    )
+    p.add_argument(
         "--per-workload", action="store_true", help="with --pool-workloads: also pairwise / peak@1 per workload"
     )
     p.add_argument("--out", default=None, help="CSV to write")
@@ -176,6 +203,7 @@ def main(argv: list[str] | None = None) -> None:
         f"targets {', '.join(kinds)}; PSA device {device.name}"
     )
     scores = scorings(data, device, args.artifacts)  # once, for the table and the per-workload table
+    scores.update(blends(data, scores, args.artifacts, args.blend, keep, args.pool_workloads))
     results = rankings(data, scores, args.random_seeds, keep, pool=args.pool_workloads)
     rows = []
     width = max(26, *(len(name) + 1 for name in results))

@@ -59,9 +59,27 @@ def test_a_learned_model_is_ranked_beside_psa_as_the_evaluate_cli_scores_it(tmp_
     two_runs_of_one_workload(tmp_path)
     artifact = REPO / "bridge" / "weights" / "pam-cuda-sm_90a.pt"
     out = tmp_path / "ranked.csv"
-    psa_quality.main([str(tmp_path / "shards"), "--random-seeds", "2", "--artifacts", str(artifact), "--out", str(out)])
+    psa_quality.main(
+        [
+            str(tmp_path / "shards"),
+            "--random-seeds",
+            "2",
+            "--artifacts",
+            str(artifact),
+            "--blend",
+            "0",
+            "100",
+            "--out",
+            str(out),
+        ]
+    )
     rows = {r["ranking"]: r for r in csv.DictReader(out.open())}
     model = rows["model pam-cuda-sm_90a"]
+    # the blend rows (pruner_models.blend, tested there): weight 0 ranks as the model; on these llvm
+    # records PSA ties a lot (one "thread" a program), so a large weight's row is only checked present
+    for metric in ("pairwise", "peak@1", "peak@5"):
+        assert np.isclose(float(rows["model pam-cuda-sm_90a + 0 PSA"][metric]), float(model[metric]))
+    assert 0.0 <= float(rows["model pam-cuda-sm_90a + 100 PSA"]["pairwise"]) <= 1.0
     # per task (not pooled), the benchmark's ranking of the model is the one `python -m bridge.evaluate` reports
     metrics = evaluate(artifact, str(tmp_path / "shards"))["metrics"]
     assert np.isclose(float(model["pairwise"]), metrics["pairwise_acc"])
