@@ -126,9 +126,12 @@ def make_runners(cfg: CollectConfig, target: tvm.target.Target, count: int) -> l
     """Runners that measure in parallel, one per thread of the caller.
 
     RPC: one `RPCRunner` with `count` sessions (its pool runs a chunk's candidates on the servers at
-    once). Local: `count` LocalRunners; on a machine with several CUDA GPUs runner i's worker sees
-    only GPU i mod the GPU count (through CUDA_VISIBLE_DEVICES, which LocalRunner's device 0 then
-    is). On a CPU target, several local runners share the cores (what `--runners` tests).
+    once). Local: `count` LocalRunners; on a machine with several CUDA GPUs runner i allocates and
+    times on GPU i mod the GPU count (`_alloc_on`, `_run_on`: the device is named in every call, so
+    a worker restarted after a timeout measures on the same GPU). Pinning by CUDA_VISIBLE_DEVICES
+    in the worker's initializer did not work: on two H200s every run went to GPU 0 (collection call
+    24's utilization log), the worker having imported TVM before its initializer ran. On a CPU
+    target, several local runners share the cores (what `--runners` tests).
     """
     evaluator = evaluator_config(cfg, target)
     if cfg.runner == "rpc":
