@@ -132,7 +132,9 @@ def main(argv: Sequence[str] | None = None) -> Any:
     configs["search"] = resolve_verify_gate(configs["search"], configs["cost_model"].name)  # said and recorded
     search, cost_model, out = configs["search"], configs["cost_model"], configs["config"].out
     workload = args.network or args.workload
-    gate = ", verify gate on" if search.verify_gate else ""
+    gate = (", verify gate on" if search.verify_gate else "") + (
+        f", PSA blend {search.psa_weight:g}" if search.psa_weight else ""
+    )
     draft = f", draft-then-verify with PSA({search.psa}, {search.psa_formula}){gate}" if search.psa else ""
     # soft_wrap: plain lines are left to the terminal (rich would break them at 80 columns in a pipe)
     console.print(
@@ -172,6 +174,7 @@ def main(argv: Sequence[str] | None = None) -> Any:
         psa=search.psa,
         psa_formula=search.psa_formula if search.psa else None,
         verify_gate=search.verify_gate,
+        psa_weight=search.psa_weight if search.psa else None,
         **times,
     )
     write_summary(f"{out}/summary.json", data)

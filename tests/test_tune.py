@@ -88,14 +88,16 @@ def test_each_cost_model_mode_runs_a_short_tune(mode, artifacts, builder, tmp_pa
     assert (tmp_path / f"cost_model.{mode}.bin").exists() == (mode != "random")
 
 
-def test_cli_says_and_records_whether_the_verify_gate_is_on(artifacts, tmp_path, capsys):
+def test_cli_says_and_records_the_verify_gate_and_the_psa_blend(artifacts, tmp_path, capsys):
     args = ["--workload", WORKLOAD, "--target", TARGET, "--cost-model", "pam-no-update", "--psa", "a100"]
     args += ["--checkpoint", str(artifacts["PAMModule"]), "--trials", "3", "--trials-per-round", "3", *QUICK]
-    for extra, on in (([], True), (["--verify-gate", "false"], False)):
+    for extra, on, weight in (([], True, 0.0), (["--verify-gate", "false", "--psa-weight", "1"], False, 1.0)):
         out_dir = tmp_path / str(on)
         tune.main([*args, *extra, "--work-dir", str(out_dir), "--potential", "8"])
-        assert ("verify gate on" in capsys.readouterr().out) is on
-        assert json.loads((out_dir / "summary.json").read_text())["verify_gate"] is on
+        printed = capsys.readouterr().out
+        assert ("verify gate on" in printed) is on and ("PSA blend 1" in printed) is (weight > 0)
+        summary = json.loads((out_dir / "summary.json").read_text())
+        assert summary["verify_gate"] is on and summary["psa_weight"] == weight
 
 
 def test_cli_resumes_from_the_work_dir(tmp_path, capsys):
