@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Device run (nvidia-h100-x1; NO TVM kit: training needs only torch and the shards): pretrain the
+# shipped cost models with train.py on one GPU (PAM and the MLP at once, each with its packaged
+# config plus the GPU flags below), test them on their within-task test split, and bring the runs
+# back as $OUT/train.tar.xz (each run's config.yaml, metrics.csv, training_curve.png and best
+# checkpoint) with the logs. Export here afterwards (bridge.export --half true, bridge/weights/README.md).
+# Before: `bash benchmarks/gpu/pack-pylib.sh --train` (jsonargparse, docstring_parser, typeshed_client)
+# and `python -m data.featurize data/h100 --out $SHARDS --workers 2`; carry
+# [".devkit/pylib.tar.xz", ".trainkit", "$SHARDS"]; after: `mkdir -p runs/gpu_train && tar -C
+# runs/gpu_train -xJf train.tar.xz`.
+#   SHARDS=runs/h100_shards_30k SEED=1 MODELS="pam mlp" bash benchmarks/gpu/train.sh
+# EXTRA="shell line" runs beside the fits (e.g. benchmarks/quality.py hold-outs on the same GPU) and
+# is waited for; whatever it writes under $OUT/extra comes back in extra.tar.xz.
+set -uo pipefail
+T0=$(date +%s)
+export PYTHONUNBUFFERED=1 OMP_NUM_THREADS=2
+source benchmarks/gpu/pylib.sh || exit 1
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
+SHARDS=${SHARDS:-runs/h100_shards_30k}
+# GPU= (empty) and FIT_ARGS="--trainer.max_epochs 2" make a quick CPU check of this script (tests/)
+GPU=${GPU-"--trainer.accelerator gpu --trainer.precision bf16-mixed --data.data_on_device true"}
+LEFT=$(( ${LIMIT:-570} - 45 ))
+fit() {  # fit, then test, one packaged config (pam, mlp) into runs/gpu_$1/version_0
+  local name=$1 log=$OUT/train_$1.log
+  timeout $(( LEFT - 40 )) python3 train.py fit --config $name --data.shards $SHARDS --seed_everything ${SEED:-1} $GPU \
+    --trainer.logger.init_args.name gpu_$name ${FIT_ARGS:-} > $log 2>&1
+  echo "fit $name exit $? at $(( $(date +%s) - T0 )) s" >> $log
+  local best=$(ls runs/gpu_$name/version_0/checkpoints/best-*.ckpt 2>/dev/null | head -1)
+  [ -n "$best" ] && timeout 60 python3 train.py test --config $name --data.shards $SHARDS $GPU \
+    --trainer.logger.init_args.name gpu_${name}_test --ckpt_path $best >> $log 2>&1
+}
+mkdir -p $OUT/extra
+pids=()
+for m in ${MODELS:-pam mlp}; do fit $m & pids+=($!); done
+[ -z "${EXTRA:-}" ] || { timeout $LEFT bash -c "$EXTRA" > $OUT/extra.log 2>&1 & pids+=($!); }
+wait "${pids[@]}"
+for m in ${MODELS:-pam mlp}; do echo "== $m"; grep -E "best|test_pairwise|test_peak|exit" $OUT/train_$m.log | tail -8; done
+rm -f runs/gpu_*/version_0/checkpoints/last.ckpt
+tar -C runs -cJf $OUT/train.tar.xz $(cd runs && ls -d gpu_* 2>/dev/null) && ls -la $OUT/train.tar.xz
+[ -z "$(ls -A $OUT/extra)" ] || tar -C $OUT -cJf $OUT/extra.tar.xz extra
+rm -rf $OUT/extra
+echo "total $(( $(date +%s) - T0 )) s"

@@ -1,0 +1,52 @@
+"""benchmarks/gpu/train.sh, the device call that trains the shipped models with train.py, run here on
+the CPU (`GPU=` empty, two epochs) on real synthetic HDF5 shards: both fits and their tests run, and
+what comes back in train.tar.xz is each run's config, metrics and best checkpoint (no last.ckpt)."""
+
+import os
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+from data.synthetic import write_synthetic_shards
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def test_train_sh_fits_tests_and_packs_both_models(tmp_path):
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    for name in ("train.py", "data", "pruner_models", "pruner_lightning", "benchmarks"):
+        (tree / name).symlink_to(REPO / name)
+    (tree / ".devkit/empty").mkdir(parents=True)
+    subprocess.run(["tar", "-C", str(tree / ".devkit/empty"), "-cJf", str(tree / ".devkit/pylib.tar.xz"), "."], check=True)
+    shards = tmp_path / "shards"
+    write_synthetic_shards(shards, num_shards=1, num_tasks=4, records_per_task=30)
+    out = tmp_path / "out"
+    out.mkdir()
+    env = dict(
+        os.environ,
+        PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}",
+        OUT=str(out),
+        SHARDS=str(shards),
+        GPU="",
+        FIT_ARGS="--trainer.max_epochs 2 --data.batch_size 40 --trainer.enable_progress_bar false",
+        LIMIT="400",
+    )
+    done = subprocess.run(
+        ["bash", "benchmarks/gpu/train.sh"], cwd=tree, env=env, capture_output=True, text=True, timeout=400
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    for model in ("pam", "mlp"):
+        log = (out / f"train_{model}.log").read_text()
+        assert f"fit {model} exit 0" in log, log[-2000:]
+        assert "test_pairwise_acc" in log, log[-2000:]
+    with tarfile.open(out / "train.tar.xz") as tar:
+        names = tar.getnames()
+    for model in ("pam", "mlp"):
+        run = f"gpu_{model}/version_0"
+        assert f"{run}/config.yaml" in names and f"{run}/metrics.csv" in names
+        assert any(n.startswith(f"{run}/checkpoints/best-") for n in names), names
+        assert any(n.startswith(f"gpu_{model}_test/") for n in names), names
+    assert not any(n.endswith("last.ckpt") for n in names)
+    assert not (out / "extra").exists()
