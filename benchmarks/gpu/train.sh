@@ -5,8 +5,9 @@
 # back as $OUT/train.tar.xz (each run's config.yaml, metrics.csv, training_curve.png and best
 # checkpoint) with the logs. Export here afterwards (bridge.export --half true, bridge/weights/README.md).
 # Before: `bash benchmarks/gpu/pack-pylib.sh --train` (jsonargparse, docstring_parser, typeshed_client)
-# and `python -m data.featurize data/h100 --out $SHARDS --workers 2`; carry
-# [".devkit/pylib.tar.xz", ".trainkit", "$SHARDS"]; after: `mkdir -p runs/gpu_train && tar -C
+# `python -m data.featurize data/h100 --out $SHARDS --workers 2` (30k records: 51 MB) and
+# `bash benchmarks/gpu/stage.sh out data/h100 data/h200 benchmarks/results bridge/weights benchmarks/weights` (room for them); carry
+# [".devkit/pylib.tar.xz", ".trainkit", "$SHARDS"]; after: `stage.sh in`, `mkdir -p runs/gpu_train && tar -C
 # runs/gpu_train -xJf train.tar.xz`.
 #   SHARDS=runs/h100_shards_30k SEED=1 MODELS="pam mlp" bash benchmarks/gpu/train.sh
 # EXTRA="shell line" runs beside the fits (e.g. benchmarks/quality.py hold-outs on the same GPU) and
