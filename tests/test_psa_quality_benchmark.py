@@ -75,8 +75,8 @@ def test_a_learned_model_is_ranked_beside_psa_as_the_evaluate_cli_scores_it(tmp_
     )
     rows = {r["ranking"]: r for r in csv.DictReader(out.open())}
     model = rows["model pam-cuda-sm_90a"]
-    # the blend rows (pruner_models.blend, tested there): weight 0 ranks as the model; on these llvm
-    # records PSA ties a lot (one "thread" a program), so a large weight's row is only checked present
+    # the blend rows: weight 0 ranks as the model (a heavy weight on CUDA records: the next test; on
+    # these llvm records PSA ties a lot, one "thread" a program, so its row is only checked present)
     for metric in ("pairwise", "peak@1", "peak@5"):
         assert np.isclose(float(rows["model pam-cuda-sm_90a + 0 PSA"][metric]), float(model[metric]))
     assert 0.0 <= float(rows["model pam-cuda-sm_90a + 100 PSA"]["pairwise"]) <= 1.0
@@ -101,3 +101,25 @@ def test_per_workload_table_pools_each_workload(tmp_path):
     pooled = psa_quality.rankings(data, scores, 1, keep, pool=True)
     for name in ("PSA traffic-occupancy", "naive: grid x block"):
         assert np.isclose(row[name]["pairwise"], pooled[name][0]["pairwise"])
+
+
+def test_the_blend_moves_from_the_model_to_psa_on_real_h100_records(tmp_path):
+    """One shipped H100 task (43 valid records): weight 0 is the model's ranking, a huge weight is
+    PSA's default formula (PAM only breaks PSA's ties), so the rows would differ if the blend ignored
+    PSA or flipped its sign (log PSA ranks latency the other way round)."""
+    task = REPO / "data" / "h100" / "cuda-sm_90a" / "fused_conv2d6_subtract4_divide5_multiply5_add10_relu3_b0dbc701"
+    shutil.copytree(task, tmp_path / "w" / "run")
+    featurize_main([str(tmp_path / "w" / "run"), "--out", str(tmp_path / "shards"), "--workers", "1"])
+    out = tmp_path / "ranked.csv"
+    artifact = REPO / "bridge" / "weights" / "pam-cuda-sm_90a.pt"
+    psa_quality.main(
+        [str(tmp_path / "shards"), "--device", "h100", "--random-seeds", "2", "--artifacts", str(artifact)]
+        + ["--blend", "0", "1000", "--out", str(out)]
+    )
+    rows = {r["ranking"]: {k: float(v) for k, v in r.items() if k != "ranking"} for r in csv.DictReader(out.open())}
+    model, psa = rows["model pam-cuda-sm_90a"], rows["PSA traffic-occupancy"]
+    assert abs(model["pairwise"] - psa["pairwise"]) > 0.02  # the two rankings differ here
+    assert rows["model pam-cuda-sm_90a + 0 PSA"] == model
+    heavy = rows["model pam-cuda-sm_90a + 1000 PSA"]
+    assert abs(heavy["pairwise"] - psa["pairwise"]) < 0.005
+    assert heavy["peak@1"] == psa["peak@1"] and heavy["peak@5"] == psa["peak@5"]
