@@ -19,7 +19,9 @@ def test_train_sh_fits_tests_and_packs_both_models(tmp_path):
     for name in ("train.py", "data", "pruner_models", "pruner_lightning", "benchmarks"):
         (tree / name).symlink_to(REPO / name)
     (tree / ".devkit/empty").mkdir(parents=True)
-    subprocess.run(["tar", "-C", str(tree / ".devkit/empty"), "-cJf", str(tree / ".devkit/pylib.tar.xz"), "."], check=True)
+    subprocess.run(
+        ["tar", "-C", str(tree / ".devkit/empty"), "-cJf", str(tree / ".devkit/pylib.tar.xz"), "."], check=True
+    )
     shards = tmp_path / "shards"
     write_synthetic_shards(shards, num_shards=1, num_tasks=4, records_per_task=30)
     out = tmp_path / "out"
