@@ -1,6 +1,7 @@
 """benchmarks/gpu/train.sh, the device call that trains the shipped models with train.py, run here on
 the CPU (`GPU=` empty, two epochs) on real synthetic HDF5 shards: both fits and their tests run, and
-what comes back in train.tar.xz is each run's config, metrics and best checkpoint (no last.ckpt)."""
+what comes back in train.tar.xz is each run's config, metrics and best checkpoint (no last.ckpt);
+an earlier run's folder does not hide the new one."""
 
 import os
 import subprocess
@@ -26,6 +27,7 @@ def test_train_sh_fits_tests_and_packs_both_models(tmp_path):
     write_synthetic_shards(shards, num_shards=1, num_tasks=4, records_per_task=30)
     out = tmp_path / "out"
     out.mkdir()
+    (tree / "runs/gpu_pam/version_0").mkdir(parents=True)  # an earlier, empty run: the newest one is tested
     env = dict(
         os.environ,
         PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}",
@@ -45,8 +47,8 @@ def test_train_sh_fits_tests_and_packs_both_models(tmp_path):
         assert "test_pairwise_acc" in log, log[-2000:]
     with tarfile.open(out / "train.tar.xz") as tar:
         names = tar.getnames()
-    for model in ("pam", "mlp"):
-        run = f"gpu_{model}/version_0"
+    for model, version in (("pam", 1), ("mlp", 0)):
+        run = f"gpu_{model}/version_{version}"
         assert f"{run}/config.yaml" in names and f"{run}/metrics.csv" in names
         assert any(n.startswith(f"{run}/checkpoints/best-") for n in names), names
         assert any(n.startswith(f"gpu_{model}_test/") for n in names), names

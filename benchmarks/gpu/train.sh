@@ -21,12 +21,13 @@ SHARDS=${SHARDS:-runs/h100_shards_30k}
 # GPU= (empty) and FIT_ARGS="--trainer.max_epochs 2" make a quick CPU check of this script (tests/)
 GPU=${GPU-"--trainer.accelerator gpu --trainer.precision bf16-mixed --data.data_on_device true"}
 LEFT=$(( ${LIMIT:-570} - 45 ))
-fit() {  # fit, then test, one packaged config (pam, mlp) into runs/gpu_$1/version_0
+fit() {  # fit, then test, one packaged config (pam, mlp) into runs/gpu_$1/version_N (the newest)
   local name=$1 log=$OUT/train_$1.log
   timeout $(( LEFT - 40 )) python3 train.py fit --config $name --data.shards $SHARDS --seed_everything ${SEED:-1} $GPU \
     --trainer.logger.init_args.name gpu_$name ${FIT_ARGS:-} > $log 2>&1
   echo "fit $name exit $? at $(( $(date +%s) - T0 )) s" >> $log
-  local best=$(ls runs/gpu_$name/version_0/checkpoints/best-*.ckpt 2>/dev/null | head -1)
+  local run=$(ls -d runs/gpu_$name/version_* 2>/dev/null | sort -V | tail -1)
+  local best=$(ls $run/checkpoints/best-*.ckpt 2>/dev/null | head -1)
   [ -n "$best" ] && timeout 60 python3 train.py test --config $name --data.shards $SHARDS $GPU \
     --trainer.logger.init_args.name gpu_${name}_test --ckpt_path $best >> $log 2>&1
 }
@@ -36,7 +37,7 @@ for m in ${MODELS:-pam mlp}; do fit $m & pids+=($!); done
 [ -z "${EXTRA:-}" ] || { timeout $LEFT bash -c "$EXTRA" > $OUT/extra.log 2>&1 & pids+=($!); }
 wait "${pids[@]}"
 for m in ${MODELS:-pam mlp}; do echo "== $m"; grep -E "best|test_pairwise|test_peak|exit" $OUT/train_$m.log | tail -8; done
-rm -f runs/gpu_*/version_0/checkpoints/last.ckpt
+rm -f runs/gpu_*/version_*/checkpoints/last.ckpt
 tar -C runs -cJf $OUT/train.tar.xz $(cd runs && ls -d gpu_* 2>/dev/null) && ls -la $OUT/train.tar.xz
 [ -z "$(ls -A $OUT/extra)" ] || tar -C $OUT -cJf $OUT/extra.tar.xz extra
 rm -rf $OUT/extra
