@@ -132,10 +132,10 @@ def main(argv: Sequence[str] | None = None) -> Any:
     configs["search"] = resolve_verify_gate(configs["search"], configs["cost_model"].name)  # said and recorded
     search, cost_model, out = configs["search"], configs["cost_model"], configs["config"].out
     workload = args.network or args.workload
-    gate = (", verify gate on" if search.verify_gate else "") + (
+    options = (", verify gate on" if search.verify_gate else "") + (
         f", PSA blend {search.psa_weight:g}" if search.psa_weight else ""
     )
-    draft = f", draft-then-verify with PSA({search.psa}, {search.psa_formula}){gate}" if search.psa else ""
+    draft = f", draft-then-verify with PSA({search.psa}, {search.psa_formula}){options}" if search.psa else ""
     # soft_wrap: plain lines are left to the terminal (rich would break them at 80 columns in a pipe)
     console.print(
         f"{len(tasks)} task(s), target {target_label(target)}, cost model {cost_model.name}{draft}", soft_wrap=True

@@ -16,6 +16,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Literal
 
+from pruner_models.blend import check_weight
+
 __all__ = ["DEFAULT_PSA_FORMULA", "CostModelConfig", "MeasureConfig", "SearchConfig", "TuneConfig"]
 
 DEFAULT_PSA_FORMULA = "traffic-occupancy"
@@ -75,8 +77,7 @@ class SearchConfig:
     def __post_init__(self) -> None:
         if self.population is not None and self.population < 1:
             raise ValueError(f"--population {self.population!r} must be >= 1")
-        if not 0.0 <= self.psa_weight < float("inf"):
-            raise ValueError(f"--psa-weight {self.psa_weight!r} must be finite and >= 0")
+        check_weight(self.psa_weight, f"--psa-weight {self.psa_weight!r}")
 
 
 @dataclasses.dataclass

@@ -49,6 +49,7 @@ from bridge.search_log import SearchLog
 from bridge.stall_rule import StallRule
 from bridge.verify_gate import VerifyGate
 from data.labels import mean_latency
+from pruner_models.blend import check_weight
 from tvm_env import ms, tvm_ffi
 
 __all__ = ["DraftVerifySearch"]
@@ -155,8 +156,7 @@ class DraftVerifySearch(_ResumableSearch):
         ]:
             if not 0.0 <= value <= 1.0:
                 raise ValueError(f"{name}={value!r} must be in [0, 1]")
-        if not math.isfinite(psa_weight) or psa_weight < 0:
-            raise ValueError(f"psa_weight={psa_weight!r} must be finite and >= 0")
+        check_weight(psa_weight, f"psa_weight={psa_weight!r}")
         if potential_size > population_size:
             raise ValueError(f"potential_size={potential_size!r} must be <= population_size={population_size!r}")
         self.draft, self.pipeline = draft, pipeline

@@ -57,8 +57,8 @@ METRICS = {
 def score_records(
     net: torch.nn.Module, store: ProgramStore, batch_size: int = 4096, indices: np.ndarray | None = None
 ) -> np.ndarray:
-    """Scores (N,) float64 of every record of `store` (or of `indices`, in that order; higher =
-    predicted faster), in record order."""
+    """Scores (N,) float64 of every record of `store` in record order, or of the records `indices`
+    names in that order; higher = predicted faster."""
     net.eval()
     order = torch.arange(len(store)) if indices is None else torch.as_tensor(np.asarray(indices), dtype=torch.long)
     out = []

@@ -22,7 +22,7 @@ from tvm.ir.utils import derived_object
 from bridge.search_log import SearchLog
 from data.features import schedule_key
 from data.labels import mean_latency
-from pruner_models.blend import blend_with_psa
+from pruner_models.blend import blend_with_psa, check_weight
 from tvm_env import ms
 
 __all__ = ["CountingCostModel", "ResumableEvolutionarySearch", "candidate"]
@@ -68,8 +68,8 @@ class CountingCostModel(ms.cost_model.PyCostModel):
 
     def __init__(self, *, model: Any, cache: bool = True, blend_with: Any = None, blend_weight: float = 0.0):
         super().__init__()
-        if blend_with is not None and not 0.0 <= blend_weight < math.inf:
-            raise ValueError(f"blend_weight={blend_weight!r} must be finite and >= 0")
+        if blend_with is not None:
+            check_weight(blend_weight, f"blend_weight={blend_weight!r}")
         self.model, self.cache = model, cache
         self.blend_with, self.blend_weight = blend_with, blend_weight
         self.scored = 0

@@ -19,7 +19,20 @@ PSA.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
+
+
+def check_weight(weight: float, what: str) -> None:
+    """Refuse a blend weight that is negative or not finite; `what` names it in the message (e.g.
+    "psa_weight=-1.0", or a CLI flag and its value).
+
+    Raises:
+        ValueError: "<what> must be finite and >= 0".
+    """
+    if not (math.isfinite(weight) and weight >= 0):
+        raise ValueError(f"{what} must be finite and >= 0")
 
 
 def standardize(scores: np.ndarray, groups: np.ndarray | None = None) -> np.ndarray:
@@ -75,6 +88,5 @@ def blend_with_psa(
         groups: (n,) task ids; None: all one task (a tuning round's candidates).
         weight: PSA's weight (0: the model's own order).
     """
-    if not np.isfinite(weight) or weight < 0:
-        raise ValueError(f"weight={weight!r} must be finite and >= 0")
+    check_weight(weight, f"weight={weight!r}")
     return standardize(scores, groups) + weight * standardize(log_psa(psa, groups), groups)
