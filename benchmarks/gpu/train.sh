@@ -7,8 +7,8 @@
 # Before: `bash benchmarks/gpu/pack-pylib.sh --train` (jsonargparse, docstring_parser, typeshed_client)
 # `python -m data.featurize data/h100 --out $SHARDS --workers 2` (30k records: 51 MB) and
 # `bash benchmarks/gpu/stage.sh out data/h100 data/h200 benchmarks/results bridge/weights benchmarks/weights` (room for them); carry
-# [".devkit/pylib.tar.xz", ".trainkit", "$SHARDS"]; after: `stage.sh in`, `mkdir -p runs/gpu_train && tar -C
-# runs/gpu_train -xJf train.tar.xz`.
+# [".devkit/pylib.tar.xz", ".trainkit", "$SHARDS"]; after: `stage.sh in`, `mkdir -p runs/gpu_train && cat
+# /work/.device/N/train.tar.xz* | tar -C runs/gpu_train -xJf -` (over 15 MiB it comes back in parts).
 #   SHARDS=runs/h100_shards_30k SEED=1 MODELS="pam mlp" bash benchmarks/gpu/train.sh
 # EXTRA="shell line" runs beside the fits (e.g. benchmarks/quality.py hold-outs on the same GPU) and
 # is waited for; whatever it writes under $OUT/extra comes back in extra.tar.xz.
@@ -38,7 +38,14 @@ for m in ${MODELS:-pam mlp}; do fit $m & pids+=($!); done
 wait "${pids[@]}"
 for m in ${MODELS:-pam mlp}; do echo "== $m"; grep -E "best|test_pairwise|test_peak|exit" $OUT/train_$m.log | tail -8; done
 rm -f runs/gpu_*/version_*/checkpoints/last.ckpt
-tar -C runs -cJf $OUT/train.tar.xz $(cd runs && ls -d gpu_* 2>/dev/null) && ls -la $OUT/train.tar.xz
+tar -C runs -cJf $OUT/train.tar.xz $(cd runs && ls -d gpu_* 2>/dev/null)
+# a file over 16 MiB does not come back from a device call (four PAM fits and the MLP: 21 MB), so a
+# larger tarball comes back in parts: `cat train.tar.xz* | tar -xJf -` takes either form
+PART=${PART_MB:-15}
+if [ "$(stat -c %s $OUT/train.tar.xz)" -gt $(( PART * 1048576 )) ]; then
+  split -b ${PART}M $OUT/train.tar.xz $OUT/train.tar.xz.part- && rm $OUT/train.tar.xz
+fi
+ls -la $OUT/train.tar.xz*
 [ -z "$(ls -A $OUT/extra)" ] || tar -C $OUT -cJf $OUT/extra.tar.xz extra
 rm -rf $OUT/extra
 echo "total $(( $(date +%s) - T0 )) s"
