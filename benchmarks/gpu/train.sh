@@ -5,11 +5,11 @@
 # back as $OUT/train.tar.xz (each run's config.yaml, metrics.csv, training_curve.png and best
 # checkpoint) with the logs. Export here afterwards (bridge.export --half true, bridge/weights/README.md).
 # Before: `bash benchmarks/gpu/pack-pylib.sh --train` (jsonargparse, docstring_parser, typeshed_client)
-# `python -m data.featurize data/h100 --out $SHARDS --workers 2` (30k records: 51 MB) and
+# `python -m data.featurize data/h100 --out $SHARDS --workers 2` (31.7k records: 53 MB) and
 # `bash benchmarks/gpu/stage.sh out data/h100 data/h200 benchmarks/results bridge/weights benchmarks/weights` (room for them); carry
 # [".devkit/pylib.tar.xz", ".trainkit", "$SHARDS"]; after: `stage.sh in`, `mkdir -p runs/gpu_train && cat
 # /work/.device/N/train.tar.xz* | tar -C runs/gpu_train -xJf -` (over 15 MiB it comes back in parts).
-#   SHARDS=runs/h100_shards_30k SEED=1 MODELS="pam mlp" bash benchmarks/gpu/train.sh
+#   SHARDS=runs/h100_shards_31k SEED=1 MODELS="pam mlp" bash benchmarks/gpu/train.sh
 # EXTRA="shell line" runs beside the fits (e.g. benchmarks/quality.py hold-outs on the same GPU) and
 # is waited for; whatever it writes under $OUT/extra comes back in extra.tar.xz.
 set -uo pipefail
@@ -17,7 +17,7 @@ T0=$(date +%s)
 export PYTHONUNBUFFERED=1 OMP_NUM_THREADS=2
 source benchmarks/gpu/pylib.sh || exit 1
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
-SHARDS=${SHARDS:-runs/h100_shards_30k}
+SHARDS=${SHARDS:-runs/h100_shards_31k}
 # GPU= (empty) and FIT_ARGS="--trainer.max_epochs 2" make a quick CPU check of this script (tests/)
 GPU=${GPU-"--trainer.accelerator gpu --trainer.precision bf16-mixed --data.data_on_device true"}
 LEFT=$(( ${LIMIT:-570} - 45 ))
