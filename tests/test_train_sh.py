@@ -1,8 +1,9 @@
 """benchmarks/gpu/train.sh, the device call that trains the shipped models with train.py, run here on
 the CPU (`GPU=` empty, two epochs) on real synthetic HDF5 shards: both fits and their tests run, and
 what comes back in train.tar.xz is each run's config, metrics and best checkpoint (no last.ckpt);
-an earlier run's folder does not hide the new one; a tarball over PART_MB comes back in parts (a
-device call returns no file over 16 MiB) that join into the whole."""
+an earlier run's folder does not hide the new one; SEEDS adds a run of each model a further seed
+beside the first seed's; a tarball over PART_MB comes back in parts (a device call returns no file
+over 16 MiB) that join into the whole."""
 
 import io
 import os
@@ -38,13 +39,14 @@ def test_train_sh_fits_tests_and_packs_both_models(tmp_path):
         GPU="",
         FIT_ARGS="--trainer.max_epochs 2 --data.batch_size 40 --trainer.enable_progress_bar false",
         LIMIT="400",
+        SEEDS="1 2",
         PART_MB="1",  # the two checkpoints with their optimizer states exceed 1 MiB compressed: parts
     )
     done = subprocess.run(
         ["bash", "benchmarks/gpu/train.sh"], cwd=tree, env=env, capture_output=True, text=True, timeout=400
     )
     assert done.returncode == 0, done.stdout + done.stderr
-    for model in ("pam", "mlp"):
+    for model in ("pam", "mlp", "pam_s2", "mlp_s2"):
         log = (out / f"train_{model}.log").read_text()
         assert f"fit {model} exit 0" in log, log[-2000:]
         assert "test_pairwise_acc" in log, log[-2000:]
@@ -54,7 +56,7 @@ def test_train_sh_fits_tests_and_packs_both_models(tmp_path):
     joined = b"".join(p.read_bytes() for p in parts)
     with tarfile.open(fileobj=io.BytesIO(joined), mode="r:xz") as tar:
         names = tar.getnames()
-    for model, version in (("pam", 1), ("mlp", 0)):
+    for model, version in (("pam", 1), ("mlp", 0), ("pam_s2", 0), ("mlp_s2", 0)):
         run = f"gpu_{model}/version_{version}"
         assert f"{run}/config.yaml" in names and f"{run}/metrics.csv" in names
         assert any(n.startswith(f"{run}/checkpoints/best-") for n in names), names
