@@ -285,13 +285,19 @@ def _tasks(task: Tensor, dense: bool | None) -> _Tasks:
 
 
 def lambda_rank_loss(
-    preds: Tensor, labels: Tensor, task: Tensor, reduction: Reduction = "mean", *, dense: bool | None = None
+    preds: Tensor,
+    labels: Tensor,
+    task: Tensor,
+    reduction: Reduction = "mean",
+    *,
+    dense: bool | None = None,
+    gain_scale: float = 1.0,
 ) -> Tensor:
     """LambdaRank: NDCG-weighted pairwise logistic loss, per task (docs/pruner.md section 1.4).
 
     Within a task: rank_i is the 1-based position of record i when the task's records are sorted
-    by prediction descending (prediction ties: earlier record first); G = (2^y - 1) / maxDCG with
-    maxDCG = sum over the task's labels sorted descending of (2^y - 1) / log2(1 + position)
+    by prediction descending (prediction ties: earlier record first); G = (2^(c y) - 1) / maxDCG with
+    maxDCG = sum over the task's labels sorted descending of (2^(c y) - 1) / log2(1 + position)
     (floored at 1e-10); for each pair with y_i > y_j,
         w_ij = |1/log2(1 + rank_i) - 1/log2(1 + rank_j)| * |G_i - G_j|,
         loss_task = -sum_ij w_ij * log2(sigmoid(s_i - s_j)).
@@ -309,16 +315,22 @@ def lambda_rank_loss(
         preds: (B,) float scores. labels: (B,) float in [0, 1]. task: (B,) integer task ids.
         reduction: "mean" or "sum" over tasks.
         dense: dense (B, B) masks without host syncs, or pair lists (None: `use_dense(task)`).
+        gain_scale: c in the gain 2^(c y) - 1 (the original: 1). Labels are min latency / latency in
+            (0, 1], so with c = 1 a task's best schedule gains 1 and one at 80% of its speed 0.74: the
+            top is barely weighted above the rest. A larger c weights the pairs around a task's
+            fastest schedules more (c = 8: 255 against 83).
 
     Returns:
         () scalar loss.
     """
     _check_inputs(preds, labels, task)
+    if not gain_scale > 0:
+        raise ValueError(f"gain_scale must be > 0, got {gain_scale!r}")
     tasks = _tasks(task, dense)
     with torch.no_grad():
         rank = tasks.rank(preds.detach()) + 1
         ideal_rank = tasks.rank(labels) + 1
-        gain = torch.pow(2.0, labels) - 1
+        gain = torch.pow(2.0, gain_scale * labels) - 1
         max_dcg = tasks.per_task_sum(gain / torch.log2(1.0 + ideal_rank.to(gain.dtype)))
         g = gain / max_dcg.clamp_min(_MAX_DCG_EPS).index_select(0, tasks.group)
         discount = 1.0 / torch.log2(1.0 + rank.to(gain.dtype))
@@ -381,12 +393,18 @@ def mse_loss(
 
 
 def lambda_rank_mse_loss(
-    preds: Tensor, labels: Tensor, task: Tensor, reduction: Reduction = "mean", *, dense: bool | None = None
+    preds: Tensor,
+    labels: Tensor,
+    task: Tensor,
+    reduction: Reduction = "mean",
+    *,
+    dense: bool | None = None,
+    gain_scale: float = 1.0,
 ) -> Tensor:
     """LambdaRank plus MSE, summed: the ranking loss orders each task's records, the regression on
     the normalized label pulls the fastest ones apart (on the H100 hold-outs MSE alone led peak@1 and
     LambdaRank alone led pairwise accuracy; docs/benchmarks.md, "Model quality")."""
-    return lambda_rank_loss(preds, labels, task, reduction, dense=dense) + mse_loss(
+    return lambda_rank_loss(preds, labels, task, reduction, dense=dense, gain_scale=gain_scale) + mse_loss(
         preds, labels, task, reduction, dense=dense
     )
 
@@ -397,4 +415,8 @@ LOSSES: dict[str, Callable[..., Tensor]] = {
     "mse": mse_loss,
     "lambdarank+mse": lambda_rank_mse_loss,
 }
-"""Loss by name (`LossName`); every entry has the signature `(preds, labels, task, reduction="mean", *, dense=None)`."""
+"""Loss by name (`LossName`); every entry has the signature `(preds, labels, task, reduction="mean", *, dense=None)`,
+and the LambdaRank ones also take `gain_scale` (`GAIN_LOSSES`)."""
+
+GAIN_LOSSES = frozenset({"lambdarank", "lambdarank+mse"})
+"""The losses whose NDCG gain `gain_scale` sharpens."""

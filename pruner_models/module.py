@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import asdict, is_dataclass
+from functools import partial
 from typing import Any, Literal
 
 import lightning as L
@@ -25,7 +26,7 @@ from torchmetrics import MeanMetric, MetricCollection
 
 from data.schema import MODEL_SCHEMA_VERSION
 from pruner_models import registry
-from pruner_models.losses import LOSSES, LossName
+from pruner_models.losses import GAIN_LOSSES, LOSSES, LossName
 from pruner_models.metrics import ranking_metrics
 from pruner_models.mlp import MLPConfig, MLPNet
 from pruner_models.moa import MoANet
@@ -68,6 +69,8 @@ class CostModelModule(L.LightningModule):
         init_from: a Lightning checkpoint whose net weights AND normalization start the fit
             (finetune to a new device). Loaded at the start of `fit`; None trains from scratch with
             the DataModule's training-set scales.
+        gain_scale: c in LambdaRank's gain 2^(c label) - 1 (the losses with "lambdarank"; 1 = the
+            original). Larger c weights the order among each task's fastest schedules more.
     """
 
     def __init__(
@@ -77,10 +80,15 @@ class CostModelModule(L.LightningModule):
         lr: float = 7e-4,
         weight_decay: float = 1e-6,
         init_from: str | None = None,
+        gain_scale: float = 1.0,
     ) -> None:
         super().__init__()
         if loss not in LOSSES:
             raise ValueError(f"loss must be one of {sorted(LOSSES)}, got {loss!r}")
+        if not gain_scale > 0 or (gain_scale != 1.0 and loss not in GAIN_LOSSES):
+            raise ValueError(
+                f"gain_scale must be > 0, and 1 unless the loss is one of {sorted(GAIN_LOSSES)}; got {gain_scale!r}"
+            )
         if optimizer not in ("adam", "sgd"):
             raise ValueError(f"optimizer must be 'adam' or 'sgd', got {optimizer!r}")
         if lr <= 0:
@@ -89,7 +97,7 @@ class CostModelModule(L.LightningModule):
         # (dataclass configs as dicts) so checkpoints load with weights_only=True.
         self.save_hyperparameters()
         self.save_hyperparameters({k: asdict(v) if is_dataclass(v) else v for k, v in self.hparams.items()})
-        self.loss_fn = LOSSES[loss]
+        self.loss_fn = partial(LOSSES[loss], gain_scale=gain_scale) if loss in GAIN_LOSSES else LOSSES[loss]
         # One instance per stage; the losses are metrics too, so DDP averages them over all records.
         self.val_metrics = ranking_metrics("val_")
         self.test_metrics = ranking_metrics("test_")

@@ -48,14 +48,15 @@ def log_sigmoid(x: float) -> float:
     return -math.log1p(math.exp(-x)) if x >= 0 else x - math.log1p(math.exp(x))
 
 
-def ref_lambdarank_task(s: list[float], y: list[float]) -> float | None:
-    """docs/pruner.md section 1.4, literally; None when the task has no pair with y_i > y_j."""
+def ref_lambdarank_task(s: list[float], y: list[float], c: float = 1.0) -> float | None:
+    """docs/pruner.md section 1.4, literally (gain 2^(c y) - 1; the paper's c is 1); None when the
+    task has no pair with y_i > y_j."""
     n = len(s)
     by_pred = sorted(range(n), key=lambda i: -s[i])
     rank = {i: r + 1 for r, i in enumerate(by_pred)}
     ideal = sorted(y, reverse=True)
-    max_dcg = max(sum((2**v - 1) / math.log2(1 + r + 1) for r, v in enumerate(ideal)), 1e-10)
-    gain = [(2**v - 1) / max_dcg for v in y]
+    max_dcg = max(sum((2 ** (c * v) - 1) / math.log2(1 + r + 1) for r, v in enumerate(ideal)), 1e-10)
+    gain = [(2 ** (c * v) - 1) / max_dcg for v in y]
     total, pairs = 0.0, 0
     for i in range(n):
         for j in range(n):
@@ -95,6 +96,36 @@ def test_loss_matches_reference(name, reduction, seed):
     want = reduce_ref([REFERENCES[name](s, y) for s, y in groups.values()], reduction)
     assert got.dtype == torch.float64
     assert got.item() == pytest.approx(want, rel=1e-10, abs=1e-12)
+
+
+@pytest.mark.parametrize("c", [0.5, 4.0, 8.0])
+@pytest.mark.parametrize("dense", [False, True])
+def test_gain_scale_matches_reference(c, dense):
+    preds, labels, task = make_batch(3)
+    groups = per_task(preds, labels, task).values()
+    want = reduce_ref([ref_lambdarank_task(s, y, c) for s, y in groups], "mean")
+    got = LOSSES["lambdarank"](preds, labels, task, dense=dense, gain_scale=c)
+    assert got.item() == pytest.approx(want, rel=1e-10, abs=1e-12)
+    plain = LOSSES["lambdarank"](preds, labels, task, dense=dense)
+    assert got.item() != pytest.approx(plain.item(), rel=1e-3)  # the scale changes the weights
+    mixed = LOSSES["lambdarank+mse"](preds, labels, task, dense=dense, gain_scale=c)
+    assert mixed.item() == pytest.approx(got.item() + LOSSES["mse"](preds, labels, task).item(), rel=1e-10)
+
+
+def test_gain_scale_weights_the_fastest_pairs_more():
+    """A misordered pair at the top of a task costs more against one lower down as c grows."""
+    labels = torch.tensor([1.0, 0.9, 0.5, 0.4], dtype=torch.float64)
+    task = torch.zeros(4, dtype=torch.int64)
+    top_swapped = torch.tensor([3.0, 4.0, 2.0, 1.0], dtype=torch.float64)
+    low_swapped = torch.tensor([4.0, 3.0, 1.0, 2.0], dtype=torch.float64)
+
+    def ratio(c: float) -> float:
+        loss = LOSSES["lambdarank"]
+        return (loss(top_swapped, labels, task, gain_scale=c) / loss(low_swapped, labels, task, gain_scale=c)).item()
+
+    assert ratio(1.0) < ratio(4.0) < ratio(10.0)
+    with pytest.raises(ValueError, match="gain_scale"):
+        loss = LOSSES["lambdarank"](top_swapped, labels, task, gain_scale=0.0)
 
 
 @pytest.mark.parametrize("reduction", ["mean", "sum"])

@@ -10,6 +10,7 @@ from data.schema import MODEL_SCHEMA_VERSION
 from data.shards import read_shards, write_shard
 from data.synthetic import write_synthetic_shards
 from pruner_models.mlp import MLPConfig
+from pruner_models.losses import lambda_rank_loss
 from pruner_models.module import MLPModule, MoAModule, PAMModule, load_net
 from pruner_models.pam import PAMConfig
 
@@ -134,3 +135,25 @@ def test_moa_fit_starts_both_copies_from_pam_and_moves_the_target_by_ema(pretrai
     pam.load_pretrained(str(tmp_path / "ckpt" / "last.ckpt"))
     for a, b in zip(pam.net.parameters(), module.net.target.parameters()):
         torch.testing.assert_close(a, b)
+
+
+def test_gain_scale_reaches_the_loss_and_the_checkpoint(shards, tmp_path):
+    """`gain_scale` is the LambdaRank loss's, travels in the hyper-parameters, and is refused for a
+    loss without a gain."""
+    L.seed_everything(0)
+    dm = ShardDataModule(str(shards), batch_size=64)
+    module = PAMModule(net=TINY_PAM, gain_scale=8.0, lr=3e-3)
+    dm.setup("fit")
+    module.net.set_scales(*dm.scales)
+    batch = next(iter(dm.train_dataloader()))
+    preds = module(batch)
+
+    want = lambda_rank_loss(preds, batch["label"], batch["task"], gain_scale=8.0)
+    torch.testing.assert_close(module.loss_fn(preds, batch["label"], batch["task"]), want)
+    assert not torch.allclose(want, lambda_rank_loss(preds, batch["label"], batch["task"]))
+    _trainer(tmp_path).fit(module, dm)
+    assert PAMModule.load_from_checkpoint(tmp_path / "ckpt" / "last.ckpt").hparams.gain_scale == 8.0
+    with pytest.raises(ValueError, match="gain_scale"):
+        PAMModule(net=TINY_PAM, loss="ranknet", gain_scale=8.0)
+    with pytest.raises(ValueError, match="gain_scale"):
+        PAMModule(net=TINY_PAM, gain_scale=-1.0)
