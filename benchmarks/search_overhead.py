@@ -21,6 +21,8 @@ Per method, on each workload, in one process, same trials, same seed:
 - pruner-backoff: pruner whose wait for a stall re-draft doubles after each one that found nothing better;
 - pruner-gate: pruner with `verify_gate` (PSA ranks while it orders the measured batches better);
 - pruner-gen1: pruner whose drafts evolve one generation instead of two (half the evolution);
+- pruner-fill: pruner whose batches grow (up to 64 trials) until running one lasts as long as the
+  search and build of the next (`fill_device`, `bridge.fill_rule`);
 - pruner-published: the published schedule (a new draft every 2nd round from a fresh population,
   whole potential space evolved by the verifier, in turn) and PSA's published formula.
 Reported: search overhead per trial (the loop's wall time minus the stand-in build and run time),
@@ -70,6 +72,7 @@ METHODS = {
     "pruner-gate": (CostModelConfig(name="pam"), SearchConfig(psa="h100", verify_gate=True)),
     "pruner-gen1": (CostModelConfig(name="pam"), SearchConfig(psa="h100", draft_generations=1)),
     "pruner-blend": (CostModelConfig(name="pam"), SearchConfig(psa="h100", psa_weight=1.0)),
+    "pruner-fill": (CostModelConfig(name="pam"), SearchConfig(psa="h100", fill_device=64)),
     "pruner-published": (
         CostModelConfig(name="pam"),
         SearchConfig(

@@ -67,6 +67,7 @@ SEARCH_KNOBS = (
     "verify_gate",
     "psa_weight",
     "pipeline",
+    "fill_device",
 )
 """The draft-then-verify settings this CLI passes to `bridge.config.SearchConfig` as they are."""
 

@@ -73,11 +73,18 @@ class SearchConfig:
         "0: the verifier alone; 1 raised held-out peak@1 offline, not yet measured in tuning)",
     )
     pipeline: bool = _knob(True, "search and build the next batch while the current one builds and runs")
+    fill_device: int = _knob(
+        0,
+        "k: grow a task's batches, up to k trials, until running one lasts as long as the search and build of "
+        "the next (pipelined draft-then-verify; 0: every batch is --trials-per-round)",
+    )
 
     def __post_init__(self) -> None:
         if self.population is not None and self.population < 1:
             raise ValueError(f"--population {self.population!r} must be >= 1")
         check_weight(self.psa_weight, f"--psa-weight {self.psa_weight!r}")
+        if self.fill_device < 0:
+            raise ValueError(f"--fill-device {self.fill_device!r} must be >= 0 (0: off)")
 
 
 @dataclasses.dataclass

@@ -43,6 +43,7 @@ from typing import Any
 import numpy as np
 from tvm.ir.utils import derived_object
 
+from bridge.fill_rule import FillRule
 from bridge.pipeline import Pipeline
 from bridge.search import _UNLIMITED, CountingCostModel, _key, _ResumableSearch, candidate
 from bridge.search_log import SearchLog
@@ -88,6 +89,7 @@ class DraftVerifySearch(_ResumableSearch):
         quick_start: bool = False,
         verify_gate: bool = False,
         psa_weight: float = 0.0,
+        fill_device: int = 0,
         pipeline: Pipeline | None = None,
         log: SearchLog | None = None,
     ):
@@ -126,6 +128,9 @@ class DraftVerifySearch(_ResumableSearch):
                 pretrained verifier (`tune.py` and `tune_tasks` do so for the pretrained modes).
             psa_weight: w > 0 = the verifier ranks and evolves by its scores blended with PSA's,
                 z(verifier) + w z(log PSA) within the round (`CountingCostModel`'s `blend_with`); 0 = its own.
+            fill_device: k > 0 = with a pipeline, grow a task's batches (up to k trials) until running
+                one lasts as long as the host's search and build of the next (`bridge.fill_rule`);
+                0 = every batch has the run's trials per round.
             pipeline: search (and build) the next round in the background (`bridge.pipeline`);
                 None: rounds in turn, as MetaSchedule runs them.
             log: where rounds are logged (None: nowhere).
@@ -143,6 +148,7 @@ class DraftVerifySearch(_ResumableSearch):
             ("verify_generations", verify_generations),
             ("redraft_every", redraft_every),
             ("redraft_stall", redraft_stall),
+            ("fill_device", fill_device),
         ]:
             if value < 0:
                 raise ValueError(f"{name}={value!r} must be >= 0")
@@ -178,6 +184,7 @@ class DraftVerifySearch(_ResumableSearch):
             quick_start=quick_start,
             verify_gate=verify_gate,
             psa_weight=psa_weight,
+            fill_device=fill_device,
         )
         self.__dict__.update(self.options)
 
@@ -215,6 +222,7 @@ class DraftVerifySearch(_ResumableSearch):
             quick_start=search.quick_start,
             verify_gate=bool(search.verify_gate),  # unset: off (make_strategy resolves it from the cost model)
             psa_weight=search.psa_weight,
+            fill_device=search.fill_device,
             pipeline=pipeline,
             log=log,
         )
@@ -242,6 +250,7 @@ class DraftVerifySearch(_ResumableSearch):
         self._stall = StallRule(self.redraft_stall, backoff=self.redraft_backoff, best=self.best_before)
         self._unevolved = False  # the potential space is a quick start's unevolved samples
         self._gate = VerifyGate() if self.verify_gate else None
+        self._fill = FillRule(self.per_round, self.fill_device if self.pipeline is not None else 0)
 
     @property
     def potential(self) -> list:
@@ -263,6 +272,8 @@ class DraftVerifySearch(_ResumableSearch):
             return
         target, builder = self.context.target, self.pipeline.builder
 
+        start = time.perf_counter()
+
         def search() -> None:
             self._ready = self._search(n)
 
@@ -270,14 +281,19 @@ class DraftVerifySearch(_ResumableSearch):
             picks, stats = self._ready
             if picks and builder is not None:
                 stats["prebuild_s"] = builder.prefetch([s.mod for s in picks], target)
+            self._fill.observe_job(time.perf_counter() - start)
 
         self.pipeline.submit(search, build)
+
+    def _next_batch(self, current: int) -> int:
+        return self._fill.next(current)
 
     def _notify(self, measure_candidates, results) -> None:
         # The search must be done before MetaSchedule's callbacks update the cost model and the
         # database; the build of its picks may go on. The time waited is this round's search cost.
         if self.pipeline is not None:
             self._waited += self.pipeline.join_search()
+        self._fill.observe_device(self.device_s, len(results))
         latencies = [mean_latency(r.run_secs) if r.error_msg is None else math.inf for r in results]
         if self._gate is not None:  # both models score the batch before the verifier learns from it
             verifier, draft = (m.predict(self.context, measure_candidates) for m in (self.cost_model, self.draft))

@@ -126,7 +126,8 @@ class _ResumableSearch(ms.search_strategy.PySearchStrategy):
 
     Subclasses implement `_start()` (after `pre_tuning` set the fields below) and
     `_propose(n) -> list[Schedule] | None` (None ends the task), and may override `_notify()`,
-    `_ahead(n)` (a batch of n will follow: search for it in the background) and `_finish()`.
+    `_ahead(n)` (a batch of n will follow: search for it in the background), `_next_batch()` and
+    `_finish()`.
     """
 
     def __init__(self, *, log: SearchLog | None = None, max_empty_rounds: int = 5):
@@ -152,8 +153,10 @@ class _ResumableSearch(ms.search_strategy.PySearchStrategy):
         self.measured = {_key(r.as_measure_candidate().sch) for r in previous}
         self.best_before = min((mean_latency(r.run_secs) for r in previous), default=math.inf)
         self.budget = max(0, int(max_trials) - len(previous))
-        self.per_round = int(num_trials_per_iter)
+        self.per_round = self.batch = int(num_trials_per_iter)  # batch: the size of the next batch
         self.done = self.round = self.empty_rounds = 0
+        self.handed_out_at: float | None = None  # when the last batch was handed out
+        self.device_s = math.nan  # seconds from handing out the last measured batch to its results
         if previous:
             logger.info("%s: %d trials already in the database, %d left", self.task_name, len(previous), self.budget)
         self._start()
@@ -166,7 +169,7 @@ class _ResumableSearch(ms.search_strategy.PySearchStrategy):
         self._finish()
 
     def generate_measure_candidates(self):
-        n = min(self.per_round, self.budget - self.done)
+        n = min(self.batch, self.budget - self.done)
         if n <= 0 or self._expired():
             return None
         proposed = self._propose(n)
@@ -186,13 +189,17 @@ class _ResumableSearch(ms.search_strategy.PySearchStrategy):
             if self.empty_rounds >= self.max_empty_rounds:
                 logger.info("%s: no new schedules in %d rounds, stopping", self.task_name, self.empty_rounds)
                 return None
-        upcoming = min(self.per_round, self.budget - self.done - len(picked))
+        self.batch = self._next_batch(len(picked))
+        upcoming = min(self.batch, self.budget - self.done - len(picked))
         if upcoming > 0 and not self._expired():
             self._ahead(upcoming)
+        self.handed_out_at = time.perf_counter()
         return [candidate(sch) for sch in picked]
 
     def notify_runner_results(self, measure_candidates, results) -> None:
         self.done += len(results)
+        if self.handed_out_at is not None:
+            self.device_s = time.perf_counter() - self.handed_out_at
         self._notify(measure_candidates, results)
 
     def _expired(self) -> bool:
@@ -206,6 +213,11 @@ class _ResumableSearch(ms.search_strategy.PySearchStrategy):
 
     def _notify(self, measure_candidates, results) -> None:
         return None
+
+    def _next_batch(self, current: int) -> int:
+        """The size of the batch after the one of `current` trials just handed out (default: the
+        run's trials per round; `DraftVerifySearch` may grow it, `bridge.fill_rule`)."""
+        return self.per_round
 
     def _ahead(self, n: int) -> None:
         """Called after a batch was handed out (and its schedules marked measured) when another batch

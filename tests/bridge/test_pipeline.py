@@ -2,15 +2,17 @@
 
 import json
 import math
+import time
 
 import pytest
+from tvm.ir.utils import derived_object
 
 from bridge.config import CostModelConfig, MeasureConfig, SearchConfig, TuneConfig
 from bridge.pipeline import Pipeline, PrefetchBuilder
 from bridge.search_log import device_idle_share, read_rounds
 from bridge.tuning import CURVE_CSV, tune_tasks
 from data import zoo
-from tvm_env import PooledLocalBuilder, tvm_ffi
+from tvm_env import PooledLocalBuilder, ms, tvm_ffi
 
 TARGET = '{"kind": "llvm", "mcpu": "native", "num-cores": 2}'
 
@@ -20,13 +22,13 @@ def builder():
     return PooledLocalBuilder(max_workers=2)
 
 
-def run(tmp_path, builder, pipeline: bool, trials=12):
+def run(tmp_path, builder, pipeline: bool, trials=12, fill_device=0):
     return tune_tasks(
         [zoo.operator_task("matmul:64,64,64")],
         json.loads(TARGET),
         TuneConfig(out=str(tmp_path), trials=trials, trials_per_round=4),
         cost_model=CostModelConfig(name="pam", epochs=3),
-        search=SearchConfig(psa="a100", population=48, potential=12, pipeline=pipeline),
+        search=SearchConfig(psa="a100", population=48, potential=12, pipeline=pipeline, fill_device=fill_device),
         measure=MeasureConfig(number=2, min_repeat_ms=5),
         builder=builder,
         progress=False,
@@ -48,6 +50,37 @@ def test_pipelined_rounds_build_ahead_and_measure_distinct_schedules(tmp_path, b
     saved = read_rounds(tmp_path / "on" / CURVE_CSV)
     assert [r["prebuild_s"] > 0 for r in saved[1:]] == [True, True]
     assert 0.0 <= device_idle_share(rows) < 1.0
+
+
+@derived_object
+class SlowBuilder(ms.builder.PyBuilder):
+    """A real builder behind a fixed latency a call, as of a slow compiler (NVRTC on the GPU suite)."""
+
+    def __init__(self, builder, delay_s: float):
+        super().__init__()
+        self.builder, self.delay_s = builder, delay_s
+
+    def build(self, build_inputs):
+        time.sleep(self.delay_s)
+        return self.builder.build(build_inputs)
+
+
+def test_fill_device_grows_the_batches_while_the_host_outlasts_the_device(tmp_path, builder):
+    """llvm runs of a 64^3 matmul take a fraction of a second a trial, the search and (slow) build of
+    a batch seconds, so the batches grow from the 4 trials a round, at most twofold a round and up
+    to the limit of 12: 4 (searched in the loop), 4 (searched ahead before any batch ran), then
+    more (how much more follows the timings, e.g. 6 or 8, then 12)."""
+    slow = SlowBuilder(builder, delay_s=3.0)
+    result = run(tmp_path / "fill", slow, pipeline=True, trials=40, fill_device=12)
+    sizes = [int(r["trials"]) for r in result.rows]
+    assert sizes[:2] == [4, 4] and sum(sizes) == 40 and max(sizes) > 4, sizes
+    for before, size in zip(sizes[1:-1], sizes[2:-1]):  # the last batch is what the budget left
+        assert 4 <= size <= min(12, 2 * before), sizes
+    records = result.database.get_all_tuning_records()
+    assert len({int(tvm_ffi.structural_hash(r.as_measure_candidate().sch.mod)) for r in records}) == 40
+    # rounds in turn have no background job to cover: every batch keeps its 4 trials
+    rows = run(tmp_path / "fill-off", builder, pipeline=False, trials=12, fill_device=12).rows
+    assert [r["trials"] for r in rows] == [4, 4, 4]
 
 
 def test_unpipelined_rounds_wait_for_the_whole_search(tmp_path, builder):

@@ -268,6 +268,11 @@ def test_bad_options_are_refused():
         DraftVerifySearch(draft=psa, verify_pool=0)
     with pytest.raises(ValueError, match="resample_ratio=2"):
         DraftVerifySearch(draft=psa, resample_ratio=2)
+    with pytest.raises(ValueError, match="fill_device=-4"):
+        DraftVerifySearch(draft=psa, fill_device=-4)
+    with pytest.raises(ValueError, match="--fill-device -4"):
+        SearchConfig(psa="a100", fill_device=-4)
+    assert DraftVerifySearch.from_config(SearchConfig(psa="a100", fill_device=48)).fill_device == 48
     with pytest.raises(ValueError, match="--psa-weight -1"):
         SearchConfig(psa="a100", psa_weight=-1.0)
     # tune.py's knob reaches the search
