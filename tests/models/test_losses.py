@@ -125,7 +125,7 @@ def test_gain_scale_weights_the_fastest_pairs_more():
 
     assert ratio(1.0) < ratio(4.0) < ratio(10.0)
     with pytest.raises(ValueError, match="gain_scale"):
-        loss = LOSSES["lambdarank"](top_swapped, labels, task, gain_scale=0.0)
+        LOSSES["lambdarank"](top_swapped, labels, task, gain_scale=0.0)
 
 
 @pytest.mark.parametrize("reduction", ["mean", "sum"])

@@ -9,8 +9,8 @@ from data.datamodule import ShardDataModule
 from data.schema import MODEL_SCHEMA_VERSION
 from data.shards import read_shards, write_shard
 from data.synthetic import write_synthetic_shards
-from pruner_models.mlp import MLPConfig
 from pruner_models.losses import lambda_rank_loss
+from pruner_models.mlp import MLPConfig
 from pruner_models.module import MLPModule, MoAModule, PAMModule, load_net
 from pruner_models.pam import PAMConfig
 
