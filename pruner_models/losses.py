@@ -393,18 +393,13 @@ def mse_loss(
 
 
 def lambda_rank_mse_loss(
-    preds: Tensor,
-    labels: Tensor,
-    task: Tensor,
-    reduction: Reduction = "mean",
-    *,
-    dense: bool | None = None,
-    gain_scale: float = 1.0,
+    preds: Tensor, labels: Tensor, task: Tensor, reduction: Reduction = "mean", *, dense: bool | None = None, **gain
 ) -> Tensor:
     """LambdaRank plus MSE, summed: the ranking loss orders each task's records, the regression on
     the normalized label pulls the fastest ones apart (on the H100 hold-outs MSE alone led peak@1 and
-    LambdaRank alone led pairwise accuracy; docs/benchmarks.md, "Model quality")."""
-    return lambda_rank_loss(preds, labels, task, reduction, dense=dense, gain_scale=gain_scale) + mse_loss(
+    LambdaRank alone led pairwise accuracy; docs/benchmarks.md, "Model quality"). `gain` (gain_scale)
+    goes to `lambda_rank_loss`."""
+    return lambda_rank_loss(preds, labels, task, reduction, dense=dense, **gain) + mse_loss(
         preds, labels, task, reduction, dense=dense
     )
 
