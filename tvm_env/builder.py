@@ -7,6 +7,11 @@
   `PooledLocalBuilder` keeps its workers for `reuse_batches` batches.
 * For CUDA, `fast_build` compiles with `tvm_env.nvrtc`: about 1 s less a candidate than TVM's
   NVRTC compile, which parses two libcu++ headers that most kernels do not use.
+* Each worker builds one candidate at a time, on one core, so its TVM thread pool has one thread
+  (`TVM_NUM_THREADS=1`, set as it starts). Workers that inherit the tuning process's setting (one
+  thread per core) oversubscribe the machine: on the 16-core H100 machine a batch of 64 picks took
+  5.2-9.0 s on 16 workers that way, and 1.5-3.2 s with one thread each (`benchmarks/batch_build.py`,
+  docs/benchmarks.md).
 """
 
 from __future__ import annotations
@@ -22,6 +27,14 @@ from tvm_env import nvrtc
 from tvm_env.configure import usable_cores
 
 __all__ = ["PooledLocalBuilder", "fast_build"]
+
+
+def _one_thread() -> None:
+    """A build worker's initializer: TVM's thread pool in this process gets one thread (read when
+    the pool starts, at the first parallel launch, so it must be set before any build)."""
+    import os
+
+    os.environ["TVM_NUM_THREADS"] = "1"
 
 
 def fast_build(mod: Any, target: Any, _params: Any, max_source_kb: float | None = None) -> Any:
@@ -80,7 +93,7 @@ class PooledLocalBuilder(ms.builder.LocalBuilder._cls):
 
         if self._pool is not None:
             self._pool.shutdown()
-        self._pool = PopenPoolExecutor(max_workers=self.max_workers, timeout=self.timeout_sec)
+        self._pool = PopenPoolExecutor(max_workers=self.max_workers, timeout=self.timeout_sec, initializer=_one_thread)
         self._batches = 0
 
     def warm(self) -> None:

@@ -40,3 +40,23 @@ def test_a_cuda_kernel_over_the_limit_fails_its_build_in_the_worker_with_the_rea
     assert ok.error_msg is None and os.path.isfile(str(ok.artifact_path))
     assert refused.artifact_path is None
     assert "over the builder's 0.1 KB limit (max_source_kb), not compiled" in refused.error_msg
+
+
+def _workers_tvm_threads(pool, n: int) -> list[int]:
+    return [r.value for r in pool.map_with_error_catching(lambda _: tvm.runtime.num_threads(), range(n))]
+
+
+def test_build_workers_run_tvm_on_one_thread_whatever_the_tuning_process_uses(monkeypatch):
+    """A worker builds one candidate at a time; with the tuning process's TVM_NUM_THREADS (one thread a
+    core) 16 workers oversubscribed a 16-core machine 3-4x (docs/benchmarks.md)."""
+    from tvm.support.popen_pool import PopenPoolExecutor
+
+    monkeypatch.setenv("TVM_NUM_THREADS", "2")  # inherited by workers started from now on
+    inherited = PopenPoolExecutor(max_workers=1)
+    assert _workers_tvm_threads(inherited, 1) == [2]  # a plain pool's worker: the parent's setting
+    builder = PooledLocalBuilder(max_workers=2)
+    builder.warm()
+    assert _workers_tvm_threads(builder._pool, 4) == [1, 1, 1, 1]
+    mod = tvm.IRModule({"main": te.create_prim_func(te_workload.matmul(16, 16, 16))})
+    (result,) = builder.build([ms.builder.BuilderInput(mod, parse_target({"kind": "llvm", "num-cores": 1}))])
+    assert result.error_msg is None  # and they still build
