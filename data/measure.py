@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from data.labels import FAILED_SECONDS
-from tvm_env import PooledLocalBuilder, fast_build, is_gpu, ms, tvm, tvm_ffi, usable_cores
+from tvm_env import PooledLocalBuilder, fast_build, is_gpu, ms, one_build_thread, tvm, tvm_ffi, usable_cores
 from tvm_env.nvrtc import is_refused
 
 if TYPE_CHECKING:
@@ -209,7 +209,9 @@ def measurement_settings(cfg: CollectConfig, target: tvm.target.Target, runners:
 
 def _lower_priority() -> None:
     """Build worker initializer: yield the CPU to the runner and the sampler (they are on the
-    critical path, and a run's launches and timings should not queue behind compilers)."""
+    critical path, and a run's launches and timings should not queue behind compilers), and run
+    TVM on one thread, as a worker builds one candidate at a time (`tvm_env.one_build_thread`)."""
+    one_build_thread()
     try:
         os.nice(10)
     except OSError:  # not permitted here: build at the normal priority

@@ -15,7 +15,7 @@ import tvm
 import tvm_ffi  # re-exported for callers that need structural_hash/equal
 from tvm.s_tir import meta_schedule as ms
 
-from tvm_env.builder import PooledLocalBuilder, fast_build
+from tvm_env.builder import PooledLocalBuilder, fast_build, one_build_thread
 from tvm_env.configure import setup, task_loggers, usable_cores
 from tvm_env.target import is_gpu, parse_target, target_device_name
 
@@ -23,6 +23,7 @@ __all__ = [
     "PooledLocalBuilder",
     "fast_build",
     "is_gpu",
+    "one_build_thread",
     "ms",
     "parse_target",
     "setup",

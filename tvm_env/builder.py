@@ -26,10 +26,10 @@ from tvm.s_tir import meta_schedule as ms
 from tvm_env import nvrtc
 from tvm_env.configure import usable_cores
 
-__all__ = ["PooledLocalBuilder", "fast_build"]
+__all__ = ["PooledLocalBuilder", "fast_build", "one_build_thread"]
 
 
-def _one_thread() -> None:
+def one_build_thread() -> None:
     """A build worker's initializer: TVM's thread pool in this process gets one thread (read when
     the pool starts, at the first parallel launch, so it must be set before any build)."""
     import os
@@ -93,7 +93,7 @@ class PooledLocalBuilder(ms.builder.LocalBuilder._cls):
 
         if self._pool is not None:
             self._pool.shutdown()
-        self._pool = PopenPoolExecutor(max_workers=self.max_workers, timeout=self.timeout_sec, initializer=_one_thread)
+        self._pool = PopenPoolExecutor(max_workers=self.max_workers, timeout=self.timeout_sec, initializer=one_build_thread)
         self._batches = 0
 
     def warm(self) -> None:

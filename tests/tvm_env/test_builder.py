@@ -60,3 +60,16 @@ def test_build_workers_run_tvm_on_one_thread_whatever_the_tuning_process_uses(mo
     mod = tvm.IRModule({"main": te.create_prim_func(te_workload.matmul(16, 16, 16))})
     (result,) = builder.build([ms.builder.BuilderInput(mod, parse_target({"kind": "llvm", "num-cores": 1}))])
     assert result.error_msg is None  # and they still build
+
+
+def test_the_collectors_build_workers_run_tvm_on_one_thread_at_a_lower_priority(monkeypatch):
+    from data.measure import BuildPool
+
+    monkeypatch.setenv("TVM_NUM_THREADS", "2")
+    pool = BuildPool(workers=1, timeout=60)
+    try:
+        (seen,) = pool._pool.map_with_error_catching(lambda _: (tvm.runtime.num_threads(), os.nice(0)), [0])
+        threads, niceness = seen.value
+        assert threads == 1 and niceness >= min(os.nice(0) + 10, 19)
+    finally:
+        pool.shutdown()
