@@ -82,7 +82,9 @@ def batch_build(
         for i in range(0, len(mods), batch):
             wall, cpu, failed = _timed_build(pool, mods[i : i + batch], tgt)
             batches.append({"picks": len(mods[i : i + batch]), "wall_s": wall, "parent_cpu_s": cpu, "failed": failed})
-            print(f"{database}: batch of {batches[-1]['picks']}: {wall:.2f} s wall, parent {cpu:.2f} s CPU, {failed} failed")
+            print(
+                f"{database}: batch of {batches[-1]['picks']}: {wall:.2f} s wall, parent {cpu:.2f} s CPU, {failed} failed"
+            )
         each = [_timed_build(one, [m], tgt)[0] for m in mods[:serial]]
         mean = statistics.mean(each) if each else float("nan")
         summary = {

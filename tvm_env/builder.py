@@ -93,7 +93,9 @@ class PooledLocalBuilder(ms.builder.LocalBuilder._cls):
 
         if self._pool is not None:
             self._pool.shutdown()
-        self._pool = PopenPoolExecutor(max_workers=self.max_workers, timeout=self.timeout_sec, initializer=one_build_thread)
+        self._pool = PopenPoolExecutor(
+            max_workers=self.max_workers, timeout=self.timeout_sec, initializer=one_build_thread
+        )
         self._batches = 0
 
     def warm(self) -> None:
