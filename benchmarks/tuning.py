@@ -44,7 +44,7 @@ from jsonargparse import ArgumentParser
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.suite_report import report, slug
-from bridge.config import SearchConfig
+from bridge.config import DEFAULT_MAX_SOURCE_KB, SearchConfig
 from data.atomic import atomic_write_text
 
 WORKLOADS = (
@@ -235,9 +235,9 @@ def main(argv: list[str] | None = None) -> None:
     )
     p.add_argument(
         "--max-source-kb",
-        type=float,
-        default=None,
-        help="CUDA kernels with more source than this (KB) fail at once instead of compiling (every arm; unset: no limit)",
+        type=float | None,
+        default=DEFAULT_MAX_SOURCE_KB,
+        help="CUDA kernels with more source than this (KB) fail at once instead of compiling (every arm; null: no limit)",
     )
     p.add_argument("--eager", action="store_true", help="also time the operators in torch eager mode")
     p.add_argument("--work", default="runs/suite", help="tuning work dirs")

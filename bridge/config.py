@@ -18,7 +18,21 @@ from typing import Literal
 
 from pruner_models.blend import check_weight
 
-__all__ = ["DEFAULT_PSA_FORMULA", "CostModelConfig", "MeasureConfig", "SearchConfig", "TuneConfig"]
+__all__ = [
+    "DEFAULT_MAX_SOURCE_KB",
+    "DEFAULT_PSA_FORMULA",
+    "CostModelConfig",
+    "MeasureConfig",
+    "SearchConfig",
+    "TuneConfig",
+]
+
+DEFAULT_MAX_SOURCE_KB = 512.0
+"""The tuning builder's compile-size guard: a CUDA kernel with more source fails at once instead of
+compiling. On the H100 suite no workload's 10 fastest schedules needed more than 199 KB and 0-5% of
+what an arm measured was over 512 KB, but those few took 5-20 s each to compile, and a batch waits
+for its slowest build (20 s rounds of 16 in a dense-layer arm without it; docs/benchmarks.md, "One
+thread a build worker"). The H100 dataset was collected with the same limit. None (`null`): no limit."""
 
 DEFAULT_PSA_FORMULA = "traffic-occupancy"
 """The PSA formula that drafts unless told otherwise (`bridge.psa.DEFAULT_FORMULA`, where the
@@ -116,7 +130,8 @@ class MeasureConfig:
     timeout: float = _knob(30.0, "build / run timeout (s)")
     workers: int | None = _knob(None, "parallel builds (unset: the target's cores)", aliases=("--builder-workers",))
     max_source_kb: float | None = _knob(
-        None, "CUDA kernels with more source than this (KB) fail at once instead of compiling (unset: no limit)"
+        DEFAULT_MAX_SOURCE_KB,
+        "CUDA kernels with more source than this (KB) fail at once instead of compiling (null: no limit)",
     )
 
     def __post_init__(self) -> None:
@@ -130,7 +145,7 @@ class MeasureConfig:
         if self.timeout <= 0:
             raise ValueError(f"--timeout {self.timeout!r} must be > 0")
         if self.max_source_kb is not None and self.max_source_kb <= 0:
-            raise ValueError(f"--max-source-kb {self.max_source_kb!r} must be > 0 (unset: no limit)")
+            raise ValueError(f"--max-source-kb {self.max_source_kb!r} must be > 0 (null: no limit)")
 
 
 @dataclasses.dataclass

@@ -31,7 +31,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any
 
-from bridge.config import DEFAULT_PSA_FORMULA
+from bridge.config import DEFAULT_MAX_SOURCE_KB, DEFAULT_PSA_FORMULA
 
 if TYPE_CHECKING:
     import tvm
@@ -81,7 +81,7 @@ def builder(
     max_workers: int | None = None,
     timeout_sec: float = 30.0,
     reuse_batches: int = 32,
-    max_source_kb: float | None = None,
+    max_source_kb: float | None = DEFAULT_MAX_SOURCE_KB,
 ) -> Any:
     """A MetaSchedule builder whose builds do not time out: pass it as `builder=` to any tune call.
 
@@ -90,8 +90,9 @@ def builder(
         timeout_sec: per-build timeout (raise it for large GPU kernels).
         reuse_batches: batches a worker process serves before the pool restarts.
         max_source_kb: CUDA kernels with more source than this many KB fail at once instead of
-            compiling (None: no limit); a batch of builds waits for its slowest, and NVRTC's time
-            grows with the source that explicit unrolling makes.
+            compiling (None: no limit; default 512, `bridge.config.DEFAULT_MAX_SOURCE_KB`); a batch
+            of builds waits for its slowest, and NVRTC's time grows with the source that explicit
+            unrolling makes.
 
     Returns:
         a `tvm_env.PooledLocalBuilder` (an `ms.builder.LocalBuilder`).

@@ -171,3 +171,18 @@ def test_network_is_tuned_compiled_and_timed(tmp_path, capsys):
 def test_cli_errors_are_clear(tmp_path, extra, message):
     with pytest.raises(ValueError, match=message):
         tune.main(["--workload", WORKLOAD, "--target", TARGET, "--trials", "3", "--work-dir", str(tmp_path), *extra])
+
+
+def test_the_compile_size_guard_is_on_by_default_and_null_turns_it_off():
+    """A CUDA kernel over 512 KB of source fails at once (bridge.config.DEFAULT_MAX_SOURCE_KB): the
+    CLI, the config and the API's builder agree, and `null` lifts the limit."""
+    import pruner_lightning as pl
+
+    parser = tune.build_parser()
+
+    def parsed(*extra):
+        return parser.parse_args(["--target", TARGET, "--workload", WORKLOAD, "--out", "x", *extra]).max_source_kb
+
+    assert parsed() == MeasureConfig().max_source_kb == 512
+    assert parsed("--max-source-kb", "null") is None and parsed("--max-source-kb", "256") == 256
+    assert pl.builder(max_workers=1).max_source_kb == 512 and pl.builder(max_source_kb=None).max_source_kb is None

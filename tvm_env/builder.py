@@ -86,7 +86,7 @@ class PooledLocalBuilder(ms.builder.LocalBuilder._cls):
         f_build = fast_build if max_source_kb is None else functools.partial(fast_build, max_source_kb=max_source_kb)
         # LocalBuilder's own default is os.cpu_count(); a process pinned to some cores builds on those
         super().__init__(max_workers=max_workers or usable_cores(), timeout_sec=timeout_sec, f_build=f_build)
-        self.reuse_batches, self._pool, self._batches = reuse_batches, None, 0
+        self.reuse_batches, self.max_source_kb, self._pool, self._batches = reuse_batches, max_source_kb, None, 0
 
     def _fresh_pool(self) -> None:
         from tvm.support.popen_pool import PopenPoolExecutor
