@@ -102,7 +102,6 @@ def batch_build(
             f"an even spread would take {summary['ideal_batch_s']:.2f} s a batch"
         )
     if json_out:
-        json_out.parent.mkdir(parents=True, exist_ok=True)
         atomic_write_text(json_out, json.dumps(out, indent=1))
     return out
 

@@ -183,7 +183,6 @@ def build_profile(
     for w, b in by_source.items():
         print(f"  {w}: build {b['build_s_ours']:.3f} s a candidate (mean), slowest {b['max_s_ours']:.3f} s")
     if json_out:
-        json_out.parent.mkdir(parents=True, exist_ok=True)
         atomic_write_text(json_out, json.dumps({"summary": summary, "candidates": rows}, indent=1))
     return summary
 

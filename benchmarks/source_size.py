@@ -93,7 +93,6 @@ def source_size(
         print(f"{workload}: its {len(sizes)} fastest schedules: {shown} KB")
     out = {"target": target, "databases": per_db, "fastest": fastest}
     if json_out:
-        json_out.parent.mkdir(parents=True, exist_ok=True)
         atomic_write_text(json_out, json.dumps(out, indent=1))
     return out
 
