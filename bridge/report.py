@@ -1,7 +1,8 @@
 """Reports of a tuning run: the per-task table, summary.json and the curve plots.
 
 * `print_report`: rich table of the tasks (full names: the column wraps, never truncates), the
-  estimated total with how many of the network's tasks it covers, the search time.
+  estimated total with how many of the network's tasks it covers, the search time, and the share
+  of the run in which the device sat idle, split by where it fell.
 * `summary`/`write_summary`: the same as JSON (summary.json in the output dir), plus whatever the
   caller measured at network level (end-to-end, untuned baseline, torch eager).
 * `plot_tuning`: the run's curve: estimated total latency vs trials and each task's best latency vs
@@ -71,6 +72,7 @@ def summary(result: Any, *, total_tasks: int | None = None, **context: Any) -> d
         "estimated_total_note": coverage_note(len(result.tasks), total_tasks),
         "total_trials": sum(t.trials for t in result.tasks),
         "search_s": result.search_s,
+        "device_idle": {k: (v if math.isfinite(v) else None) for k, v in result.device_idle.items()},
         "skipped_database_lines": list(result.skipped_lines),
     }
 
@@ -109,6 +111,13 @@ def print_report(result: Any, console: Any, *, total_tasks: int | None = None) -
         else "estimated total latency: n/a (a task has no valid run)"
     )
     console.print(f"search time: {result.search_s:.1f} s over {sum(t.trials for t in result.tasks)} trials")
+    idle = result.device_idle
+    if math.isfinite(idle["idle"]):
+        console.print(
+            f"device idle: {100 * idle['idle']:.0f}% of the run (before the first batch "
+            f"{100 * idle['before_first']:.0f}%, waiting on drafts {100 * idle['drafts']:.0f}%, "
+            f"the rest {100 * idle['other']:.0f}%)"
+        )
     for line in result.skipped_lines:
         console.print(f"skipped a corrupt database line: {line}", markup=False)
 

@@ -5,7 +5,8 @@ search's background thread when rounds are pipelined, see `bridge.pipeline`), se
 loop waited on the search (`wait_s`: what the search really cost the run), building, running and
 updating the cost model, the task's best latency and the weighted estimate of the whole workload
 (sum of weight x best latency), which is the tuning curve. `device_idle_share` reads the share of
-the run's wall-clock time in which no batch was running on the device.
+the run's wall-clock time in which no batch was running on the device, and `device_idle_parts`
+where that time fell (before the first batch, on drafts, the rest).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from data.atomic import atomic_path
 from data.labels import mean_latency
 from tvm_env import ms
 
-__all__ = ["SearchLog", "build_per_round", "device_idle_share", "drafting_share", "read_rounds"]
+__all__ = ["SearchLog", "build_per_round", "device_idle_parts", "device_idle_share", "drafting_share", "read_rounds"]
 
 logger = logging.getLogger(__name__)
 
@@ -316,6 +317,43 @@ def device_idle_share(rows: Sequence[Mapping[str, Any]]) -> float:
     wall = float(rows[-1]["elapsed_s"])
     busy = sum(float(r["run_s"]) for r in rows if math.isfinite(float(r["run_s"])))
     return max(0.0, 1.0 - busy / wall) if wall > 0 else math.nan
+
+
+def device_idle_parts(rows: Sequence[Mapping[str, Any]]) -> dict[str, float]:
+    """Where the device's idle time fell, each as a share of the run's wall-clock time.
+
+    A round's idle time is its wall-clock time (the `elapsed_s` step) less its `run_s`. It counts as:
+    - `before_first`: the first round's (the first search and build, before anything runs);
+    - `drafts`: a round that waited on a draft. With pipelining (`prebuild_s` set) that is the round
+      before the drafted batch, since the draft ran while that round ran and its end waited for the
+      draft; without pipelining it is the drafted batch's own round;
+    - `other`: every other round's (search and build that outlast the run, model updates).
+
+    Their sum is `device_idle_share` for a run whose rounds all end after they start. Every value is
+    NaN without rows.
+    """
+    parts = {"before_first": 0.0, "drafts": 0.0, "other": 0.0}
+    if not rows or not float(rows[-1]["elapsed_s"]) > 0:
+        return dict.fromkeys(parts, math.nan)
+
+    def finite(row: Mapping[str, Any], key: str) -> float | None:
+        value = float(row.get(key, math.nan))
+        return value if math.isfinite(value) else None
+
+    def waits_on_draft(i: int) -> bool:
+        if finite(rows[i], "prebuild_s") is None and finite(rows[i], "drafted"):
+            return True  # searched in turn: the round drafted before it built
+        after = rows[i + 1] if i + 1 < len(rows) else None
+        return bool(after is not None and finite(after, "prebuild_s") is not None and finite(after, "drafted"))
+
+    before = 0.0
+    for i, row in enumerate(rows):
+        elapsed = float(row["elapsed_s"])
+        idle = max(0.0, elapsed - before - (finite(row, "run_s") or 0.0))
+        before = elapsed
+        parts["before_first" if i == 0 else "drafts" if waits_on_draft(i) else "other"] += idle
+    wall = float(rows[-1]["elapsed_s"])
+    return {k: v / wall for k, v in parts.items()}
 
 
 def build_per_round(rows: Sequence[Mapping[str, Any]]) -> float:

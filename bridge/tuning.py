@@ -85,6 +85,14 @@ class TuneResult:
         """Sum over tasks of weight x best latency (inf while a task has no valid measurement)."""
         return float(sum(t.weight * t.best_s for t in self.tasks))
 
+    @property
+    def device_idle(self) -> dict[str, float]:
+        """Share of the run's wall-clock time in which no batch ran (`idle`), and where it fell
+        (`bridge.search_log.device_idle_parts`); NaN without curve rows."""
+        from bridge.search_log import device_idle_parts, device_idle_share
+
+        return {"idle": device_idle_share(self.rows), **device_idle_parts(self.rows)}
+
 
 def records_by_task(database: Any, tasks: Sequence[Any]) -> dict[str, tuple[int, float]]:
     """Task name -> (records in the database, best mean latency in seconds)."""

@@ -118,6 +118,10 @@ def test_cli_resumes_from_the_work_dir(tmp_path, capsys):
     assert first.tasks[0].trials == 6
     out = capsys.readouterr().out
     assert "estimated total latency" in out and "search time" in out and "matmul_64_64_64" in out
+    idle = json.loads((tmp_path / "summary.json").read_text())["device_idle"]  # printed and in summary.json
+    assert set(idle) == {"idle", "before_first", "drafts", "other"} and idle["drafts"] == 0.0  # evolution
+    assert 0 < idle["idle"] < 1 and idle["idle"] == pytest.approx(idle["before_first"] + idle["other"])
+    assert f"device idle: {100 * idle['idle']:.0f}% of the run" in out
     second = tune.main([*args, "--trials", "9"])
     assert second.tasks[0].trials == 9
     assert [r["total_trials"] for r in second.rows] == [3, 6, 9]  # the curve continues

@@ -1,0 +1,37 @@
+"""bridge.search_log.device_idle_parts: where a run's device idle time fell, on curve rows as a run writes them."""
+
+import math
+
+import pytest
+
+from bridge.search_log import SearchLog, device_idle_parts, device_idle_share
+
+
+def rows(*rounds):
+    """Curve rows from (elapsed_s, run_s, drafted, prebuild_s) tuples; the other columns NaN."""
+    out = []
+    for elapsed, run, drafted, prebuild in rounds:
+        row = dict.fromkeys(SearchLog.FIELDS, math.nan)
+        row.update(task="t", elapsed_s=elapsed, run_s=run, drafted=drafted, prebuild_s=prebuild)
+        out.append(row)
+    return out
+
+
+def test_a_pipelined_run_charges_a_draft_to_the_round_that_waited_for_it():
+    # round 1: 10 s before its 2 s run; round 2 waited 3 s; round 3 waited 7 s on the draft that
+    # round 4 was picked from (pipelined: round 4's search ran during round 3); round 4 waited 1 s
+    run = rows((12, 2, 1, math.nan), (17, 2, 0, 4.0), (26, 2, 0, 4.0), (29, 2, 1, 4.0))
+    parts = device_idle_parts(run)
+    assert parts == pytest.approx({"before_first": 10 / 29, "drafts": 7 / 29, "other": 4 / 29})
+    assert sum(parts.values()) == pytest.approx(device_idle_share(run))
+
+
+def test_a_run_searched_in_turn_charges_a_draft_to_its_own_round():
+    run = rows((12, 2, 1, math.nan), (17, 2, 0, math.nan), (26, 2, 1, math.nan), (29, 2, 0, math.nan))
+    assert device_idle_parts(run) == pytest.approx({"before_first": 10 / 29, "drafts": 7 / 29, "other": 4 / 29})
+
+
+def test_evolution_has_no_drafts_and_no_rows_give_nan():
+    run = rows((5, 1, math.nan, math.nan), (9, 2, math.nan, math.nan))  # MetaSchedule's search: no drafts
+    assert device_idle_parts(run) == pytest.approx({"before_first": 4 / 9, "drafts": 0.0, "other": 2 / 9})
+    assert all(math.isnan(v) for v in device_idle_parts([]).values())
