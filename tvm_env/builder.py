@@ -10,7 +10,7 @@
 * Each worker builds one candidate at a time, on one core, so its TVM thread pool has one thread
   (`TVM_NUM_THREADS=1`, set as it starts). Workers that inherit the tuning process's setting (one
   thread per core) oversubscribe the machine: on the 16-core H100 machine a batch of 64 picks took
-  5.2-9.0 s on 16 workers that way, and 1.5-3.2 s with one thread each (`benchmarks/batch_build.py`,
+  3.6-9.0 s on 16 workers that way, and 1.5-3.2 s with one thread each (`benchmarks/batch_build.py`,
   docs/benchmarks.md).
 """
 

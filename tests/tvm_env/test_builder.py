@@ -48,7 +48,7 @@ def _workers_tvm_threads(pool, n: int) -> list[int]:
 
 def test_build_workers_run_tvm_on_one_thread_whatever_the_tuning_process_uses(monkeypatch):
     """A worker builds one candidate at a time; with the tuning process's TVM_NUM_THREADS (one thread a
-    core) 16 workers oversubscribed a 16-core machine 3-4x (docs/benchmarks.md)."""
+    core) 16 workers built a batch up to 6x slower on a 16-core machine (docs/benchmarks.md)."""
     from tvm.support.popen_pool import PopenPoolExecutor
 
     monkeypatch.setenv("TVM_NUM_THREADS", "2")  # inherited by workers started from now on
