@@ -292,6 +292,7 @@ def lambda_rank_loss(
     *,
     dense: bool | None = None,
     gain_scale: float = 1.0,
+    truncation: int = 0,
 ) -> Tensor:
     """LambdaRank: NDCG-weighted pairwise logistic loss, per task (docs/pruner.md section 1.4).
 
@@ -319,6 +320,10 @@ def lambda_rank_loss(
             (0, 1], so with c = 1 a task's best schedule gains 1 and one at 80% of its speed 0.74: the
             top is barely weighted above the rest. A larger c weights the pairs around a task's
             fastest schedules more (c = 8: 255 against 83).
+        truncation: k > 0 weighs by NDCG@k (LightGBM's `lambdarank_truncation_level`): positions
+            past k discount to 0, in the ranking by prediction and in maxDCG's ideal one, so a pair
+            weighs only while one of its records is among the task's top k predictions (0: the
+            whole list, as published).
 
     Returns:
         () scalar loss.
@@ -326,14 +331,21 @@ def lambda_rank_loss(
     _check_inputs(preds, labels, task)
     if not gain_scale > 0:
         raise ValueError(f"gain_scale must be > 0, got {gain_scale!r}")
+    if truncation < 0:
+        raise ValueError(f"truncation must be >= 0 (0: none), got {truncation!r}")
     tasks = _tasks(task, dense)
     with torch.no_grad():
         rank = tasks.rank(preds.detach()) + 1
         ideal_rank = tasks.rank(labels) + 1
         gain = torch.pow(2.0, gain_scale * labels) - 1
-        max_dcg = tasks.per_task_sum(gain / torch.log2(1.0 + ideal_rank.to(gain.dtype)))
+
+        def discount_at(position: Tensor) -> Tensor:
+            value = 1.0 / torch.log2(1.0 + position.to(gain.dtype))
+            return torch.where(position <= truncation, value, 0.0) if truncation else value
+
+        max_dcg = tasks.per_task_sum(gain * discount_at(ideal_rank))
         g = gain / max_dcg.clamp_min(_MAX_DCG_EPS).index_select(0, tasks.group)
-        discount = 1.0 / torch.log2(1.0 + rank.to(gain.dtype))
+        discount = discount_at(rank)
     pairs = tasks.ordered_pairs(labels)
     d_left, d_right = pairs.gather(discount)
     g_left, g_right = pairs.gather(g)
@@ -411,7 +423,7 @@ LOSSES: dict[str, Callable[..., Tensor]] = {
     "lambdarank+mse": lambda_rank_mse_loss,
 }
 """Loss by name (`LossName`); every entry has the signature `(preds, labels, task, reduction="mean", *, dense=None)`,
-and the LambdaRank ones also take `gain_scale` (`GAIN_LOSSES`)."""
+and the LambdaRank ones also take `gain_scale` and `truncation` (`GAIN_LOSSES`)."""
 
 GAIN_LOSSES = frozenset({"lambdarank", "lambdarank+mse"})
-"""The losses whose NDCG gain `gain_scale` sharpens."""
+"""The losses whose NDCG gain `gain_scale` sharpens and `truncation` cuts to the top k."""

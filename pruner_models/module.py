@@ -71,6 +71,8 @@ class CostModelModule(L.LightningModule):
             the DataModule's training-set scales.
         gain_scale: c in LambdaRank's gain 2^(c label) - 1 (the losses with "lambdarank"; 1 = the
             original). Larger c weights the order among each task's fastest schedules more.
+        truncation: k > 0 trains LambdaRank on NDCG@k (the losses with "lambdarank"; 0 = the whole
+            list, the original): only pairs with a record among a task's top k predictions weigh.
     """
 
     def __init__(
@@ -81,6 +83,7 @@ class CostModelModule(L.LightningModule):
         weight_decay: float = 1e-6,
         init_from: str | None = None,
         gain_scale: float = 1.0,
+        truncation: int = 0,
     ) -> None:
         super().__init__()
         if loss not in LOSSES:
@@ -88,6 +91,10 @@ class CostModelModule(L.LightningModule):
         if not gain_scale > 0 or (gain_scale != 1.0 and loss not in GAIN_LOSSES):
             raise ValueError(
                 f"gain_scale must be > 0, and 1 unless the loss is one of {sorted(GAIN_LOSSES)}; got {gain_scale!r}"
+            )
+        if truncation < 0 or (truncation and loss not in GAIN_LOSSES):
+            raise ValueError(
+                f"truncation must be >= 0, and 0 unless the loss is one of {sorted(GAIN_LOSSES)}; got {truncation!r}"
             )
         if optimizer not in ("adam", "sgd"):
             raise ValueError(f"optimizer must be 'adam' or 'sgd', got {optimizer!r}")
@@ -97,7 +104,9 @@ class CostModelModule(L.LightningModule):
         # (dataclass configs as dicts) so checkpoints load with weights_only=True.
         self.save_hyperparameters()
         self.save_hyperparameters({k: asdict(v) if is_dataclass(v) else v for k, v in self.hparams.items()})
-        self.loss_fn = partial(LOSSES[loss], gain_scale=gain_scale) if loss in GAIN_LOSSES else LOSSES[loss]
+        self.loss_fn = (
+            partial(LOSSES[loss], gain_scale=gain_scale, truncation=truncation) if loss in GAIN_LOSSES else LOSSES[loss]
+        )
         # One instance per stage; the losses are metrics too, so DDP averages them over all records.
         self.val_metrics = ranking_metrics("val_")
         self.test_metrics = ranking_metrics("test_")

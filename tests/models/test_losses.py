@@ -48,20 +48,24 @@ def log_sigmoid(x: float) -> float:
     return -math.log1p(math.exp(-x)) if x >= 0 else x - math.log1p(math.exp(x))
 
 
-def ref_lambdarank_task(s: list[float], y: list[float], c: float = 1.0) -> float | None:
-    """docs/pruner.md section 1.4, literally (gain 2^(c y) - 1; the paper's c is 1); None when the
-    task has no pair with y_i > y_j."""
+def ref_lambdarank_task(s: list[float], y: list[float], c: float = 1.0, k: int = 0) -> float | None:
+    """docs/pruner.md section 1.4, literally (gain 2^(c y) - 1; the paper's c is 1; with k > 0, NDCG@k:
+    positions past k discount to 0); None when the task has no pair with y_i > y_j."""
     n = len(s)
     by_pred = sorted(range(n), key=lambda i: -s[i])
     rank = {i: r + 1 for r, i in enumerate(by_pred)}
     ideal = sorted(y, reverse=True)
-    max_dcg = max(sum((2 ** (c * v) - 1) / math.log2(1 + r + 1) for r, v in enumerate(ideal)), 1e-10)
+
+    def disc(r: int) -> float:
+        return 0.0 if k and r > k else 1 / math.log2(1 + r)
+
+    max_dcg = max(sum((2 ** (c * v) - 1) * disc(r + 1) for r, v in enumerate(ideal)), 1e-10)
     gain = [(2 ** (c * v) - 1) / max_dcg for v in y]
     total, pairs = 0.0, 0
     for i in range(n):
         for j in range(n):
             if y[i] > y[j]:
-                w = abs(1 / math.log2(1 + rank[i]) - 1 / math.log2(1 + rank[j])) * abs(gain[i] - gain[j])
+                w = abs(disc(rank[i]) - disc(rank[j])) * abs(gain[i] - gain[j])
                 total += -w * log_sigmoid(s[i] - s[j]) / math.log(2)
                 pairs += 1
     return total if pairs else None
@@ -110,6 +114,25 @@ def test_gain_scale_matches_reference(c, dense):
     assert got.item() != pytest.approx(plain.item(), rel=1e-3)  # the scale changes the weights
     mixed = LOSSES["lambdarank+mse"](preds, labels, task, dense=dense, gain_scale=c)
     assert mixed.item() == pytest.approx(got.item() + LOSSES["mse"](preds, labels, task).item(), rel=1e-10)
+
+
+@pytest.mark.parametrize("k", [1, 3, 6])
+@pytest.mark.parametrize("dense", [False, True])
+def test_truncation_matches_the_ndcg_at_k_reference(k, dense):
+    preds, labels, task = make_batch(3)
+    groups = per_task(preds, labels, task).values()
+    want = reduce_ref([ref_lambdarank_task(s, y, 2.0, k) for s, y in groups], "mean")
+    got = LOSSES["lambdarank"](preds, labels, task, dense=dense, gain_scale=2.0, truncation=k)
+    assert got.item() == pytest.approx(want, rel=1e-10, abs=1e-12)
+    mixed = LOSSES["lambdarank+mse"](preds, labels, task, dense=dense, truncation=k)
+    plain = LOSSES["lambdarank"](preds, labels, task, dense=dense, truncation=k)
+    assert mixed.item() == pytest.approx(plain.item() + LOSSES["mse"](preds, labels, task).item(), rel=1e-10)
+
+
+def test_a_negative_truncation_is_refused():
+    preds, labels, task = make_batch(1)
+    with pytest.raises(ValueError, match="truncation must be >= 0"):
+        LOSSES["lambdarank"](preds, labels, task, truncation=-1)
 
 
 def test_gain_scale_weights_the_fastest_pairs_more():

@@ -137,22 +137,26 @@ def test_moa_fit_starts_both_copies_from_pam_and_moves_the_target_by_ema(pretrai
         torch.testing.assert_close(a, b)
 
 
-def test_gain_scale_reaches_the_loss_and_the_checkpoint(shards, tmp_path):
-    """`gain_scale` is the LambdaRank loss's, travels in the hyper-parameters, and is refused for a
-    loss without a gain."""
+def test_gain_scale_and_truncation_reach_the_loss_and_the_checkpoint(shards, tmp_path):
+    """`gain_scale` and `truncation` are the LambdaRank loss's, travel in the hyper-parameters, and
+    are refused for a loss without a gain."""
     L.seed_everything(0)
     dm = ShardDataModule(str(shards), batch_size=64)
-    module = PAMModule(net=TINY_PAM, gain_scale=8.0, lr=3e-3)
+    module = PAMModule(net=TINY_PAM, gain_scale=8.0, truncation=5, lr=3e-3)
     dm.setup("fit")
     module.net.set_scales(*dm.scales)
     batch = next(iter(dm.train_dataloader()))
     preds = module(batch)
 
-    want = lambda_rank_loss(preds, batch["label"], batch["task"], gain_scale=8.0)
+    want = lambda_rank_loss(preds, batch["label"], batch["task"], gain_scale=8.0, truncation=5)
     torch.testing.assert_close(module.loss_fn(preds, batch["label"], batch["task"]), want)
-    assert not torch.allclose(want, lambda_rank_loss(preds, batch["label"], batch["task"]))
+    assert not torch.allclose(want, lambda_rank_loss(preds, batch["label"], batch["task"], gain_scale=8.0))
+    assert not torch.allclose(want, lambda_rank_loss(preds, batch["label"], batch["task"], truncation=5))
     _trainer(tmp_path).fit(module, dm)
-    assert PAMModule.load_from_checkpoint(tmp_path / "ckpt" / "last.ckpt").hparams.gain_scale == 8.0
+    hparams = PAMModule.load_from_checkpoint(tmp_path / "ckpt" / "last.ckpt").hparams
+    assert (hparams.gain_scale, hparams.truncation) == (8.0, 5)
+    with pytest.raises(ValueError, match="truncation"):
+        PAMModule(net=TINY_PAM, loss="mse", truncation=5)
     with pytest.raises(ValueError, match="gain_scale"):
         PAMModule(net=TINY_PAM, loss="ranknet", gain_scale=8.0)
     with pytest.raises(ValueError, match="gain_scale"):
