@@ -44,7 +44,7 @@ from jsonargparse import ArgumentParser
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.suite_report import report, slug
-from bridge.config import DEFAULT_MAX_SOURCE_KB, SearchConfig
+from bridge.config import MeasureConfig, SearchConfig
 from data.atomic import atomic_write_text
 
 WORKLOADS = (
@@ -233,11 +233,12 @@ def main(argv: list[str] | None = None) -> None:
         default=30.0,
         help="seconds a candidate may take to build (then it is a failed build)",
     )
+    (guard,) = (f for f in dataclasses.fields(MeasureConfig) if f.name == "max_source_kb")  # as tune.py has it
     p.add_argument(
         "--max-source-kb",
-        type=float | None,
-        default=DEFAULT_MAX_SOURCE_KB,
-        help="CUDA kernels with more source than this (KB) fail at once instead of compiling (every arm; null: no limit)",
+        type=typing.get_type_hints(MeasureConfig)["max_source_kb"],
+        default=guard.default,
+        help=f"{guard.metadata['help']}; every arm",
     )
     p.add_argument("--eager", action="store_true", help="also time the operators in torch eager mode")
     p.add_argument("--work", default="runs/suite", help="tuning work dirs")

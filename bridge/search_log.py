@@ -305,6 +305,12 @@ def read_rounds(path: str | os.PathLike) -> list[dict]:
     return rows
 
 
+def _finite(row: Mapping[str, Any], key: str) -> float | None:
+    """A curve row's `key` as a float, or None where it is missing or not finite (NaN: not logged)."""
+    value = float(row.get(key, math.nan))
+    return value if math.isfinite(value) else None
+
+
 def device_idle_share(rows: Sequence[Mapping[str, Any]]) -> float:
     """Share of the run's wall-clock time in which no batch was running (1 - sum of run_s / elapsed).
 
@@ -336,20 +342,16 @@ def device_idle_parts(rows: Sequence[Mapping[str, Any]]) -> dict[str, float]:
     if not rows or not float(rows[-1]["elapsed_s"]) > 0:
         return dict.fromkeys(parts, math.nan)
 
-    def finite(row: Mapping[str, Any], key: str) -> float | None:
-        value = float(row.get(key, math.nan))
-        return value if math.isfinite(value) else None
-
     def waits_on_draft(i: int) -> bool:
-        if finite(rows[i], "prebuild_s") is None and finite(rows[i], "drafted"):
+        if _finite(rows[i], "prebuild_s") is None and _finite(rows[i], "drafted"):
             return True  # searched in turn: the round drafted before it built
         after = rows[i + 1] if i + 1 < len(rows) else None
-        return bool(after is not None and finite(after, "prebuild_s") is not None and finite(after, "drafted"))
+        return bool(after is not None and _finite(after, "prebuild_s") is not None and _finite(after, "drafted"))
 
     before = 0.0
     for i, row in enumerate(rows):
         elapsed = float(row["elapsed_s"])
-        idle = max(0.0, elapsed - before - (finite(row, "run_s") or 0.0))
+        idle = max(0.0, elapsed - before - (_finite(row, "run_s") or 0.0))
         before = elapsed
         parts["before_first" if i == 0 else "drafts" if waits_on_draft(i) else "other"] += idle
     wall = float(rows[-1]["elapsed_s"])
@@ -361,9 +363,9 @@ def build_per_round(rows: Sequence[Mapping[str, Any]]) -> float:
     else `build_s`; NaN without any."""
     secs = []
     for r in rows:
-        ahead, direct = float(r.get("prebuild_s", math.nan)), float(r.get("build_s", math.nan))
-        value = ahead if math.isfinite(ahead) else direct
-        if math.isfinite(value):
+        value = _finite(r, "prebuild_s")
+        value = _finite(r, "build_s") if value is None else value
+        if value is not None:
             secs.append(value)
     return float(statistics.median(secs)) if secs else math.nan
 
@@ -372,7 +374,7 @@ def drafting_share(rows: Sequence[Mapping[str, Any]]) -> float:
     """Share of the run's wall-clock time spent drafting (sum of `draft_s` / elapsed), whether the
     loop waited for it or it ran in the background; NaN without rows or for a search that does not
     draft (MetaSchedule's evolution logs no `draft_s`)."""
-    drafts = [float(r["draft_s"]) for r in rows if math.isfinite(float(r.get("draft_s", math.nan)))]
+    drafts = [value for r in rows if (value := _finite(r, "draft_s")) is not None]
     if not rows or not drafts:
         return math.nan
     wall = float(rows[-1]["elapsed_s"])
