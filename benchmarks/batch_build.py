@@ -9,7 +9,9 @@ comparison, the first `--serial` of them one at a time on one worker. It prints 
 - each batch's wall-clock seconds, and their mean a pick;
 - the serial seconds a pick (core-seconds), whose mean x batch / workers is the batch's ideal time
   when the work spreads evenly, and whose largest is a batch's floor;
-- the builder parent's CPU seconds (its share of the work: serializing the modules, the pool's IPC).
+- the builder parent's CPU seconds (its share of the work: serializing the modules, the pool's IPC);
+- the workers' CPU and busy (wall) seconds on each batch (`PooledLocalBuilder.last_batch`), the
+  figures a tuning curve's `build_cpu_s` and `build_work_s` columns hold, to compare with them.
 
     python benchmarks/batch_build.py \
         --databases "[benchmarks/results/suite_databases/ablations/ab2_fill64_src512/batch_matmul_12x128x128x64/pruner-s0]" \
@@ -81,9 +83,14 @@ def batch_build(
         batches = []
         for i in range(0, len(mods), batch):
             wall, cpu, failed = _timed_build(pool, mods[i : i + batch], tgt)
-            batches.append({"picks": len(mods[i : i + batch]), "wall_s": wall, "parent_cpu_s": cpu, "failed": failed})
+            batches.append(
+                {"picks": len(mods[i : i + batch]), "wall_s": wall, "parent_cpu_s": cpu, "failed": failed}
+                | pool.last_batch
+            )
             print(
-                f"{database}: batch of {batches[-1]['picks']}: {wall:.2f} s wall, parent {cpu:.2f} s CPU, {failed} failed"
+                f"{database}: batch of {batches[-1]['picks']}: {wall:.2f} s wall, parent {cpu:.2f} s CPU, "
+                f"workers {pool.last_batch['build_cpu_s']:.2f} s CPU / {pool.last_batch['build_work_s']:.2f} s busy, "
+                f"{failed} failed"
             )
         each = [_timed_build(one, [m], tgt)[0] for m in mods[:serial]]
         mean = statistics.mean(each) if each else float("nan")

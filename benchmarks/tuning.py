@@ -68,6 +68,7 @@ SEARCH_KNOBS = (
     "psa_weight",
     "pipeline",
     "fill_device",
+    "straggler_grace",
 )
 """The draft-then-verify settings this CLI passes to `bridge.config.SearchConfig` as they are."""
 

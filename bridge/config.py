@@ -92,6 +92,11 @@ class SearchConfig:
         "k: grow a task's batches, up to k trials, until running one lasts as long as the search and build of "
         "the next (pipelined draft-then-verify; 0: every batch is --trials-per-round)",
     )
+    straggler_grace: float | None = _knob(
+        None,
+        "g: a batch built ahead waits, once 90% of it is built in t s, at most g x t s more; picks still building "
+        "then go to the next batch, their builds going on (pipelined draft-then-verify; null: wait for every build)",
+    )
 
     def __post_init__(self) -> None:
         if self.population is not None and self.population < 1:
@@ -99,6 +104,8 @@ class SearchConfig:
         check_weight(self.psa_weight, f"--psa-weight {self.psa_weight!r}")
         if self.fill_device < 0:
             raise ValueError(f"--fill-device {self.fill_device!r} must be >= 0 (0: off)")
+        if self.straggler_grace is not None and not self.straggler_grace >= 0:
+            raise ValueError(f"--straggler-grace {self.straggler_grace!r} must be >= 0 (null: wait for every build)")
 
 
 @dataclasses.dataclass

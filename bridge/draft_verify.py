@@ -245,6 +245,7 @@ class DraftVerifySearch(_ResumableSearch):
         self._population: list = []  # the last draft's evolved population, seed of the next draft
         self._samples: Pairs = []  # the last draft's fresh samples, for the epsilon-greedy share
         self._ready: tuple[list | None, dict] | None = None  # a batch searched ahead, with its stats
+        self._deferred: Pairs = []  # picks whose build a prefetch left running, for the next batch
         self._waited = 0.0  # seconds the loop waited on the search since the last batch was handed out
         self._drafts = 0
         self._stall = StallRule(self.redraft_stall, backoff=self.redraft_backoff, best=self.best_before)
@@ -280,7 +281,12 @@ class DraftVerifySearch(_ResumableSearch):
         def build(_) -> None:
             picks, stats = self._ready
             if picks and builder is not None:
-                stats["prebuild_s"] = builder.prefetch([s.mod for s in picks], target)
+                stats["prebuild_s"], pending = builder.prefetch([s.mod for s in picks], target)
+                stats.update(builder.last_batch, deferred=len(pending))
+                if pending:  # still building: they go first in the next batch (`_search`)
+                    left = set(pending)
+                    self._deferred = [(_key(s), s) for i, s in enumerate(picks) if i in left]
+                    self._ready = ([s for i, s in enumerate(picks) if i not in left], stats)
             self._fill.observe_job(time.perf_counter() - start)
 
         self.pipeline.submit(search, build)
@@ -302,7 +308,7 @@ class DraftVerifySearch(_ResumableSearch):
 
     def _finish(self) -> None:
         self._join()
-        self._ready = None
+        self._ready, self._deferred = None, []
         self.drafter.post_tuning()
 
     def _join(self) -> float:
@@ -339,6 +345,10 @@ class DraftVerifySearch(_ResumableSearch):
         extra = [pair for pair in self._samples if pair[0] not in chosen]
         for i in self.rng.permutation(len(extra))[: n - len(picks)]:
             picks.append(extra[i])
+        if self._deferred:  # the last batch's picks left building go first; their builds go on
+            deferred, self._deferred = self._unmeasured(self._deferred), []
+            first = {k for k, _ in deferred}
+            picks = (deferred + [pair for pair in picks if pair[0] not in first])[:n]
         stats.update(
             draft_scored=self.draft_model.scored - draft_before,
             verify_scored=self.verify_model.scored - verify_before,

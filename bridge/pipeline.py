@@ -20,12 +20,13 @@ drafting's C++ evolution and the walk's worker processes run in parallel with th
 from __future__ import annotations
 
 import logging
+import math
 import os
 import shutil
 import threading
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from typing import Any
 
 from tvm.ir.utils import derived_object
@@ -33,9 +34,28 @@ from tvm.ir.utils import derived_object
 from data.features import schedule_key
 from tvm_env import ms
 
-__all__ = ["Pipeline", "PrefetchBuilder"]
+__all__ = ["STRAGGLER_SHARE", "Pipeline", "PrefetchBuilder", "wait_most"]
 
 log = logging.getLogger(__name__)
+
+
+STRAGGLER_SHARE = 0.9
+"""`PrefetchBuilder`'s patience starts once this share of a batch is built."""
+
+
+def wait_most(futures: Sequence[Future], grace: float | None) -> tuple[list[int], list[int]]:
+    """Wait for `futures` until all are done or, with `grace`, until the first `STRAGGLER_SHARE` of
+    them took t seconds and another `grace` x t passed; (indices done, indices still running)."""
+    start, pending, cutoff = time.perf_counter(), set(futures), None
+    need = math.ceil(STRAGGLER_SHARE * len(futures))
+    while pending:
+        timeout = None if cutoff is None else max(0.0, cutoff - time.perf_counter())
+        finished, pending = wait(pending, timeout=timeout, return_when=FIRST_COMPLETED)
+        if not finished:
+            break
+        if grace is not None and cutoff is None and len(futures) - len(pending) >= need:
+            cutoff = time.perf_counter() + grace * (time.perf_counter() - start)
+    return [i for i, f in enumerate(futures) if f not in pending], [i for i, f in enumerate(futures) if f in pending]
 
 
 @derived_object
@@ -43,28 +63,57 @@ class PrefetchBuilder(ms.builder.PyBuilder):
     """A builder that can build a batch ahead of time (`prefetch`), then hands those results out when
     MetaSchedule asks for the same schedules (matched by `data.features.schedule_key`).
 
+    With a builder that can start a batch without waiting for it (`submit` and `finish`, as
+    `tvm_env.PooledLocalBuilder` has) and a `straggler_grace`, `prefetch` does not wait for a batch's
+    slowest builds: once `STRAGGLER_SHARE` of the batch is built in t seconds, it waits at most
+    `straggler_grace` x t more and reports the picks still building, whose builds go on; a later
+    `prefetch` or `build` of the same schedules takes them over. A batch of 64 otherwise waited on
+    a kernel or two that took 5-15 s to compile while the rest took 2-4 s (docs/benchmarks.md).
+
     Thread-safe: `prefetch` (background) and `build` (main thread) never build at the same time.
+
+    Attributes:
+        last_batch: the wrapped builder's `last_batch` (`tvm_env.builder.BATCH_KEYS`) for what the
+            last `prefetch`, or the last `build` that built anything, built; {} if it tells nothing.
     """
 
-    def __init__(self, *, builder: Any):
+    def __init__(self, *, builder: Any, straggler_grace: float | None = None):
         """
         Args:
             builder: the MetaSchedule builder that builds (e.g. `tvm_env.PooledLocalBuilder`).
+            straggler_grace: see the class docstring (None: wait for every build of a batch).
         """
         super().__init__()
-        self.builder = builder
+        if straggler_grace is not None and not straggler_grace >= 0:
+            raise ValueError(f"straggler_grace={straggler_grace!r} must be >= 0 (None: wait for every build)")
+        self.builder, self.straggler_grace = builder, straggler_grace
         self.hits = self.misses = 0
+        self.last_batch: dict[str, float] = {}
         self._built: dict[int, Any] = {}
+        self._running: dict[int, Future] = {}  # builds left going by a prefetch
         self._lock = threading.Lock()
 
-    def prefetch(self, mods: Sequence[Any], target: Any) -> float:
-        """Build `mods` for `target` now and keep the results; returns the seconds it took."""
+    def prefetch(self, mods: Sequence[Any], target: Any) -> tuple[float, list[int]]:
+        """Build `mods` for `target` now and keep the results; (seconds it took, the indices of `mods`
+        still building when it returned: none without a `straggler_grace`)."""
         start = time.perf_counter()
         keys = [schedule_key(m) for m in mods]
         with self._lock:
-            results = self.builder.build([ms.builder.BuilderInput(m, target) for m in mods])
-            self._built.update(zip(keys, results))
-        return time.perf_counter() - start
+            if not hasattr(self.builder, "submit"):
+                results = self.builder.build([ms.builder.BuilderInput(m, target) for m in mods])
+                self._built.update(zip(keys, results))
+                self.last_batch = dict(getattr(self.builder, "last_batch", {}))
+                return time.perf_counter() - start, []
+            todo = [i for i, k in enumerate(keys) if k not in self._built and k not in self._running]
+            for i, future in zip(todo, self.builder.submit([ms.builder.BuilderInput(mods[i], target) for i in todo])):
+                self._running[keys[i]] = future
+            waiting = [i for i, k in enumerate(keys) if k in self._running]
+            done, pending = wait_most([self._running[keys[i]] for i in waiting], self.straggler_grace)
+            done_keys = [keys[waiting[j]] for j in done]
+            results = self.builder.finish([self._running.pop(k) for k in done_keys])
+            self._built.update(zip(done_keys, results))
+            self.last_batch = dict(self.builder.last_batch)
+        return time.perf_counter() - start, [waiting[j] for j in pending]
 
     def build(self, build_inputs):
         keys = [schedule_key(b.mod) for b in build_inputs]
@@ -73,15 +122,26 @@ class PrefetchBuilder(ms.builder.PyBuilder):
             todo = [i for i, r in enumerate(out) if r is None]
             self.hits += len(out) - len(todo)
             self.misses += len(todo)
-            if todo:
-                for i, result in zip(todo, self.builder.build([build_inputs[i] for i in todo])):
+            self.last_batch = {}
+            running = [i for i in todo if keys[i] in self._running]  # builds a prefetch left going
+            fresh = [i for i in todo if keys[i] not in self._running]
+            if running:
+                for i, result in zip(running, self.builder.finish([self._running.pop(keys[i]) for i in running])):
                     out[i] = result
+            if fresh:
+                for i, result in zip(fresh, self.builder.build([build_inputs[i] for i in fresh])):
+                    out[i] = result
+            if todo:
+                self.last_batch = dict(getattr(self.builder, "last_batch", {}))
         return out
 
     def discard(self) -> None:
-        """Remove the artifacts of prefetched builds nobody asked for (e.g. after a deadline)."""
+        """Remove the artifacts of prefetched builds nobody asked for (e.g. after a deadline); builds
+        still running are waited for, so that the builder is idle for whoever uses it next."""
         with self._lock:
-            for result in self._built.values():
+            running, self._running = list(self._running.values()), {}
+            results = [*self._built.values(), *(self.builder.finish(running) if running else [])]
+            for result in results:
                 if result.error_msg is None and result.artifact_path:
                     shutil.rmtree(os.path.dirname(str(result.artifact_path)), ignore_errors=True)
             self._built.clear()

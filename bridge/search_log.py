@@ -41,7 +41,8 @@ class _TimedBuilder(ms.builder.PyBuilder):
         start = time.perf_counter()
         results = self.builder.build(build_inputs)
         if len(build_inputs):
-            self.log._builds.append((build_inputs[0].mod, time.perf_counter() - start))
+            seconds = time.perf_counter() - start
+            self.log._builds.append((build_inputs[0].mod, seconds, dict(getattr(self.builder, "last_batch", {}))))
         return results
 
 
@@ -137,6 +138,9 @@ class SearchLog:
         "draft_acc",  # the same of the draft model
         "wait_s",
         "prebuild_s",
+        "build_cpu_s",  # CPU seconds the build workers spent on the batch (built ahead or not)
+        "build_work_s",  # the build workers' summed wall seconds on it (tvm_env.builder.BATCH_KEYS)
+        "deferred",  # picks searched for this batch whose build was still running when it was due (in the next batch)
         "update_s",
         "total_trials",
         "elapsed_s",
@@ -161,7 +165,7 @@ class SearchLog:
         self.start = time.perf_counter()
         self._search: dict[str, dict] = {}
         self._rounds: dict[str, int] = dict(rounds_before or {})
-        self._builds: list[tuple[Any, float]] = []
+        self._builds: list[tuple[Any, float, dict]] = []
         self._update_start: float | None = None
         self._runs: list[tuple[str, list]] = []
 
@@ -200,12 +204,13 @@ class SearchLog:
         """Whether this run passed its deadline (strategies then start no new batch)."""
         return self.deadline_s is not None and time.perf_counter() - self.start > self.deadline_s
 
-    def _pop_build(self, candidates: list) -> float:
-        for i, (mod, seconds) in enumerate(self._builds):
+    def _pop_build(self, candidates: list) -> tuple[float, dict]:
+        """The seconds the loop's build of this batch took, and what its builder told of it."""
+        for i, (mod, seconds, told) in enumerate(self._builds):
             if candidates and mod.same_as(candidates[0].sch.mod):
                 del self._builds[i]
-                return seconds
-        return math.nan
+                return seconds, told
+        return math.nan, {}
 
     def _pop_run(self, builder_results: list) -> float:
         paths = [str(b.artifact_path) for b in builder_results if b.error_msg is None]
@@ -236,14 +241,16 @@ class SearchLog:
         self._rounds[task] = self._rounds.get(task, 0) + 1
         weights = {str(t.ctx.task_name): float(t.task_weight) for t in tasks}
         search = self._search.pop(task, {})
+        build_s, built = self._pop_build(candidates)
         row = dict.fromkeys(self.FIELDS, math.nan)
+        row.update(built)  # a batch built ahead has its build's figures in `search`, which wins
         row.update(
             task=task,
             round=self._rounds[task],
             trials=len(candidates),
             valid=sum(math.isfinite(x) for x in latencies),
             best_us=self.best.get(task, math.inf) * 1e6,
-            build_s=self._pop_build(candidates),
+            build_s=build_s,
             run_s=self._pop_run(builder_results),
             total_trials=self.total_trials,
             elapsed_s=self.elapsed(),

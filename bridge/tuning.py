@@ -21,8 +21,10 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import functools
 import logging
 import math
+import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -31,7 +33,17 @@ from bridge.config import CostModelConfig, MeasureConfig, SearchConfig, TuneConf
 from bridge.database import open_database
 from bridge.factory import load_state, make_cost_model, make_strategy, save_state
 from bridge.report import plot_tuning
-from tvm_env import PooledLocalBuilder, ms, parse_target, setup, task_loggers, tvm, usable_cores
+from tvm_env import (
+    PooledLocalBuilder,
+    StartedRunner,
+    init_device,
+    ms,
+    parse_target,
+    setup,
+    task_loggers,
+    tvm,
+    usable_cores,
+)
 
 __all__ = [
     "CURVE_CSV",
@@ -159,12 +171,17 @@ def check_device(target: Any, measure: MeasureConfig) -> None:
         )
 
 
-def _runner(measure: MeasureConfig) -> Any:
+def _runner(measure: MeasureConfig, target: Any) -> Any:
     evaluator = ms.runner.EvaluatorConfig(
         number=measure.number, repeat=measure.repeat, min_repeat_ms=measure.min_repeat_ms, enable_cpu_cache_flush=False
     )
-    if measure.runner == "local":
-        return ms.runner.LocalRunner(evaluator_config=evaluator, timeout_sec=measure.timeout)
+    if measure.runner == "local":  # its worker starts (imports TVM, opens the device) while the first search runs
+        init = functools.partial(init_device, target.kind.name)
+        return StartedRunner(
+            make=lambda: ms.runner.LocalRunner(
+                evaluator_config=evaluator, timeout_sec=measure.timeout, initializer=init
+            )
+        )
     host, port = measure.tracker.rsplit(":", 1)
     config = ms.runner.RPCConfig(
         tracker_host=host, tracker_port=int(port), tracker_key=measure.key, session_timeout_sec=int(measure.timeout)
@@ -235,6 +252,7 @@ def tune_tasks(
     setup(target)
     if runner is None:
         check_device(target, measure)
+        runner = _runner(measure, target)  # its worker starts in the background from here
     out = Path(config.out)
     out.mkdir(parents=True, exist_ok=True)
     cores = int(target.export().get("num-cores", usable_cores()))
@@ -257,7 +275,13 @@ def tune_tasks(
         builder = PooledLocalBuilder(
             max_workers=measure.workers or cores, timeout_sec=measure.timeout, max_source_kb=measure.max_source_kb
         )
-    prefetch = PrefetchBuilder(builder=builder) if search.psa is not None and search.pipeline else None
+        # its workers import TVM (seconds) while the first search runs, not in the first build
+        threading.Thread(target=builder.warm, name="build-pool-warm", daemon=True).start()
+    prefetch = (
+        PrefetchBuilder(builder=builder, straggler_grace=search.straggler_grace)
+        if search.psa is not None and search.pipeline
+        else None
+    )
     pipeline = Pipeline(prefetch)
     model = make_cost_model(cost_model, target=target, cores=cores, features=features)
     load_state(model, out, cost_model.name)
@@ -301,7 +325,7 @@ def tune_tasks(
                 max_trials_per_task=config.max_trials_per_task or config.trials,
                 num_trials_per_iter=config.trials_per_round,
                 builder=search_log.builder(prefetch or builder),
-                runner=search_log.runner(runner or _runner(measure)),
+                runner=search_log.runner(runner),
                 database=database,
                 cost_model=model,
                 measure_callbacks=search_log.callbacks(),

@@ -17,6 +17,7 @@ def test_batches_and_single_builds_are_timed_and_written(tmp_path):
     summary = result[MATMUL]
     assert [b["picks"] for b in summary["batches"]] == [2, 2, 1]  # the last batch holds the rest
     assert all(b["failed"] == 0 and b["wall_s"] > 0 for b in summary["batches"])
+    assert all(0 < b["build_cpu_s"] and 0 < b["build_work_s"] <= 2 * b["wall_s"] for b in summary["batches"])
     assert len(summary["serial_s"]) == 2 and summary["serial_max_s"] == max(summary["serial_s"]) > 0
     assert summary["ideal_batch_s"] == summary["serial_mean_s"] * 2 / 2
     assert json.loads(out.read_text())[MATMUL]["batches"] == summary["batches"]

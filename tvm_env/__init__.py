@@ -8,6 +8,7 @@ on this package; it imports neither.
 * `tvm_env.configure`: per-process set-up (threads, tensor intrinsics, logging), the cores a process
   may use, MetaSchedule's task loggers.
 * `tvm_env.builder`: `fast_build` and `PooledLocalBuilder` (workers that live across batches).
+* `tvm_env.runner`: `StartedRunner` (a runner whose worker starts while the first search runs).
 * `tvm_env.nvrtc`: NVRTC builds of CUDA kernels without the libcu++ headers they do not use.
 """
 
@@ -17,11 +18,14 @@ from tvm.s_tir import meta_schedule as ms
 
 from tvm_env.builder import PooledLocalBuilder, fast_build, one_build_thread
 from tvm_env.configure import setup, task_loggers, usable_cores
+from tvm_env.runner import StartedRunner, init_device
 from tvm_env.target import is_gpu, parse_target, target_device_name
 
 __all__ = [
     "PooledLocalBuilder",
+    "StartedRunner",
     "fast_build",
+    "init_device",
     "is_gpu",
     "one_build_thread",
     "ms",

@@ -17,6 +17,9 @@
 from __future__ import annotations
 
 import functools
+import threading
+from collections.abc import Sequence
+from concurrent.futures import Future
 from typing import Any
 
 import tvm
@@ -27,6 +30,13 @@ from tvm_env import nvrtc
 from tvm_env.configure import usable_cores
 
 __all__ = ["PooledLocalBuilder", "fast_build", "one_build_thread"]
+
+BATCH_KEYS = ("build_cpu_s", "build_work_s")
+"""What `PooledLocalBuilder.last_batch` holds of its last batch: the CPU seconds its workers spent
+building it, and their summed wall-clock seconds. With the batch's own wall time and the workers,
+they tell where a slow batch went: CPU seconds a pick above an isolated build's mean slower cores
+(a busy machine, shared physical cores), wall above CPU means workers waiting for a core, and work
+well under wall x workers means workers waiting for work (the dispatch in the tuning process)."""
 
 
 def one_build_thread() -> None:
@@ -54,6 +64,17 @@ def fast_build(mod: Any, target: Any, _params: Any, max_source_kb: float | None 
     return tvm.tirx.build(mod, target)
 
 
+def _timed_worker(args: tuple) -> tuple[Any, float, float]:
+    """`local_builder._worker_func(*args)` in a build worker, with the wall and CPU seconds it took."""
+    import time
+
+    from tvm.s_tir.meta_schedule.builder import local_builder
+
+    wall, cpu = time.perf_counter(), time.process_time()
+    value = local_builder._worker_func(*args)
+    return value, time.perf_counter() - wall, time.process_time() - cpu
+
+
 @derived_object
 class PooledLocalBuilder(ms.builder.LocalBuilder._cls):
     """`LocalBuilder` with `fast_build` whose worker processes live for `reuse_batches` batches.
@@ -61,7 +82,12 @@ class PooledLocalBuilder(ms.builder.LocalBuilder._cls):
     MetaSchedule's LocalBuilder restarts its pool for every batch (a guard against a leak in
     long-lived popen workers), so every batch pays the workers' `import tvm`; here the pool is
     restarted only every `reuse_batches` batches. Building and exporting are LocalBuilder's own
-    (`local_builder._worker_func`), so results and error messages are the same.
+    (`local_builder._worker_func`), so results and error messages are the same. `submit` starts a
+    batch and returns at once, `finish` waits for its results (`build` is both), so a caller may take
+    a batch's first results while its slowest builds go on (`bridge.pipeline.PrefetchBuilder`).
+
+    Attributes:
+        last_batch: the last batch's `BATCH_KEYS` (picks that timed out or raised are not counted).
     """
 
     def __init__(
@@ -87,6 +113,8 @@ class PooledLocalBuilder(ms.builder.LocalBuilder._cls):
         # LocalBuilder's own default is os.cpu_count(); a process pinned to some cores builds on those
         super().__init__(max_workers=max_workers or usable_cores(), timeout_sec=timeout_sec, f_build=f_build)
         self.reuse_batches, self.max_source_kb, self._pool, self._batches = reuse_batches, max_source_kb, None, 0
+        self.last_batch: dict[str, float] = {}
+        self._lock, self._running = threading.Lock(), set()
 
     def _fresh_pool(self) -> None:
         from tvm.support.popen_pool import PopenPoolExecutor
@@ -100,29 +128,61 @@ class PooledLocalBuilder(ms.builder.LocalBuilder._cls):
 
     def warm(self) -> None:
         """Start every worker now (each imports TVM, seconds), so the first build does not pay it."""
-        if self._pool is None:
-            self._fresh_pool()
+        with self._lock:
+            if self._pool is None:
+                self._fresh_pool()
         list(self._pool.map_with_error_catching(lambda _: None, range(self.max_workers)))
 
-    def build(self, build_inputs: list) -> list:
+    def submit(self, build_inputs: list) -> list[Future]:
+        """Start building `build_inputs` and return at once: one future a build, for `finish`.
+
+        A pool due for its restart (`reuse_batches`) restarts only once no build is in flight.
+        """
         from tvm.s_tir.meta_schedule.builder import local_builder
+
+        with self._lock:
+            if self._pool is None or (self._batches >= self.reuse_batches and not self._running):
+                self._fresh_pool()
+            self._batches += 1
+            futures = [
+                # what map_with_error_catching does, a future at a time
+                self._pool._threadpool.submit(
+                    self._pool._worker_run_with_error_catching,
+                    _timed_worker,
+                    ((self.f_build, self.f_export, b.mod, b.target, local_builder._serialize_params(b.params)),),
+                    None,
+                )
+                for b in build_inputs
+            ]
+            self._running.update(futures)
+        for future in futures:
+            future.add_done_callback(self._done)
+        return futures
+
+    def _done(self, future: Future) -> None:
+        with self._lock:
+            self._running.discard(future)
+
+    def finish(self, futures: Sequence[Future]) -> list:
+        """The `BuilderResult`s of `submit`'s futures, in order (waiting for those still building);
+        sets `last_batch` to what their workers spent."""
         from tvm.support.popen_pool import StatusKind
 
-        if self._pool is None or self._batches >= self.reuse_batches:
-            self._fresh_pool()
-        self._batches += 1
-        args = [
-            (self.f_build, self.f_export, b.mod, b.target, local_builder._serialize_params(b.params))
-            for b in build_inputs
-        ]
-        results = []
-        for res in self._pool.map_with_error_catching(lambda x: local_builder._worker_func(*x), args):
+        results, cpu, work = [], 0.0, 0.0
+        for future in futures:
+            res = future.result()
             if res.status == StatusKind.COMPLETE:
-                results.append(ms.builder.BuilderResult(res.value, None))
+                path, wall_s, cpu_s = res.value
+                results.append(ms.builder.BuilderResult(path, None))
+                work, cpu = work + wall_s, cpu + cpu_s
             elif res.status == StatusKind.TIMEOUT:
                 results.append(
                     ms.builder.BuilderResult(None, f"LocalBuilder: Timeout, killed after {self.timeout_sec} seconds")
                 )
             else:
                 results.append(ms.builder.BuilderResult(None, f"LocalBuilder: An exception occurred\n{res.value}"))
+        self.last_batch = dict(zip(BATCH_KEYS, (cpu, work)))
         return results
+
+    def build(self, build_inputs: list) -> list:
+        return self.finish(self.submit(build_inputs))

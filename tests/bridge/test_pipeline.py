@@ -12,7 +12,7 @@ from bridge.pipeline import Pipeline, PrefetchBuilder
 from bridge.search_log import device_idle_share, read_rounds
 from bridge.tuning import CURVE_CSV, tune_tasks
 from data import zoo
-from tvm_env import PooledLocalBuilder, ms, tvm_ffi
+from tvm_env import PooledLocalBuilder, ms, tvm, tvm_ffi
 
 TARGET = '{"kind": "llvm", "mcpu": "native", "num-cores": 2}'
 
@@ -46,6 +46,10 @@ def test_pipelined_rounds_build_ahead_and_measure_distinct_schedules(tmp_path, b
     for r in rows[1:]:
         assert r["build_s"] < 0.5 * r["prebuild_s"]  # the loop found the batch built
         assert r["wait_s"] >= 0 and r["draft_s"] >= 0 and r["verify_s"] >= 0
+    # every batch, built ahead or in the loop, has its workers' CPU and wall seconds, within what
+    # its 2 workers could spend in the batch's own wall time
+    for r, wall in zip(rows, [rows[0]["build_s"], *(r["prebuild_s"] for r in rows[1:])]):
+        assert 0 < r["build_cpu_s"] and 0 < r["build_work_s"] <= 2 * wall, r
     assert all(r["update_s"] >= 0 for r in rows)
     saved = read_rounds(tmp_path / "on" / CURVE_CSV)
     assert [r["prebuild_s"] > 0 for r in saved[1:]] == [True, True]
@@ -87,8 +91,9 @@ def test_unpipelined_rounds_wait_for_the_whole_search(tmp_path, builder):
     rows = run(tmp_path / "off", builder, pipeline=False).rows
     assert [r["total_trials"] for r in rows] == [4, 8, 12]
     assert all(math.isnan(r["prebuild_s"]) for r in rows)
-    for r in rows:  # in turn: the loop waited for all of the search
+    for r in rows:  # in turn: the loop waited for all of the search, and built the batch itself
         assert r["wait_s"] >= r["draft_s"] + r["verify_s"] - 1e-6
+        assert 0 < r["build_cpu_s"] and 0 < r["build_work_s"] <= 2 * r["build_s"], r
 
 
 def test_a_resumed_pipelined_run_continues_without_measuring_twice(tmp_path, builder):
@@ -120,3 +125,80 @@ def test_join_search_lets_the_build_go_on():
     assert pipeline.join_search() < 0.4 and not built  # the search is done, the build goes on
     assert pipeline.join() > 0.1 and built == ["picks"]
     assert pipeline.join_search() == 0.0 and pipeline.join() == 0.0
+
+
+def _matmul(n: int, unroll: bool = False):
+    from tvm import te
+    from tvm.s_tir.meta_schedule.testing import te_workload
+
+    sch = tvm.s_tir.Schedule(tvm.IRModule({"main": te.create_prim_func(te_workload.matmul(n, n, n))}))
+    if unroll:  # every loop unrolled: n^3 statements, about 2.5 s of LLVM for n = 20 on the 2-core host
+        for loop in sch.get_loops(sch.get_sblock("C")):
+            sch.unroll(loop)
+    return sch.mod
+
+
+def test_wait_most_stops_waiting_on_the_last_tenth_after_the_grace():
+    from concurrent.futures import ThreadPoolExecutor
+
+    from bridge.pipeline import wait_most
+
+    with ThreadPoolExecutor(10) as pool:
+        futures = [pool.submit(time.sleep, 1.5 if i == 7 else 0.05) for i in range(10)]
+        start = time.perf_counter()
+        done, pending = wait_most(futures, grace=1.0)
+        assert pending == [7] and done == [0, 1, 2, 3, 4, 5, 6, 8, 9]
+        assert time.perf_counter() - start < 1.0  # about 2 x 0.05 s, not 1.5 s
+        futures = [pool.submit(time.sleep, 0.6 if i == 3 else 0.05) for i in range(10)]
+        assert wait_most(futures, grace=None) == (list(range(10)), [])  # no grace: every one
+        assert wait_most([], grace=0.0) == ([], [])
+
+
+def test_a_prefetch_leaves_a_straggler_building_and_the_batch_after_takes_it_over(tmp_path):
+    """Nine quick builds and one of ~2.5 s: with a grace the prefetch returns with the nine and the
+    straggler's index; MetaSchedule's later build of all ten finds nine built and waits for the tenth.
+    Without a grace the prefetch waits for all ten."""
+    from tvm_env import parse_target
+
+    target = parse_target({"kind": "llvm", "num-cores": 1})
+    mods = [_matmul(n) for n in range(4, 13)]
+    mods.insert(5, _matmul(20, unroll=True))
+    builder = PooledLocalBuilder(max_workers=2)
+    builder.warm()
+    prefetch = PrefetchBuilder(builder=builder, straggler_grace=0.5)
+    seconds, pending = prefetch.prefetch(mods, target)
+    assert pending == [5] and seconds < 1.5, (seconds, pending)
+    assert prefetch.last_batch["build_cpu_s"] > 0  # what the nine cost
+    results = prefetch.build([ms.builder.BuilderInput(m, target) for m in mods])
+    assert all(r.error_msg is None and r.artifact_path for r in results)
+    assert (prefetch.hits, prefetch.misses) == (9, 1)
+    assert prefetch.last_batch["build_cpu_s"] > 1.0  # the straggler's own build, taken over
+    waits = PrefetchBuilder(builder=builder)
+    seconds, pending = waits.prefetch(mods[4:7], target)
+    assert pending == [] and seconds > 1.5
+    with pytest.raises(ValueError, match="straggler_grace=-1"):
+        PrefetchBuilder(builder=builder, straggler_grace=-1)
+
+
+def test_a_straggler_left_building_is_measured_in_the_next_batch_once(tmp_path, builder):
+    """A zero grace defers whatever is still building when 90% of a batch of 12 is built (on 2 workers,
+    the 12th): the deferred pick goes first in the next batch, and nothing is measured twice."""
+    result = tune_tasks(
+        [zoo.operator_task("matmul:64,64,64")],
+        json.loads(TARGET),
+        TuneConfig(out=str(tmp_path), trials=36, trials_per_round=12),
+        cost_model=CostModelConfig(name="pam", epochs=3),
+        search=SearchConfig(psa="a100", population=64, potential=24, straggler_grace=0.0),
+        measure=MeasureConfig(number=2, min_repeat_ms=5),
+        builder=builder,
+        progress=False,
+    )
+    rows = result.rows
+    records = result.database.get_all_tuning_records()
+    assert sum(r["trials"] for r in rows) == len(records) == 36
+    assert len({int(tvm_ffi.structural_hash(r.as_measure_candidate().sch.mod)) for r in records}) == 36
+    deferred = [r["deferred"] for r in rows[1:]]
+    assert sum(deferred) >= 1, deferred
+    for r, d in zip(rows[1:-1], deferred):  # a batch that left picks building was handed out without them
+        assert r["trials"] == 12 - d or d == 0, rows
+    assert math.isnan(rows[0]["deferred"])  # searched in the loop, not built ahead

@@ -62,6 +62,28 @@ def test_build_workers_run_tvm_on_one_thread_whatever_the_tuning_process_uses(mo
     assert result.error_msg is None  # and they still build
 
 
+def test_a_batch_reports_the_cpu_and_wall_seconds_its_workers_spent():
+    """`last_batch` is how a tuning curve tells a slow build's cause (busy cores, idle workers)."""
+    import time
+
+    target = parse_target({"kind": "llvm", "num-cores": 1})
+    builder = PooledLocalBuilder(max_workers=2)
+    builder.warm()
+    assert builder.last_batch == {}
+    inputs = [
+        ms.builder.BuilderInput(tvm.IRModule({"main": te.create_prim_func(te_workload.matmul(n, n, n))}), target)
+        for n in (16, 24, 32, 48)
+    ]
+    start = time.perf_counter()
+    results = builder.build(inputs)
+    wall = time.perf_counter() - start
+    assert all(r.error_msg is None for r in results)
+    stats = builder.last_batch
+    assert set(stats) == {"build_cpu_s", "build_work_s"}
+    # each of 4 builds costs a worker tens of ms; 2 workers can spend at most twice the batch's time
+    assert 0.01 < stats["build_cpu_s"] and 0.01 < stats["build_work_s"] <= 2 * wall
+
+
 def test_the_collectors_build_workers_run_tvm_on_one_thread_at_a_lower_priority(monkeypatch):
     from data.measure import BuildPool
 
