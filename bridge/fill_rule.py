@@ -8,11 +8,16 @@ it, so the GPU sat idle 73-92% of an arm (docs/benchmarks.md, "Pipelined rounds 
 device"). The rule grows the batch until its run on the device lasts as long as the host's work
 for the next one:
 
-    next = clamp(ceil(job_s / (device_s / device_trials)), base, min(limit, 2 x current))
+    next = clamp(ceil(job_s / (device_s / device_trials)), last, min(limit, 2 x current))
 
-where `job_s` is the last background search-and-build and `device_s` the time the last batch took
-from being handed out to its results (its build, already done ahead, and its run). A batch never
-shrinks below `base` (the run's --trials-per-round) and grows at most twofold a round.
+where `job_s` is the last background search-and-build, `device_s` the time the last batch took
+from being handed out to its results (its build, already done ahead, and its run) and `last` the
+size the rule chose last (at first the run's --trials-per-round). A batch grows at most twofold a
+round and never shrinks: between two batches the device also waits for the loop's own work (the
+cost model's update, the hand-out), about 0.5-1 s a round on the H100 suite, so a smaller batch
+raises the idle share even when the host's job got cheaper. (Until 2026-11-26 the batch shrank to
+match a cheaper job; with `straggler_grace` the jobs got cheaper, the batches fell to 30-60, the
+rounds doubled, and so did the re-drafts that count rounds: docs/benchmarks.md, "Straggler grace".)
 """
 
 from __future__ import annotations
@@ -38,6 +43,7 @@ class FillRule:
         self.base, self.limit = base, max(base, limit)
         self.device_rate: float | None = None  # device seconds a trial, of the last measured batch
         self.job_s: float | None = None  # seconds of the last background search and build
+        self.size = base  # the size it chose last: the batch never shrinks below it
 
     def observe_device(self, seconds: float, trials: int) -> None:
         """A batch of `trials` took `seconds` from being handed out to its results."""
@@ -53,4 +59,5 @@ class FillRule:
         if self.limit == self.base or self.device_rate is None or self.job_s is None:
             return self.base
         wanted = math.ceil(self.job_s / self.device_rate)
-        return max(self.base, min(wanted, self.limit, 2 * max(current, 1)))
+        self.size = max(self.size, min(wanted, self.limit, 2 * max(current, 1)))
+        return self.size
