@@ -17,7 +17,7 @@ round and never shrinks: between two batches the device also waits for the loop'
 cost model's update, the hand-out), about 0.5-1 s a round on the H100 suite, so a smaller batch
 raises the idle share even when the host's job got cheaper. (Until 2026-11-26 the batch shrank to
 match a cheaper job; with `straggler_grace` the jobs got cheaper, the batches fell to 30-60, the
-rounds doubled, and so did the re-drafts that count rounds: docs/benchmarks.md, "Straggler grace".)
+rounds doubled, and so did the re-drafts that count rounds: docs/benchmarks.md, "a grace for straggling builds".)
 """
 
 from __future__ import annotations

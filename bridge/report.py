@@ -73,6 +73,7 @@ def summary(result: Any, *, total_tasks: int | None = None, **context: Any) -> d
         "total_trials": sum(t.trials for t in result.tasks),
         "search_s": result.search_s,
         "device_idle": {k: (v if math.isfinite(v) else None) for k, v in result.device_idle.items()},
+        "builds": {k: (v if math.isfinite(v) else None) for k, v in result.builds.items()},
         "skipped_database_lines": list(result.skipped_lines),
     }
 
@@ -117,6 +118,12 @@ def print_report(result: Any, console: Any, *, total_tasks: int | None = None) -
             f"device idle: {100 * idle['idle']:.0f}% of the run (before the first batch "
             f"{100 * idle['before_first']:.0f}%, waiting on drafts {100 * idle['drafts']:.0f}%, "
             f"the rest {100 * idle['other']:.0f}%)"
+        )
+    builds = result.builds
+    if math.isfinite(builds["busy"]):
+        console.print(
+            f"builds: workers busy {100 * builds['busy']:.0f}% of a batch's build time (median), "
+            f"{builds['deferred']:.0f} picks left building for the next batch (--straggler-grace)"
         )
     for line in result.skipped_lines:
         console.print(f"skipped a corrupt database line: {line}", markup=False)

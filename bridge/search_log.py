@@ -26,7 +26,15 @@ from data.atomic import atomic_path
 from data.labels import mean_latency
 from tvm_env import ms
 
-__all__ = ["SearchLog", "build_per_round", "device_idle_parts", "device_idle_share", "drafting_share", "read_rounds"]
+__all__ = [
+    "SearchLog",
+    "build_busy",
+    "build_per_round",
+    "device_idle_parts",
+    "device_idle_share",
+    "drafting_share",
+    "read_rounds",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -375,6 +383,19 @@ def build_per_round(rows: Sequence[Mapping[str, Any]]) -> float:
         if value is not None:
             secs.append(value)
     return float(statistics.median(secs)) if secs else math.nan
+
+
+def build_busy(rows: Sequence[Mapping[str, Any]], workers: int) -> float:
+    """Median over a run's batches of the share of `workers` x the batch's build time (`prebuild_s`,
+    else `build_s`) that the build workers were busy (`build_work_s`); NaN without those columns.
+    Well under 1: a batch waited on its last few builds (`SearchConfig.straggler_grace`)."""
+    shares = []
+    for r in rows:
+        work, wall = _finite(r, "build_work_s"), _finite(r, "prebuild_s")
+        wall = _finite(r, "build_s") if wall is None else wall
+        if work is not None and wall and workers > 0:
+            shares.append(work / (workers * wall))
+    return float(statistics.median(shares)) if shares else math.nan
 
 
 def drafting_share(rows: Sequence[Mapping[str, Any]]) -> float:

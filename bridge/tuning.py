@@ -84,6 +84,7 @@ class TuneResult:
 
     Attributes:
         skipped_lines: database lines skipped as torn or corrupt on opening (`file:line: reason`).
+        build_workers: the builder's parallel builds (0: not known, e.g. a caller's own builder).
     """
 
     tasks: list[TaskResult]
@@ -91,6 +92,7 @@ class TuneResult:
     search_s: float
     database: Any
     skipped_lines: list[str] = dataclasses.field(default_factory=list)
+    build_workers: int = 0
 
     @property
     def estimated_s(self) -> float:
@@ -104,6 +106,19 @@ class TuneResult:
         from bridge.search_log import device_idle_parts, device_idle_share
 
         return {"idle": device_idle_share(self.rows), **device_idle_parts(self.rows)}
+
+    @property
+    def builds(self) -> dict[str, float]:
+        """`busy`: the median share of the build workers' time a batch kept them busy
+        (`bridge.search_log.build_busy`; NaN when not known); `deferred`: picks whose build a batch
+        left to the next one (`SearchConfig.straggler_grace`)."""
+        from bridge.search_log import build_busy
+
+        deferred = [r.get("deferred", math.nan) for r in self.rows]
+        return {
+            "busy": build_busy(self.rows, self.build_workers),
+            "deferred": float(sum(d for d in deferred if math.isfinite(d))),
+        }
 
 
 def records_by_task(database: Any, tasks: Sequence[Any]) -> dict[str, tuple[int, float]]:
@@ -349,4 +364,5 @@ def tune_tasks(
         search_s=search_log.elapsed() if remaining > 0 else search_log.seconds_before,
         database=database,
         skipped_lines=skipped,
+        build_workers=int(getattr(builder, "max_workers", 0) or 0),
     )

@@ -122,6 +122,9 @@ def test_cli_resumes_from_the_work_dir(tmp_path, capsys):
     assert set(idle) == {"idle", "before_first", "drafts", "other"} and idle["drafts"] == 0.0  # evolution
     assert 0 < idle["idle"] < 1 and idle["idle"] == pytest.approx(idle["before_first"] + idle["other"])
     assert f"device idle: {100 * idle['idle']:.0f}% of the run" in out
+    builds = json.loads((tmp_path / "summary.json").read_text())["builds"]  # the build workers' use
+    assert 0 < builds["busy"] <= 1 and builds["deferred"] == 0  # evolution builds every batch in the loop
+    assert f"builds: workers busy {100 * builds['busy']:.0f}% of a batch's build time" in out
     second = tune.main([*args, "--trials", "9"])
     assert second.tasks[0].trials == 9
     assert [r["total_trials"] for r in second.rows] == [3, 6, 9]  # the curve continues

@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from bridge.search_log import SearchLog, device_idle_parts, device_idle_share
+from bridge.search_log import SearchLog, build_busy, device_idle_parts, device_idle_share
 
 
 def rows(*rounds):
@@ -35,3 +35,13 @@ def test_evolution_has_no_drafts_and_no_rows_give_nan():
     run = rows((5, 1, math.nan, math.nan), (9, 2, math.nan, math.nan))  # MetaSchedule's search: no drafts
     assert device_idle_parts(run) == pytest.approx({"before_first": 4 / 9, "drafts": 0.0, "other": 2 / 9})
     assert all(math.isnan(v) for v in device_idle_parts([]).values())
+
+
+def test_build_busy_is_the_median_share_of_the_workers_time_a_batch_kept_busy():
+    run = rows((12, 2, 1, math.nan), (17, 2, 0, 4.0), (26, 2, 0, 5.0), (29, 2, 0, 2.0))
+    run[0].update(build_s=1.0, build_work_s=1.5)  # built in the loop: 1.5 of 2 x 1.0 s
+    for row, work in zip(run[1:], (2.0, 9.0, 3.2)):  # built ahead: of 2 x 4, 2 x 5 and 2 x 2 s
+        row["build_work_s"] = work
+    # shares 0.75, 0.25, 0.9, 0.8: median 0.775
+    assert build_busy(run, workers=2) == pytest.approx(0.775)
+    assert math.isnan(build_busy(run, workers=0)) and math.isnan(build_busy(rows((5, 1, 0, 2.0)), workers=2))
