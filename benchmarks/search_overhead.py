@@ -50,7 +50,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from tvm.ir.utils import derived_object
 
 from bridge.config import CostModelConfig, SearchConfig, TuneConfig
-from bridge.search_log import device_idle_share
+from bridge.curve import device_idle_share
 from bridge.tuning import tune_tasks
 from data.atomic import atomic_write_text
 from data.features import schedule_key

@@ -17,7 +17,8 @@ import math
 from collections import defaultdict
 from pathlib import Path
 
-from bridge.search_log import build_per_round, device_idle_share, drafting_share, read_rounds
+from bridge.curve import build_per_round, device_idle_share, drafting_share
+from bridge.search_log import read_rounds
 
 __all__ = ["arms", "report", "slug", "time_to", "trials_to"]
 

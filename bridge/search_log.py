@@ -4,9 +4,8 @@ One row per measured batch: candidates each model scored, seconds drafting and v
 search's background thread when rounds are pipelined, see `bridge.pipeline`), seconds the tuning
 loop waited on the search (`wait_s`: what the search really cost the run), building, running and
 updating the cost model, the task's best latency and the weighted estimate of the whole workload
-(sum of weight x best latency), which is the tuning curve. `device_idle_share` reads the share of
-the run's wall-clock time in which no batch was running on the device, and `device_idle_parts`
-where that time fell (before the first batch, on drafts, the rest).
+(sum of weight x best latency), which is the tuning curve. `read_rounds` reads a saved curve back;
+`bridge.curve` reads where a run's time went from its rows.
 """
 
 from __future__ import annotations
@@ -15,7 +14,6 @@ import csv
 import logging
 import math
 import os
-import statistics
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -26,15 +24,7 @@ from data.atomic import atomic_path
 from data.labels import mean_latency
 from tvm_env import ms
 
-__all__ = [
-    "SearchLog",
-    "build_busy",
-    "build_per_round",
-    "device_idle_parts",
-    "device_idle_share",
-    "drafting_share",
-    "read_rounds",
-]
+__all__ = ["SearchLog", "read_rounds"]
 
 logger = logging.getLogger(__name__)
 
@@ -318,92 +308,3 @@ def read_rounds(path: str | os.PathLike) -> list[dict]:
             except (TypeError, ValueError) as err:
                 raise ValueError(f"{path}:{line}: malformed tuning-curve row: {err}") from None
     return rows
-
-
-def _finite(row: Mapping[str, Any], key: str) -> float | None:
-    """A curve row's `key` as a float, or None where it is missing or not finite (NaN: not logged)."""
-    value = float(row.get(key, math.nan))
-    return value if math.isfinite(value) else None
-
-
-def device_idle_share(rows: Sequence[Mapping[str, Any]]) -> float:
-    """Share of the run's wall-clock time in which no batch was running (1 - sum of run_s / elapsed).
-
-    `run_s` of a row is the time its batch spent in the runner (launch and waiting for the results);
-    `elapsed_s` is cumulative from the start of the run, so the last row's is its wall-clock time.
-    NaN without rows.
-    """
-    if not rows:
-        return math.nan
-    wall = float(rows[-1]["elapsed_s"])
-    busy = sum(float(r["run_s"]) for r in rows if math.isfinite(float(r["run_s"])))
-    return max(0.0, 1.0 - busy / wall) if wall > 0 else math.nan
-
-
-def device_idle_parts(rows: Sequence[Mapping[str, Any]]) -> dict[str, float]:
-    """Where the device's idle time fell, each as a share of the run's wall-clock time.
-
-    A round's idle time is its wall-clock time (the `elapsed_s` step) less its `run_s`. It counts as:
-    - `before_first`: the first round's (the first search and build, before anything runs);
-    - `drafts`: a round that waited on a draft. With pipelining (`prebuild_s` set) that is the round
-      before the drafted batch, since the draft ran while that round ran and its end waited for the
-      draft; without pipelining it is the drafted batch's own round;
-    - `other`: every other round's (search and build that outlast the run, model updates).
-
-    Their sum is `device_idle_share` for a run whose rounds all end after they start. Every value is
-    NaN without rows.
-    """
-    parts = {"before_first": 0.0, "drafts": 0.0, "other": 0.0}
-    if not rows or not float(rows[-1]["elapsed_s"]) > 0:
-        return dict.fromkeys(parts, math.nan)
-
-    def waits_on_draft(i: int) -> bool:
-        if _finite(rows[i], "prebuild_s") is None and _finite(rows[i], "drafted"):
-            return True  # searched in turn: the round drafted before it built
-        after = rows[i + 1] if i + 1 < len(rows) else None
-        return bool(after is not None and _finite(after, "prebuild_s") is not None and _finite(after, "drafted"))
-
-    before = 0.0
-    for i, row in enumerate(rows):
-        elapsed = float(row["elapsed_s"])
-        idle = max(0.0, elapsed - before - (_finite(row, "run_s") or 0.0))
-        before = elapsed
-        parts["before_first" if i == 0 else "drafts" if waits_on_draft(i) else "other"] += idle
-    wall = float(rows[-1]["elapsed_s"])
-    return {k: v / wall for k, v in parts.items()}
-
-
-def build_per_round(rows: Sequence[Mapping[str, Any]]) -> float:
-    """Median seconds a round's batch took to build: `prebuild_s` where the pipeline built it ahead,
-    else `build_s`; NaN without any."""
-    secs = []
-    for r in rows:
-        value = _finite(r, "prebuild_s")
-        value = _finite(r, "build_s") if value is None else value
-        if value is not None:
-            secs.append(value)
-    return float(statistics.median(secs)) if secs else math.nan
-
-
-def build_busy(rows: Sequence[Mapping[str, Any]], workers: int) -> float:
-    """Median over a run's batches of the share of `workers` x the batch's build time (`prebuild_s`,
-    else `build_s`) that the build workers were busy (`build_work_s`); NaN without those columns.
-    Well under 1: a batch waited on its last few builds (`SearchConfig.straggler_grace`)."""
-    shares = []
-    for r in rows:
-        work, wall = _finite(r, "build_work_s"), _finite(r, "prebuild_s")
-        wall = _finite(r, "build_s") if wall is None else wall
-        if work is not None and wall and workers > 0:
-            shares.append(work / (workers * wall))
-    return float(statistics.median(shares)) if shares else math.nan
-
-
-def drafting_share(rows: Sequence[Mapping[str, Any]]) -> float:
-    """Share of the run's wall-clock time spent drafting (sum of `draft_s` / elapsed), whether the
-    loop waited for it or it ran in the background; NaN without rows or for a search that does not
-    draft (MetaSchedule's evolution logs no `draft_s`)."""
-    drafts = [value for r in rows if (value := _finite(r, "draft_s")) is not None]
-    if not rows or not drafts:
-        return math.nan
-    wall = float(rows[-1]["elapsed_s"])
-    return sum(drafts) / wall if wall > 0 else math.nan

@@ -102,17 +102,17 @@ class TuneResult:
     @property
     def device_idle(self) -> dict[str, float]:
         """Share of the run's wall-clock time in which no batch ran (`idle`), and where it fell
-        (`bridge.search_log.device_idle_parts`); NaN without curve rows."""
-        from bridge.search_log import device_idle_parts, device_idle_share
+        (`bridge.curve.device_idle_parts`); NaN without curve rows."""
+        from bridge.curve import device_idle_parts, device_idle_share
 
         return {"idle": device_idle_share(self.rows), **device_idle_parts(self.rows)}
 
     @property
     def builds(self) -> dict[str, float]:
         """`busy`: the median share of the build workers' time a batch kept them busy
-        (`bridge.search_log.build_busy`; NaN when not known); `deferred`: picks whose build a batch
+        (`bridge.curve.build_busy`; NaN when not known); `deferred`: picks whose build a batch
         left to the next one (`SearchConfig.straggler_grace`)."""
-        from bridge.search_log import build_busy
+        from bridge.curve import build_busy
 
         deferred = [r.get("deferred", math.nan) for r in self.rows]
         return {

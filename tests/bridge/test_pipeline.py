@@ -8,8 +8,9 @@ import pytest
 from tvm.ir.utils import derived_object
 
 from bridge.config import CostModelConfig, MeasureConfig, SearchConfig, TuneConfig
+from bridge.curve import device_idle_share
 from bridge.pipeline import Pipeline, PrefetchBuilder
-from bridge.search_log import device_idle_share, read_rounds
+from bridge.search_log import read_rounds
 from bridge.tuning import CURVE_CSV, tune_tasks
 from data import zoo
 from tvm_env import PooledLocalBuilder, ms, tvm, tvm_ffi

@@ -1,10 +1,12 @@
-"""bridge.search_log.device_idle_parts: where a run's device idle time fell, on curve rows as a run writes them."""
+"""bridge.curve: where a run's device idle time fell, and how busy its batches kept the build workers, on
+curve rows as a run writes them."""
 
 import math
 
 import pytest
 
-from bridge.search_log import SearchLog, build_busy, device_idle_parts, device_idle_share
+from bridge.curve import build_busy, device_idle_parts, device_idle_share
+from bridge.search_log import SearchLog
 
 
 def rows(*rounds):
