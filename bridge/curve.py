@@ -5,7 +5,7 @@ saved curve read back with `bridge.search_log.read_rounds`).
   `device_idle_parts`: where that time fell (before the first batch, on drafts, the rest);
 - `drafting_share`: the share spent drafting;
 - `build_per_round`: the median seconds a batch took to build; `build_busy`: how busy a batch kept
-  the build workers.
+  the build workers; `deferred_picks`: the picks a batch left building for the next one.
 
 Each takes the rows as a run writes them; a column a run did not fill (NaN, or absent in an older
 curve) counts as missing.
@@ -18,7 +18,14 @@ import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-__all__ = ["build_busy", "build_per_round", "device_idle_parts", "device_idle_share", "drafting_share"]
+__all__ = [
+    "build_busy",
+    "build_per_round",
+    "deferred_picks",
+    "device_idle_parts",
+    "device_idle_share",
+    "drafting_share",
+]
 
 
 def _finite(row: Mapping[str, Any], key: str) -> float | None:
@@ -74,15 +81,17 @@ def device_idle_parts(rows: Sequence[Mapping[str, Any]]) -> dict[str, float]:
     return {k: v / wall for k, v in parts.items()}
 
 
+def _build_wall(row: Mapping[str, Any]) -> float | None:
+    """Seconds a round's batch took to build: `prebuild_s` where the pipeline built it ahead, else
+    `build_s`; None without either."""
+    value = _finite(row, "prebuild_s")
+    return _finite(row, "build_s") if value is None else value
+
+
 def build_per_round(rows: Sequence[Mapping[str, Any]]) -> float:
     """Median seconds a round's batch took to build: `prebuild_s` where the pipeline built it ahead,
     else `build_s`; NaN without any."""
-    secs = []
-    for r in rows:
-        value = _finite(r, "prebuild_s")
-        value = _finite(r, "build_s") if value is None else value
-        if value is not None:
-            secs.append(value)
+    secs = [value for r in rows if (value := _build_wall(r)) is not None]
     return float(statistics.median(secs)) if secs else math.nan
 
 
@@ -92,11 +101,15 @@ def build_busy(rows: Sequence[Mapping[str, Any]], workers: int) -> float:
     Well under 1: a batch waited on its last few builds (`SearchConfig.straggler_grace`)."""
     shares = []
     for r in rows:
-        work, wall = _finite(r, "build_work_s"), _finite(r, "prebuild_s")
-        wall = _finite(r, "build_s") if wall is None else wall
+        work, wall = _finite(r, "build_work_s"), _build_wall(r)
         if work is not None and wall and workers > 0:
             shares.append(work / (workers * wall))
     return float(statistics.median(shares)) if shares else math.nan
+
+
+def deferred_picks(rows: Sequence[Mapping[str, Any]]) -> int:
+    """Picks whose build a batch left running for the next batch (`deferred`), over the run."""
+    return int(sum(value for r in rows if (value := _finite(r, "deferred")) is not None))
 
 
 def drafting_share(rows: Sequence[Mapping[str, Any]]) -> float:

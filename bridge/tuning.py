@@ -112,13 +112,9 @@ class TuneResult:
         """`busy`: the median share of the build workers' time a batch kept them busy
         (`bridge.curve.build_busy`; NaN when not known); `deferred`: picks whose build a batch
         left to the next one (`SearchConfig.straggler_grace`)."""
-        from bridge.curve import build_busy
+        from bridge.curve import build_busy, deferred_picks
 
-        deferred = [r.get("deferred", math.nan) for r in self.rows]
-        return {
-            "busy": build_busy(self.rows, self.build_workers),
-            "deferred": float(sum(d for d in deferred if math.isfinite(d))),
-        }
+        return {"busy": build_busy(self.rows, self.build_workers), "deferred": float(deferred_picks(self.rows))}
 
 
 def records_by_task(database: Any, tasks: Sequence[Any]) -> dict[str, tuple[int, float]]:

@@ -34,9 +34,9 @@ __all__ = ["PooledLocalBuilder", "fast_build", "one_build_thread"]
 BATCH_KEYS = ("build_cpu_s", "build_work_s")
 """What `PooledLocalBuilder.last_batch` holds of its last batch: the CPU seconds its workers spent
 building it, and their summed wall-clock seconds. With the batch's own wall time and the workers,
-they tell where a slow batch went: CPU seconds a pick above an isolated build's mean slower cores
-(a busy machine, shared physical cores), wall above CPU means workers waiting for a core, and work
-well under wall x workers means workers waiting for work (the dispatch in the tuning process)."""
+they tell where a slow batch went: CPU seconds a pick above an isolated build's point to slower
+cores (a busy machine, shared physical cores), busy seconds above CPU seconds to workers waiting for
+a core, and busy seconds well under wall x workers to workers waiting for the batch's last builds."""
 
 
 def one_build_thread() -> None:

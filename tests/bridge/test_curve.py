@@ -5,7 +5,7 @@ import math
 
 import pytest
 
-from bridge.curve import build_busy, device_idle_parts, device_idle_share
+from bridge.curve import build_busy, deferred_picks, device_idle_parts, device_idle_share
 from bridge.search_log import SearchLog
 
 
@@ -47,3 +47,11 @@ def test_build_busy_is_the_median_share_of_the_workers_time_a_batch_kept_busy():
     # shares 0.75, 0.25, 0.9, 0.8: median 0.775
     assert build_busy(run, workers=2) == pytest.approx(0.775)
     assert math.isnan(build_busy(run, workers=0)) and math.isnan(build_busy(rows((5, 1, 0, 2.0)), workers=2))
+
+
+def test_deferred_picks_sum_over_the_batches_built_ahead():
+    run = rows((12, 2, 1, math.nan), (17, 2, 0, 4.0), (26, 2, 0, 5.0))  # round 1 built in the loop: NaN
+    run[1]["deferred"], run[2]["deferred"] = 2.0, 1.0
+    assert deferred_picks(run) == 3 and deferred_picks(run[:1]) == 0
+    del run[2]["deferred"]  # a curve written before the column: counts as none
+    assert deferred_picks(run) == 2
