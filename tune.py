@@ -112,7 +112,7 @@ def main(argv: Sequence[str] | None = None) -> Any:
     from rich.console import Console
 
     from bridge.report import print_report, summary, write_summary
-    from bridge.tuning import CURVE_CSV, CURVE_PNG, target_label, target_spec, tune_tasks
+    from bridge.tuning import CURVE_CSV, CURVE_PNG, start_workers, target_label, target_spec, tune_tasks, walks_tir
     from data import zoo
     from tvm_env import parse_target, setup
 
@@ -121,6 +121,10 @@ def main(argv: Sequence[str] | None = None) -> Any:
     console = Console()
     target = parse_target(args.target)
     setup(target)
+    # the build and walk pools' processes import TVM while the tasks are extracted, not in the first round
+    builder, walk_pool = start_workers(
+        target, configs["measure"], walk=walks_tir(configs["search"], configs["cost_model"])
+    )
     total_tasks = None
     if args.network:
         every = zoo.extract_network_tasks(args.network, target, args.input_size)
@@ -154,6 +158,8 @@ def main(argv: Sequence[str] | None = None) -> Any:
         progress=args.progress,
         on_round=None if tracker is None else tracker.log_round,
         label=workload,
+        builder=builder,
+        walk_pool=walk_pool,
         **configs,
     )
     print_report(result, console, total_tasks=total_tasks)

@@ -69,6 +69,7 @@ SEARCH_KNOBS = (
     "pipeline",
     "fill_device",
     "straggler_grace",
+    "draft_ahead",
 )
 """The draft-then-verify settings this CLI passes to `bridge.config.SearchConfig` as they are."""
 
@@ -100,7 +101,7 @@ def configs(method: str, args):
     return CostModelConfig(name="pam", seed=args.seed_value), search
 
 
-def run_arm(workload: str, method: str, seed: int, args, builder) -> list[dict]:
+def run_arm(workload: str, method: str, seed: int, args, builder, walk_pool=None) -> list[dict]:
     from bridge.config import MeasureConfig, TuneConfig
     from bridge.tuning import tune_tasks
 
@@ -122,6 +123,7 @@ def run_arm(workload: str, method: str, seed: int, args, builder) -> list[dict]:
         cost_model=cost_model,
         measure=MeasureConfig(min_repeat_ms=args.min_repeat_ms),
         builder=builder,
+        walk_pool=walk_pool,
         progress=False,
         label=workload,
     )
@@ -272,8 +274,15 @@ def main(argv: list[str] | None = None) -> None:
     target = tvm_env.parse_target(args.target)
     tvm_env.setup(target)
     args.target = target
+    from data.features import WalkPool, default_walk_workers
+
     builder = tvm_env.PooledLocalBuilder(timeout_sec=args.build_timeout, max_source_kb=args.max_source_kb)
-    builder.warm()  # the first arm of a call would otherwise pay the workers' start-up in its budget
+    # the first arm of a call would otherwise pay the build and walk workers' start-up in its budget
+    walk_pool = WalkPool(default_walk_workers())
+    warming = walk_pool.warm()
+    builder.warm()
+    if warming is not None:
+        warming.join()
     for seed, workload, method in arms:
         path = arm_path(results, seed, workload, method)
         left = args.time_limit - (time.perf_counter() - start)
@@ -281,7 +290,7 @@ def main(argv: list[str] | None = None) -> None:
             print(f"stopping: {left:.0f} s left in this call, an arm needs about {args.budget_s * 1.1 + 15:.0f}")
             return
         t0 = time.perf_counter()
-        rows = run_arm(workload, method, seed, args, builder)
+        rows = run_arm(workload, method, seed, args, builder, walk_pool)
         path.parent.mkdir(parents=True, exist_ok=True)
         write_rows(path, rows)
         best = min((r["best_us"] for r in rows), default=math.inf) if rows else math.inf

@@ -92,6 +92,11 @@ class SearchConfig:
         "k: grow a task's batches, up to k trials, until running one lasts as long as the search and build of "
         "the next (pipelined draft-then-verify; 0: every batch is --trials-per-round)",
     )
+    draft_ahead: bool = _knob(
+        False,
+        "a re-draft due on a stall runs alongside the rounds (its own thread) instead of before the round's "
+        "verify; the next round takes it up (draft-then-verify)",
+    )
     straggler_grace: float | None = _knob(
         None,
         "g: a batch built ahead waits, once 90% of it is built in t s, at most g x t s more; picks still building "

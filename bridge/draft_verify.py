@@ -7,7 +7,8 @@ Per task and round:
    `redraft_below` x `potential_size`, or than one batch; or every `redraft_every`-th round when
    that is set, as published; or, with `redraft_stall`, when the task's best latency has not
    improved for that many measured rounds, a wait that `redraft_backoff` doubles after each such
-   draft that found nothing better, `bridge.stall_rule`): evolve a population for `draft_generations` generations scored by
+   draft that found nothing better, `bridge.stall_rule`; with `draft_ahead` such a stall draft runs
+   alongside the rounds, `bridge.drafting`): evolve a population for `draft_generations` generations scored by
    the draft model (PSA) and keep the best `potential_size` distinct, never-measured schedules as
    the potential space. The first draft samples the whole population from the design space (a
    share `init_measured_ratio` replayed from the task's best measured records); later drafts start
@@ -43,6 +44,7 @@ from typing import Any
 import numpy as np
 from tvm.ir.utils import derived_object
 
+from bridge.drafting import _EVOLVE, Draft, DraftResult
 from bridge.fill_rule import FillRule
 from bridge.pipeline import Pipeline
 from bridge.search import _UNLIMITED, CountingCostModel, _key, _ResumableSearch, candidate
@@ -51,14 +53,12 @@ from bridge.stall_rule import StallRule
 from bridge.verify_gate import VerifyGate
 from data.labels import mean_latency
 from pruner_models.blend import check_weight
-from tvm_env import ms, tvm_ffi
+from tvm_env import ms
 
 __all__ = ["DraftVerifySearch"]
 
 logger = logging.getLogger(__name__)
 
-_SAMPLE_INIT = tvm_ffi.get_global_func("s_tir.meta_schedule.SearchStrategyEvolutionarySearchSampleInitPopulation")
-_EVOLVE = tvm_ffi.get_global_func("s_tir.meta_schedule.SearchStrategyEvolutionarySearchEvolveWithCostModel")
 
 Pairs = list[tuple[int, Any]]
 """(schedule key, schedule) pairs, so a schedule is hashed once however many rounds it waits."""
@@ -90,6 +90,7 @@ class DraftVerifySearch(_ResumableSearch):
         verify_gate: bool = False,
         psa_weight: float = 0.0,
         fill_device: int = 0,
+        draft_ahead: bool = False,
         pipeline: Pipeline | None = None,
         log: SearchLog | None = None,
     ):
@@ -131,6 +132,9 @@ class DraftVerifySearch(_ResumableSearch):
             fill_device: k > 0 = with a pipeline, grow a task's batches (up to k trials) until running
                 one lasts as long as the host's search and build of the next (`bridge.fill_rule`);
                 0 = every batch has the run's trials per round.
+            draft_ahead: a re-draft due on a stall (`redraft_stall`) runs on a thread of its own while
+                this round verifies the current potential space; the next round takes it up
+                (`bridge.drafting`). Drafts due because the space ran low, or the first, run in turn.
             pipeline: search (and build) the next round in the background (`bridge.pipeline`);
                 None: rounds in turn, as MetaSchedule runs them.
             log: where rounds are logged (None: nowhere).
@@ -185,6 +189,7 @@ class DraftVerifySearch(_ResumableSearch):
             verify_gate=verify_gate,
             psa_weight=psa_weight,
             fill_device=fill_device,
+            draft_ahead=draft_ahead,
         )
         self.__dict__.update(self.options)
 
@@ -223,6 +228,7 @@ class DraftVerifySearch(_ResumableSearch):
             verify_gate=bool(search.verify_gate),  # unset: off (make_strategy resolves it from the cost model)
             psa_weight=search.psa_weight,
             fill_device=search.fill_device,
+            draft_ahead=search.draft_ahead,
             pipeline=pipeline,
             log=log,
         )
@@ -231,11 +237,14 @@ class DraftVerifySearch(_ResumableSearch):
     # Frame hooks
 
     def _start(self) -> None:
-        self.draft_model = CountingCostModel(model=self.draft)
+        self.draft_model = CountingCostModel(model=self.draft)  # the drafts' own: a draft may run alongside
         self.verify_model = CountingCostModel(model=self.cost_model)
         self.ranker = (  # what ranks the potential space and scores the verifier's generations
             CountingCostModel(
-                model=self.verify_model, cache=False, blend_with=self.draft_model, blend_weight=self.psa_weight
+                model=self.verify_model,
+                cache=False,
+                blend_with=CountingCostModel(model=self.draft),
+                blend_weight=self.psa_weight,
             )
             if self.psa_weight > 0
             else self.verify_model
@@ -246,6 +255,7 @@ class DraftVerifySearch(_ResumableSearch):
         self._samples: Pairs = []  # the last draft's fresh samples, for the epsilon-greedy share
         self._ready: tuple[list | None, dict] | None = None  # a batch searched ahead, with its stats
         self._deferred: Pairs = []  # picks whose build a prefetch left running, for the next batch
+        self._background: Draft | None = None  # a stall draft running alongside (`draft_ahead`)
         self._waited = 0.0  # seconds the loop waited on the search since the last batch was handed out
         self._drafts = 0
         self._stall = StallRule(self.redraft_stall, backoff=self.redraft_backoff, best=self.best_before)
@@ -308,7 +318,9 @@ class DraftVerifySearch(_ResumableSearch):
 
     def _finish(self) -> None:
         self._join()
-        self._ready, self._deferred = None, []
+        if self._background is not None:  # its C++ evolution must end before the drafter's state does
+            self._background.result()
+        self._ready, self._deferred, self._background = None, [], None
         self.drafter.post_tuning()
 
     def _join(self) -> float:
@@ -320,17 +332,27 @@ class DraftVerifySearch(_ResumableSearch):
     def _search(self, n: int) -> tuple[list | None, dict]:
         """Draft (when due), verify and pick `n` schedules; (picks or None when exhausted, stats)."""
         start = time.perf_counter()
-        draft_before, verify_before = self.draft_model.scored, self.verify_model.scored
-        psa_before, verifier_before = self.draft_model.seconds, self.verify_model.seconds
+        verify_before, verifier_before = self.verify_model.scored, self.verify_model.seconds
+        stats: dict = {"drafted": 0, "draft_scored": 0, "psa_s": 0.0}
+        background_s = waited = 0.0
+        if self._background is not None:  # a stall draft started alongside the last round: take it up
+            result, waited = self._background.result()
+            self._background = None
+            background_s = result.stats["draft_s"]
+            stats.update(self._take(result), drafted=1, draft_wait_s=waited)
         self._potential = self._unmeasured(self._potential)
         low = len(self._potential) < max(n, self.redraft_below * self.potential_size)
         due = self.redraft_every > 0 and self.round % self.redraft_every == 0
         other = low or due or not self._drafts or self._unevolved
-        drafted = other or self._stall.due()
-        stats: dict = {"drafted": int(drafted)}
-        if drafted:
+        if other or (not stats["drafted"] and self._stall.due()):
             self._stall.drafted(on_stall=not other)
-            stats.update(self._draft())
+            draft = self._new_draft()
+            if self.draft_ahead and not other:  # this round verifies the current space meanwhile
+                draft.start()
+                self._background = draft
+                stats["draft_started"] = 1
+            else:
+                stats.update(self._take(draft.run()), drafted=1)
         self._samples = self._unmeasured(self._samples)
         if not self._potential and not self._samples:
             return None, stats
@@ -350,11 +372,10 @@ class DraftVerifySearch(_ResumableSearch):
             first = {k for k, _ in deferred}
             picks = (deferred + [pair for pair in picks if pair[0] not in first])[:n]
         stats.update(
-            draft_scored=self.draft_model.scored - draft_before,
             verify_scored=self.verify_model.scored - verify_before,
-            draft_s=verify_start - start,
+            # drafting in this search, and a draft it took up from the background (whose wait was part of it)
+            draft_s=verify_start - start - waited + background_s,
             verify_s=time.perf_counter() - verify_start,
-            psa_s=self.draft_model.seconds - psa_before,
             verifier_s=self.verify_model.seconds - verifier_before,
             cold_start=int(cold),
         )
@@ -385,36 +406,37 @@ class DraftVerifySearch(_ResumableSearch):
                 logger.warning("%s: cannot replay a measured record: %s", self.task_name, err)
         return out
 
-    def _draft(self) -> dict:
-        """A new potential space: evolve (the last population, refreshed | a fresh sample) with PSA.
-
-        Returns the sampling's share of it: `sample_s` (MetaSchedule's SampleInitPopulation, which
-        rejects the random schedules that fail a postprocessor, e.g. VerifyGPUCode) and `samples`
-        (the valid fresh schedules it returned) of `samples_asked` (fewer on GPU targets, where most
-        random schedules fail VerifyGPUCode).
-        """
+    def _new_draft(self) -> Draft:
+        """The next draft: the last population (less what was measured) refreshed with fresh samples
+        and the best measured schedules, or, the first time, a fresh sample; what it needs of the
+        database and of the measured set is read here, in the search's thread (`bridge.drafting`)."""
         parents = self._best_measured(int(self.population_size * self.init_measured_ratio))
         reused = [s for k, s in self._unmeasured(self._population)] if self._drafts else []
         fresh = self.population_size - len(parents)
         if reused:
             fresh = min(fresh, max(int(self.population_size * self.resample_ratio), fresh - len(reused)))
-        sample_start = time.perf_counter()
-        samples = list(_SAMPLE_INIT(self.drafter, fresh)) if fresh > 0 else []
-        sampled = {"sample_s": time.perf_counter() - sample_start, "samples": len(samples), "samples_asked": fresh}
-        self._samples = [(_key(s), s) for s in samples]
-        population = (parents + samples + reused)[: self.population_size]
-        self._unevolved = self.quick_start and not self._drafts and not parents
-        if self._unevolved:  # quick start: rank the fresh samples; the next draft evolves them
-            distinct = list({_key(s): s for s in population}.values())
-            scores = self.draft_model.predict(self.context, [candidate(s) for s in distinct])
-            evolved = [distinct[i] for i in np.argsort(-np.asarray(scores), kind="stable")]
-        else:
-            evolved = list(_EVOLVE(self.drafter, population, self.population_size)) if population else []
-        pairs = [(_key(s), s) for s in evolved]
-        self._population = pairs
-        self._potential = self._unmeasured(pairs)[: self.potential_size]
+        return Draft(
+            drafter=self.drafter,
+            draft_model=self.draft_model,
+            context=self.context,
+            parents=parents,
+            reused=reused,
+            fresh=fresh,
+            population_size=self.population_size,
+            quick_start=self.quick_start and not self._drafts,
+        )
+
+    def _take(self, result: DraftResult) -> dict:
+        """Make a draft the potential space; returns its statistics: `sample_s` (MetaSchedule's
+        SampleInitPopulation, which rejects the random schedules that fail a postprocessor, e.g.
+        VerifyGPUCode), `samples` (the valid fresh schedules) of `samples_asked` (fewer on GPU
+        targets), `psa_s` and `draft_scored`."""
+        self._samples = result.samples
+        self._population = result.evolved
+        self._potential = self._unmeasured(result.evolved)[: self.potential_size]
+        self._unevolved = result.unevolved
         self._drafts += 1
-        return sampled
+        return {k: v for k, v in result.stats.items() if k != "draft_s"}
 
     def _unmeasured(self, pairs: Sequence[tuple[int, Any]]) -> Pairs:
         return [(k, s) for k, s in pairs if k not in self.measured]

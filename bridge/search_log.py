@@ -125,11 +125,13 @@ class SearchLog:
         "sample_s",
         "samples",
         "verify_s",
-        "psa_s",  # seconds in the draft model's predict (featurize + score) during the round's search
+        "psa_s",  # seconds in the draft model's predict (featurize + score) in the draft the round's batch came from
         "verifier_s",  # seconds in the verify model's predict (the rest of verify_s: its evolution)
         "build_s",
         "run_s",
-        "drafted",
+        "drafted",  # 1: the batch came from a new draft (drafted in turn, or taken up from the background)
+        "draft_started",  # 1: the round started a draft alongside (draft_ahead); the next round takes it up
+        "draft_wait_s",  # seconds the round's search waited for a draft started alongside
         "cold_start",
         "gated",  # 1: ranked by the draft model, the verify gate's choice (verify_gate)
         "verifier_acc",  # the gate's running pairwise accuracy of the verifier on measured batches

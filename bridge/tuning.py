@@ -52,10 +52,12 @@ __all__ = [
     "TuneResult",
     "check_device",
     "records_by_task",
+    "start_workers",
     "target_label",
     "target_spec",
     "title",
     "tune_tasks",
+    "walks_tir",
 ]
 
 log = logging.getLogger(__name__)
@@ -215,6 +217,33 @@ def _progress(total: int, initial: int, enabled: bool) -> tuple[Any, Callable[[d
     return bar, update
 
 
+def walks_tir(search: SearchConfig, cost_model: CostModelConfig) -> bool:
+    """Whether a run walks the TIR in Python (PSA drafts, or PAM verifies), so wants a walk pool."""
+    return search.psa is not None or cost_model.name.startswith("pam")
+
+
+def start_workers(target: Any, measure: MeasureConfig, *, walk: bool, build: bool = True) -> tuple[Any, Any]:
+    """The build pool (a `PooledLocalBuilder`, None without `build`) and the walk pool (a
+    `data.features.WalkPool`, started only with `walk`) of a tuning run, their processes starting
+    now in the background: each imports TVM, seconds, so a caller that starts them before
+    it extracts its tasks (`tune.py`) or before its first run (`benchmarks/tuning.py`) keeps that out of
+    the run. Pass them to `tune_tasks(builder=..., walk_pool=...)`."""
+    from data.features import WalkPool, default_walk_workers
+
+    target = parse_target(target)
+    builder = None
+    if build:
+        cores = int(target.export().get("num-cores", usable_cores()))
+        builder = PooledLocalBuilder(
+            max_workers=measure.workers or cores, timeout_sec=measure.timeout, max_source_kb=measure.max_source_kb
+        )
+        threading.Thread(target=builder.warm, name="build-pool-warm", daemon=True).start()
+    walk_pool = WalkPool(default_walk_workers())
+    if walk:
+        walk_pool.warm()
+    return builder, walk_pool
+
+
 def tune_tasks(
     tasks: Sequence[Any],
     target: Any,
@@ -225,6 +254,7 @@ def tune_tasks(
     measure: MeasureConfig | None = None,
     builder: Any = None,
     runner: Any = None,
+    walk_pool: Any = None,
     progress: bool = True,
     on_round: Callable[[dict], None] | None = None,
     label: str | None = None,
@@ -242,6 +272,9 @@ def tune_tasks(
             several runs of one process, so its workers start once).
         runner: a MetaSchedule Runner to use instead of the one `measure` describes (the device
             check is then the runner's business).
+        walk_pool: a `data.features.WalkPool` to walk the TIR on instead of a new one (e.g. one
+            started before the tasks were extracted, or shared by several runs of one process: its
+            16 processes each import TVM, which made a run's first draft 8-10 s longer).
         progress: show a progress bar of the trials.
         on_round: called with each curve row after it is saved (e.g. W&B logging).
         label: the workload's name in the plot title (default: the task names).
@@ -257,7 +290,7 @@ def tune_tasks(
     measure = measure or MeasureConfig()
     from bridge.pipeline import Pipeline, PrefetchBuilder
     from bridge.search_log import SearchLog, read_rounds
-    from data.features import FeatureCache, WalkPool, default_walk_workers
+    from data.features import FeatureCache
 
     target = parse_target(target)
     setup(target)
@@ -279,15 +312,11 @@ def tune_tasks(
         deadline_s=config.deadline,
     )
     # One feature cache (and walk pool) for the draft and the verifier; one pipeline for all tasks.
-    features = FeatureCache(pool=WalkPool(default_walk_workers()))
-    if search.psa is not None or cost_model.name.startswith("pam"):  # the models that walk the TIR
-        features.pool.warm()  # its processes start while the tasks' design spaces are generated
-    if builder is None:
-        builder = PooledLocalBuilder(
-            max_workers=measure.workers or cores, timeout_sec=measure.timeout, max_source_kb=measure.max_source_kb
-        )
-        # its workers import TVM (seconds) while the first search runs, not in the first build
-        threading.Thread(target=builder.warm, name="build-pool-warm", daemon=True).start()
+    if walk_pool is None:  # its processes start while the tasks' design spaces are generated
+        _, walk_pool = start_workers(target, measure, walk=walks_tir(search, cost_model), build=False)
+    features = FeatureCache(pool=walk_pool)
+    if builder is None:  # its workers import TVM (seconds) while the first search runs, not in the first build
+        builder, _ = start_workers(target, measure, walk=False)
     prefetch = (
         PrefetchBuilder(builder=builder, straggler_grace=search.straggler_grace)
         if search.psa is not None and search.pipeline

@@ -4,7 +4,9 @@
   a module-level builder function that does not (workers import it by reference).
 * `LocalBuilder` also starts a fresh process pool for every batch, and each worker pays the whole
   `import tvm` (2-14 s, torch included) before building one batch of kernels that take ~0.1 s each;
-  `PooledLocalBuilder` keeps its workers for `reuse_batches` batches.
+  `PooledLocalBuilder` keeps its workers for `reuse_batches` batches, and starts the pool that
+  replaces them in the background a few batches ahead, so no batch waits for a restart (on the H100
+  machine a batch that restarted the pool took 8-14 s instead of 2-5 s).
 * For CUDA, `fast_build` compiles with `tvm_env.nvrtc`: about 1 s less a candidate than TVM's
   NVRTC compile, which parses two libcu++ headers that most kernels do not use.
 * Each worker builds one candidate at a time, on one core, so its TVM thread pool has one thread
@@ -29,7 +31,10 @@ from tvm.s_tir import meta_schedule as ms
 from tvm_env import nvrtc
 from tvm_env.configure import usable_cores
 
-__all__ = ["PooledLocalBuilder", "fast_build", "one_build_thread"]
+__all__ = ["SPARE_AHEAD", "PooledLocalBuilder", "fast_build", "one_build_thread"]
+
+SPARE_AHEAD = 3
+"""`PooledLocalBuilder` starts the pool that replaces its workers this many batches before the restart."""
 
 BATCH_KEYS = ("build_cpu_s", "build_work_s")
 """What `PooledLocalBuilder.last_batch` holds of its last batch: the CPU seconds its workers spent
@@ -81,7 +86,8 @@ class PooledLocalBuilder(ms.builder.LocalBuilder._cls):
 
     MetaSchedule's LocalBuilder restarts its pool for every batch (a guard against a leak in
     long-lived popen workers), so every batch pays the workers' `import tvm`; here the pool is
-    restarted only every `reuse_batches` batches. Building and exporting are LocalBuilder's own
+    restarted only every `reuse_batches` batches, and its successor starts `SPARE_AHEAD` batches
+    before, on a background thread, so the restart only swaps pools. Building and exporting are LocalBuilder's own
     (`local_builder._worker_func`), so results and error messages are the same. `submit` starts a
     batch and returns at once, `finish` waits for its results (`build` is both), so a caller may take
     a batch's first results while its slowest builds go on (`bridge.pipeline.PrefetchBuilder`).
@@ -113,18 +119,44 @@ class PooledLocalBuilder(ms.builder.LocalBuilder._cls):
         # LocalBuilder's own default is os.cpu_count(); a process pinned to some cores builds on those
         super().__init__(max_workers=max_workers or usable_cores(), timeout_sec=timeout_sec, f_build=f_build)
         self.reuse_batches, self.max_source_kb, self._pool, self._batches = reuse_batches, max_source_kb, None, 0
+        self._spare: Future | None = None  # the next pool, started ahead (`SPARE_AHEAD`)
+        self.restarts = 0
         self.last_batch: dict[str, float] = {}
         self._lock, self._running = threading.Lock(), set()
 
-    def _fresh_pool(self) -> None:
+    def _new_pool(self, warm: bool) -> Any:
         from tvm.support.popen_pool import PopenPoolExecutor
 
-        if self._pool is not None:
-            self._pool.shutdown()
-        self._pool = PopenPoolExecutor(
-            max_workers=self.max_workers, timeout=self.timeout_sec, initializer=one_build_thread
-        )
+        pool = PopenPoolExecutor(max_workers=self.max_workers, timeout=self.timeout_sec, initializer=one_build_thread)
+        if warm:
+            list(pool.map_with_error_catching(lambda _: None, range(self.max_workers)))
+        return pool
+
+    def _fresh_pool(self) -> None:
+        """Swap in the spare pool (waiting for its start if need be), or a new one; caller holds the lock."""
+        old = self._pool
+        if self._spare is not None:
+            spare, self._spare = self._spare, None
+            self._pool = spare.result()
+        else:
+            self._pool = self._new_pool(warm=False)
+        if old is not None:
+            self.restarts += 1
+            threading.Thread(target=old.shutdown, name="build-pool-shutdown", daemon=True).start()
         self._batches = 0
+
+    def _start_spare(self) -> None:
+        """Start the next pool's workers in the background; caller holds the lock."""
+        spare: Future = Future()
+
+        def start() -> None:
+            try:
+                spare.set_result(self._new_pool(warm=True))
+            except BaseException as err:  # surfaces at the swap
+                spare.set_exception(err)
+
+        self._spare = spare
+        threading.Thread(target=start, name="build-pool-spare", daemon=True).start()
 
     def warm(self) -> None:
         """Start every worker now (each imports TVM, seconds), so the first build does not pay it."""
@@ -144,6 +176,8 @@ class PooledLocalBuilder(ms.builder.LocalBuilder._cls):
             if self._pool is None or (self._batches >= self.reuse_batches and not self._running):
                 self._fresh_pool()
             self._batches += 1
+            if self._spare is None and self._batches >= self.reuse_batches - SPARE_AHEAD:
+                self._start_spare()
             futures = [
                 # what map_with_error_catching does, a future at a time
                 self._pool._threadpool.submit(

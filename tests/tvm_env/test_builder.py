@@ -9,6 +9,7 @@ from tvm.s_tir.meta_schedule.testing import te_workload
 
 from bridge.config import MeasureConfig
 from tvm_env import PooledLocalBuilder, ms, parse_target, tvm
+from tvm_env.builder import SPARE_AHEAD
 
 
 def test_a_builder_with_a_source_limit_builds_in_its_workers():
@@ -95,3 +96,22 @@ def test_the_collectors_build_workers_run_tvm_on_one_thread_at_a_lower_priority(
         assert threads == 1 and niceness >= min(os.nice(0) + 10, 19)
     finally:
         pool.shutdown()
+
+
+def test_the_pool_that_replaces_the_workers_starts_ahead_and_the_restart_only_swaps_it():
+    """A batch that restarted the pool waited for 16 fresh workers to import TVM (8-14 s on the H100
+    machine); the successor now starts `SPARE_AHEAD` batches before and is swapped in."""
+    target = parse_target({"kind": "llvm", "num-cores": 1})
+    mods = [tvm.IRModule({"main": te.create_prim_func(te_workload.matmul(n, n, n))}) for n in (8, 16)]
+    builder = PooledLocalBuilder(max_workers=2, reuse_batches=SPARE_AHEAD + 2)
+    first = None
+    for batch in range(builder.reuse_batches):
+        results = builder.build([ms.builder.BuilderInput(m, target) for m in mods])
+        assert [r.error_msg for r in results] == [None, None]
+        first = first or builder._pool
+        assert (builder._spare is not None) == (batch >= 1)  # started SPARE_AHEAD batches before the restart
+    spare = builder._spare.result(timeout=120)
+    assert len(spare._worker_map) == 2  # both workers started (TVM imported) before any batch needs them
+    results = builder.build([ms.builder.BuilderInput(m, target) for m in mods])  # the restart
+    assert builder._pool is spare and builder._pool is not first and builder.restarts == 1
+    assert [r.error_msg for r in results] == [None, None] and all(os.path.isfile(str(r.artifact_path)) for r in results)

@@ -1,0 +1,118 @@
+"""One draft of Pruner's search (`bridge.draft_verify`): sample, then evolve with the draft model, in
+the search's thread (`Draft.run`) or on a thread of its own alongside the rounds (`Draft.start`).
+
+A draft touches only its own inner `EvolutionarySearch` (MetaSchedule's `SampleInitPopulation` and
+`EvolveWithCostModel`, which read neither the database nor the strategy's measured set) and the
+draft model (PSA: no state that measurements change; it featurizes through the run's thread-safe
+`data.features.FeatureCache`). What it needs of the database (the best measured schedules) and of
+the measured set (the last population, less what was measured) is read before it starts, by the
+caller, so a draft that runs alongside the tuning loop shares no state with MetaSchedule's
+callbacks. With the same inputs and the drafter's own random state its result is the same either
+way.
+
+Why alongside: a stall re-draft took 8-11 s on the H100 machine (sampling 1.5-2.5 s, PSA 2-3 s, the
+rest MetaSchedule's evolution), and the round that waited for it left the GPU idle about that long;
+drafts were 4-17% of an arm's time (docs/benchmarks.md). Run alongside, the round that asks for it
+verifies the current potential space, and the draft is taken up by the next round's search.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+import time
+from concurrent.futures import Future
+from typing import Any
+
+import numpy as np
+
+from bridge.search import _key, candidate
+from tvm_env import tvm_ffi
+
+__all__ = ["Draft", "DraftResult"]
+
+_SAMPLE_INIT = tvm_ffi.get_global_func("s_tir.meta_schedule.SearchStrategyEvolutionarySearchSampleInitPopulation")
+_EVOLVE = tvm_ffi.get_global_func("s_tir.meta_schedule.SearchStrategyEvolutionarySearchEvolveWithCostModel")
+
+
+@dataclasses.dataclass
+class DraftResult:
+    """What a draft leaves: its fresh samples and the evolved population (best draft score first),
+    each as (schedule key, schedule) pairs, hashed in the draft's thread; whether the population is
+    unevolved (a quick start); and the draft's statistics (`sample_s`, `samples`, `samples_asked`;
+    `draft_s`, `psa_s` and `draft_scored` of the draft alone)."""
+
+    samples: list[tuple[int, Any]]
+    evolved: list[tuple[int, Any]]
+    unevolved: bool
+    stats: dict
+
+
+class Draft:
+    """A draft of `population_size` schedules: `parents` (best measured) + `fresh` new samples +
+    `reused` (the last draft's evolved population), evolved by `drafter` (an inner EvolutionarySearch
+    set up with `draft_model`); with `quick_start` the fresh samples are only ranked, not evolved."""
+
+    def __init__(
+        self,
+        *,
+        drafter: Any,
+        draft_model: Any,
+        context: Any,
+        parents: list,
+        reused: list,
+        fresh: int,
+        population_size: int,
+        quick_start: bool = False,
+    ):
+        self.drafter, self.draft_model, self.context = drafter, draft_model, context
+        self.parents, self.reused, self.fresh = parents, reused, fresh
+        self.population_size, self.quick_start = population_size, quick_start
+        self._future: Future | None = None
+
+    def run(self) -> DraftResult:
+        """Sample and evolve now, in this thread."""
+        start = time.perf_counter()
+        scored, psa = self.draft_model.scored, self.draft_model.seconds
+        samples = list(_SAMPLE_INIT(self.drafter, self.fresh)) if self.fresh > 0 else []
+        stats = {"sample_s": time.perf_counter() - start, "samples": len(samples), "samples_asked": self.fresh}
+        population = (self.parents + samples + self.reused)[: self.population_size]
+        unevolved = self.quick_start and not self.parents
+        if unevolved:  # quick start: rank the fresh samples; the next draft evolves them
+            distinct = list({_key(s): s for s in population}.values())
+            scores = self.draft_model.predict(self.context, [candidate(s) for s in distinct])
+            evolved = [distinct[i] for i in np.argsort(-np.asarray(scores), kind="stable")]
+        else:
+            evolved = list(_EVOLVE(self.drafter, population, self.population_size)) if population else []
+        pairs = [(_key(s), s) for s in evolved]
+        stats.update(
+            draft_s=time.perf_counter() - start,
+            psa_s=self.draft_model.seconds - psa,
+            draft_scored=self.draft_model.scored - scored,
+        )
+        return DraftResult([(_key(s), s) for s in samples], pairs, unevolved, stats)
+
+    def start(self) -> None:
+        """Run on a thread of its own; `result` waits for it."""
+        future: Future = Future()
+
+        def work() -> None:
+            try:
+                future.set_result(self.run())
+            except BaseException as err:  # re-raised by `result`, in the search's thread
+                future.set_exception(err)
+
+        self._future = future
+        threading.Thread(target=work, name="pruner-draft", daemon=True).start()
+
+    @property
+    def started(self) -> bool:
+        return self._future is not None
+
+    def result(self) -> tuple[DraftResult, float]:
+        """The result of a started draft, and the seconds this call waited for it."""
+        if self._future is None:
+            raise RuntimeError("Draft.result() before Draft.start()")
+        start = time.perf_counter()
+        result = self._future.result()
+        return result, time.perf_counter() - start

@@ -1,0 +1,81 @@
+"""A draft run alongside the tuning loop (`bridge.drafting`, `SearchConfig.draft_ahead`): the same draft
+as in turn, taken up by the next round, on real llvm tuning."""
+
+import json
+import math
+
+from bridge.config import CostModelConfig, MeasureConfig, SearchConfig, TuneConfig
+from bridge.draft_verify import DraftVerifySearch
+from bridge.psa import PSACostModel
+from bridge.tuning import tune_tasks
+from data import zoo
+from tests.bridge.test_search import matmul
+from tvm_env import PooledLocalBuilder, ms, parse_target, setup, tvm_ffi
+
+TARGET = {"kind": "llvm", "mcpu": "native", "num-cores": 2}
+
+
+def _strategy(seed: int) -> DraftVerifySearch:
+    """A strategy set up on a task whose MetaSchedule sampling runs on one thread: with more, which
+    thread (and random stream) samples which schedule varies from run to run."""
+    strategy = DraftVerifySearch(draft=PSACostModel(device="a100"), population_size=48, potential_size=12)
+    target = parse_target(TARGET)
+    setup(target)
+    context = ms.TuneContext(
+        mod=matmul(),
+        target=target,
+        space_generator="post-order-apply",
+        search_strategy=strategy,
+        task_name="task",
+        num_threads=1,
+        rand_state=seed,
+    )
+    strategy.pre_tuning(
+        8, 4, context.generate_design_space(), ms.database.MemoryDatabase(), ms.cost_model.RandomModel()
+    )
+    return strategy
+
+
+def test_a_draft_alongside_gives_what_the_same_draft_in_turn_gives():
+    inline, alongside = _strategy(seed=3), _strategy(seed=3)
+    first = inline._new_draft().run()
+    background = alongside._new_draft()
+    background.start()
+    second, waited = background.result()
+    assert waited >= 0.0 and len(first.evolved) == 48
+    assert [k for k, _ in first.evolved] == [k for k, _ in second.evolved]
+    assert [k for k, _ in first.samples] == [k for k, _ in second.samples]
+    assert all(k == int(tvm_ffi.structural_hash(s.mod)) for k, s in second.evolved)  # hashed in the draft's thread
+    assert second.stats["draft_scored"] > 0 and second.stats["samples"] == len(second.samples)
+    # the next draft of each, from its evolved population, agrees too
+    for strategy, result in ((inline, first), (alongside, second)):
+        strategy._take(result)
+    assert [k for k, _ in inline._new_draft().run().evolved] == [k for k, _ in alongside._new_draft().run().evolved]
+
+
+def test_stall_drafts_run_alongside_and_the_next_round_takes_them_up(tmp_path):
+    """With redraft_stall 1 a task re-drafts whenever a round found nothing better: each such draft
+    starts in one round's search and gives the next round's batch; nothing is measured twice."""
+    result = tune_tasks(
+        [zoo.operator_task("matmul:64,64,64")],
+        json.loads(json.dumps(TARGET)),
+        TuneConfig(out=str(tmp_path), trials=32, trials_per_round=4),
+        cost_model=CostModelConfig(name="pam", epochs=3),
+        search=SearchConfig(psa="a100", population=48, potential=24, redraft_stall=1, draft_ahead=True),
+        measure=MeasureConfig(number=2, min_repeat_ms=5),
+        builder=PooledLocalBuilder(max_workers=2),
+        progress=False,
+    )
+    rows = result.rows
+    started = [i for i, r in enumerate(rows) if r.get("draft_started") == 1]
+    assert started, [(r["best_us"], r["drafted"]) for r in rows]  # 8 rounds of a 64^3 matmul stall at least once
+    for i in started:
+        assert not rows[i]["drafted"]  # that round verified the space it had
+        if i + 1 < len(rows):  # the next round's batch came from the draft, which it may have waited for
+            taken = rows[i + 1]
+            assert taken["drafted"] == 1 and taken["draft_wait_s"] >= 0.0 and taken["draft_scored"] > 0
+            assert taken["draft_s"] >= taken["draft_wait_s"]
+    assert rows[0]["drafted"] == 1 and math.isnan(rows[0]["draft_wait_s"])  # the first draft runs in turn
+    records = result.database.get_all_tuning_records()
+    assert len(records) == 32
+    assert len({int(tvm_ffi.structural_hash(r.as_measure_candidate().sch.mod)) for r in records}) == 32
