@@ -280,7 +280,7 @@ def main(argv: list[str] | None = None) -> None:
     # the first arm of a call would otherwise pay the build and walk workers' start-up in its budget
     walk_pool = WalkPool(default_walk_workers())
     warming = walk_pool.warm()
-    builder.warm()
+    builder.warm(target)  # CUDA: each worker also builds a tiny kernel (NVRTC loaded before the first arm)
     if warming is not None:
         warming.join()
     for seed, workload, method in arms:

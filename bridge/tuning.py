@@ -40,6 +40,7 @@ from tvm_env import (
     ms,
     parse_target,
     setup,
+    target_spec,
     task_loggers,
     tvm,
     usable_cores,
@@ -136,22 +137,6 @@ def records_by_task(database: Any, tasks: Sequence[Any]) -> dict[str, tuple[int,
     return out
 
 
-def target_spec(target: Any) -> Any:
-    """The target's export as plain JSON types (TVM returns Map / Array / String)."""
-
-    def plain(value: Any) -> Any:
-        if hasattr(value, "items"):
-            return {str(k): plain(v) for k, v in value.items()}
-        if isinstance(value, (str, int, float, bool)) or value is None:
-            return value if not isinstance(value, str) else str(value)
-        try:
-            return [plain(v) for v in value]
-        except TypeError:
-            return str(value)
-
-    return plain(target.export())
-
-
 def target_label(target: Any) -> str:
     """Short name of a target for titles: its kind and CPU / architecture ("llvm native", "cuda sm_90a")."""
     spec = target.export()
@@ -237,7 +222,7 @@ def start_workers(target: Any, measure: MeasureConfig, *, walk: bool, build: boo
         builder = PooledLocalBuilder(
             max_workers=measure.workers or cores, timeout_sec=measure.timeout, max_source_kb=measure.max_source_kb
         )
-        threading.Thread(target=builder.warm, name="build-pool-warm", daemon=True).start()
+        threading.Thread(target=builder.warm, args=(target,), name="build-pool-warm", daemon=True).start()
     walk_pool = WalkPool(default_walk_workers())
     if walk:
         walk_pool.warm()

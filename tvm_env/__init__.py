@@ -19,7 +19,7 @@ from tvm.s_tir import meta_schedule as ms
 from tvm_env.builder import PooledLocalBuilder, fast_build, one_build_thread
 from tvm_env.configure import setup, task_loggers, usable_cores
 from tvm_env.runner import StartedRunner, init_device
-from tvm_env.target import is_gpu, parse_target, target_device_name
+from tvm_env.target import is_gpu, parse_target, target_device_name, target_spec
 
 __all__ = [
     "PooledLocalBuilder",
@@ -30,6 +30,7 @@ __all__ = [
     "one_build_thread",
     "ms",
     "parse_target",
+    "target_spec",
     "setup",
     "target_device_name",
     "task_loggers",

@@ -19,6 +19,7 @@
 from __future__ import annotations
 
 import functools
+import json
 import threading
 from collections.abc import Sequence
 from concurrent.futures import Future
@@ -30,6 +31,7 @@ from tvm.s_tir import meta_schedule as ms
 
 from tvm_env import nvrtc
 from tvm_env.configure import usable_cores
+from tvm_env.target import parse_target, target_spec
 
 __all__ = ["SPARE_AHEAD", "PooledLocalBuilder", "fast_build", "one_build_thread"]
 
@@ -50,6 +52,35 @@ def one_build_thread() -> None:
     import os
 
     os.environ["TVM_NUM_THREADS"] = "1"
+
+
+def _tiny_kernel() -> Any:
+    """A 64-element add with its loop bound to CUDA threads: the smallest kernel a CUDA build takes."""
+    from tvm import te
+
+    a = te.placeholder((64,), name="A")
+    b = te.compute((64,), lambda i: a[i] + 1.0, name="B")
+    sch = tvm.s_tir.Schedule(tvm.IRModule({"main": te.create_prim_func([a, b])}))
+    (loop,) = sch.get_loops(sch.get_sblock("B"))
+    sch.bind(loop, "threadIdx.x")
+    return sch.mod
+
+
+def warm_worker(target_json: str | None) -> bool:
+    """A build worker's warm-up: for a CUDA target, build one tiny kernel with `fast_build`, so that the
+    worker has loaded NVRTC and the CUDA libraries before its first candidate (on the H100 machine a
+    fresh worker's first builds took 3-5 s of wall time each, most of it waiting, against 0.3-1 s
+    later). Returns whether it built; a failure only leaves the worker cold."""
+    if target_json is None:
+        return False
+    try:
+        target = tvm.target.Target(json.loads(target_json))
+        if target.kind.name != "cuda":
+            return False
+        fast_build(_tiny_kernel(), target, None)
+        return True
+    except Exception:  # noqa: BLE001 - a warm-up that fails costs nothing but the warm-up
+        return False
 
 
 def fast_build(mod: Any, target: Any, _params: Any, max_source_kb: float | None = None) -> Any:
@@ -120,6 +151,8 @@ class PooledLocalBuilder(ms.builder.LocalBuilder._cls):
         super().__init__(max_workers=max_workers or usable_cores(), timeout_sec=timeout_sec, f_build=f_build)
         self.reuse_batches, self.max_source_kb, self._pool, self._batches = reuse_batches, max_source_kb, None, 0
         self._spare: Future | None = None  # the next pool, started ahead (`SPARE_AHEAD`)
+        self._target_json: str | None = None  # the target its workers warm up for (`warm_worker`)
+        self.warmed: list[bool] = []  # what `warm_worker` returned in the last pool warmed
         self.restarts = 0
         self.last_batch: dict[str, float] = {}
         self._lock, self._running = threading.Lock(), set()
@@ -129,8 +162,12 @@ class PooledLocalBuilder(ms.builder.LocalBuilder._cls):
 
         pool = PopenPoolExecutor(max_workers=self.max_workers, timeout=self.timeout_sec, initializer=one_build_thread)
         if warm:
-            list(pool.map_with_error_catching(lambda _: None, range(self.max_workers)))
+            self._warm(pool)
         return pool
+
+    def _warm(self, pool: Any) -> None:
+        results = pool.map_with_error_catching(warm_worker, [self._target_json] * self.max_workers)
+        self.warmed = [bool(r.value) for r in results]
 
     def _fresh_pool(self) -> None:
         """Swap in the spare pool (waiting for its start if need be), or a new one; caller holds the lock."""
@@ -158,12 +195,16 @@ class PooledLocalBuilder(ms.builder.LocalBuilder._cls):
         self._spare = spare
         threading.Thread(target=start, name="build-pool-spare", daemon=True).start()
 
-    def warm(self) -> None:
-        """Start every worker now (each imports TVM, seconds), so the first build does not pay it."""
+    def warm(self, target: Any = None) -> None:
+        """Start every worker now (each imports TVM, seconds), so the first build does not pay it;
+        with a CUDA `target` each also builds a tiny kernel (`warm_worker`), and so do the workers of
+        every pool that replaces them."""
+        if target is not None:
+            self._target_json = json.dumps(target_spec(parse_target(target)))
         with self._lock:
             if self._pool is None:
                 self._fresh_pool()
-        list(self._pool.map_with_error_catching(lambda _: None, range(self.max_workers)))
+        self._warm(self._pool)
 
     def submit(self, build_inputs: list) -> list[Future]:
         """Start building `build_inputs` and return at once: one future a build, for `finish`.

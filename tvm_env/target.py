@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import json
 import os
+from typing import Any
 
 import tvm
 
-__all__ = ["is_gpu", "parse_target", "target_device_name"]
+__all__ = ["is_gpu", "parse_target", "target_device_name", "target_spec"]
 
 
 def parse_target(target: str | dict | tvm.target.Target) -> tvm.target.Target:
@@ -50,3 +51,20 @@ def target_device_name(target: tvm.target.Target) -> str:
     if attrs["kind"] == "llvm":
         return f"llvm-{attrs.get('mcpu', 'generic')}-{attrs.get('num-cores', 1)}c"
     return f"{attrs['kind']}-{attrs.get('arch', 'generic')}"
+
+
+def target_spec(target: tvm.target.Target) -> Any:
+    """The target's export as plain JSON types (TVM returns Map / Array / String): what
+    `parse_target` takes back, e.g. in another process."""
+
+    def plain(value: Any) -> Any:
+        if hasattr(value, "items"):
+            return {str(k): plain(v) for k, v in value.items()}
+        if isinstance(value, (str, int, float, bool)) or value is None:
+            return value if not isinstance(value, str) else str(value)
+        try:
+            return [plain(v) for v in value]
+        except TypeError:
+            return str(value)
+
+    return plain(target.export())

@@ -115,3 +115,20 @@ def test_the_pool_that_replaces_the_workers_starts_ahead_and_the_restart_only_sw
     results = builder.build([ms.builder.BuilderInput(m, target) for m in mods])  # the restart
     assert builder._pool is spare and builder._pool is not first and builder.restarts == 1
     assert [r.error_msg for r in results] == [None, None] and all(os.path.isfile(str(r.artifact_path)) for r in results)
+
+
+def test_workers_warm_up_for_a_cuda_target_by_building_a_tiny_kernel():
+    """A fresh worker's first CUDA builds waited 3-5 s each for NVRTC and the CUDA libraries to load;
+    `warm(target)` has every worker build one tiny kernel first (here TVM generates its source)."""
+    builder = PooledLocalBuilder(max_workers=2, reuse_batches=SPARE_AHEAD + 1)
+    builder.warm("nvidia/nvidia-h100")
+    assert builder.warmed == [True, True]
+    builder.warm({"kind": "llvm", "num-cores": 1})  # nothing to load for a CPU target
+    assert builder.warmed == [False, False]
+    builder.warm("nvidia/nvidia-h100")
+    target = parse_target({"kind": "llvm", "num-cores": 1})
+    mod = tvm.IRModule({"main": te.create_prim_func(te_workload.matmul(8, 8, 8))})
+    for _ in range(2):  # the spare pool starts after the first batch, warmed for the same CUDA target
+        builder.build([ms.builder.BuilderInput(mod, target)])
+    builder._spare.result(timeout=120)
+    assert builder.warmed == [True, True]
