@@ -1,0 +1,88 @@
+"""Where the time of tuning runs went, one line a curve: trials, final latency, the GPU's idle share
+and where it fell, drafting, builds (`bridge.curve` on each `tuning_curve.csv` or suite arm CSV).
+
+    python benchmarks/curve_stats.py benchmarks/results/ablations/ab9_fill64*/*/pruner-s0.csv
+    python benchmarks/curve_stats.py runs/mm/tuning_curve.csv --workers 16 --json stats.json
+
+Columns: trials; final (the best latency, us); idle (share of the run with no batch on the device)
+and its parts (before the first batch / rounds that waited on a draft / the rest); drafting (share
+of the run spent drafting, alongside or in turn); build (median seconds a batch took to build);
+busy (median share of the build workers' time a batch kept busy; needs --workers); deferred (picks
+a batch left building for the next); redrafts (drafts after the first); draft waits (seconds rounds
+waited for drafts started alongside).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from pathlib import Path
+
+from jsonargparse import ArgumentParser
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bridge.curve import (  # noqa: E402 - after the path insert, as the other benchmarks
+    build_busy,
+    build_per_round,
+    deferred_picks,
+    device_idle_parts,
+    device_idle_share,
+    drafting_share,
+)
+from bridge.search_log import read_rounds  # noqa: E402
+
+
+def curve_stats(rows: list[dict], workers: int = 16) -> dict[str, float]:
+    """The statistics of one run's curve rows (module docstring); NaN where a column is missing."""
+    if not rows:
+        raise ValueError("no curve rows")
+    waits = [float(r.get("draft_wait_s", math.nan)) for r in rows]
+    return {
+        "trials": float(rows[-1]["total_trials"]),
+        "final_us": min(float(r["best_us"]) for r in rows),
+        "idle": device_idle_share(rows),
+        **{f"idle_{k}": v for k, v in device_idle_parts(rows).items()},
+        "drafting": drafting_share(rows),
+        "build_s": build_per_round(rows),
+        "busy": build_busy(rows, workers),
+        "deferred": float(deferred_picks(rows)),
+        "redrafts": float(sum(1 for r in rows[1:] if float(r.get("drafted", 0) or 0) > 0)),
+        "draft_wait_s": float(sum(w for w in waits if math.isfinite(w))),
+    }
+
+
+def _pct(x: float) -> str:
+    return f"{100 * x:.0f}%" if math.isfinite(x) else "n/a"
+
+
+def line(path: str, stats: dict[str, float]) -> str:
+    return (
+        f"{path}: {stats['trials']:,.0f} trials, final {stats['final_us']:.2f} us, idle {_pct(stats['idle'])} "
+        f"({_pct(stats['idle_before_first'])} / {_pct(stats['idle_drafts'])} / {_pct(stats['idle_other'])}), "
+        f"drafting {_pct(stats['drafting'])}, build {stats['build_s']:.1f} s, busy {_pct(stats['busy'])}, "
+        f"deferred {stats['deferred']:.0f}, redrafts {stats['redrafts']:.0f}, draft waits {stats['draft_wait_s']:.1f} s"
+    )
+
+
+def main(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
+    p = ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("curves", nargs="+", help="tuning_curve.csv files or suite arm CSVs")
+    p.add_argument("--workers", type=int, default=16, help="build workers of the runs (for busy)")
+    p.add_argument("--json", default=None, help="also write the statistics here")
+    args = p.parse_args(argv)
+    out = {}
+    for path in args.curves:
+        rows = read_rounds(path)
+        if not rows:
+            raise ValueError(f"{path}: no curve rows (missing or empty)")
+        out[path] = curve_stats(rows, args.workers)
+        print(line(path, out[path]))
+    if args.json:
+        Path(args.json).write_text(json.dumps(out, indent=1))
+    return out
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,37 @@
+"""benchmarks/curve_stats.py on real device curves: the line and the JSON agree with bridge.curve."""
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from benchmarks import curve_stats
+from bridge.curve import device_idle_parts, device_idle_share
+from bridge.search_log import read_rounds
+
+ROOT = Path(__file__).resolve().parents[1]
+CURVES = sorted(str(p) for p in (ROOT / "benchmarks/results/ablations").glob("ab9_fill64*/*/pruner-s0.csv"))
+
+
+def test_each_curve_gets_a_line_and_its_statistics_in_the_json(tmp_path, capsys):
+    assert len(CURVES) == 4
+    out = curve_stats.main([*CURVES, "--json", str(tmp_path / "s.json")])
+    printed = capsys.readouterr().out.splitlines()
+    assert [line.split(": ")[0] for line in printed] == CURVES
+    assert json.loads((tmp_path / "s.json").read_text()) == out
+    for path in CURVES:
+        rows, stats = read_rounds(path), out[path]
+        assert stats["trials"] == rows[-1]["total_trials"] and stats["final_us"] == rows[-1]["best_us"]
+        assert stats["idle"] == pytest.approx(device_idle_share(rows))
+        parts = device_idle_parts(rows)
+        assert sum(stats[f"idle_{k}"] for k in parts) == pytest.approx(stats["idle"], abs=1e-6)
+        assert 0 < stats["busy"] <= 1 and stats["redrafts"] == sum(1 for r in rows[1:] if r["drafted"])
+    ahead = [out[p] for p in CURVES if "ahead" in p]
+    assert all(s["draft_wait_s"] >= 0 for s in ahead) and any(s["draft_wait_s"] > 0 for s in ahead)
+    assert all(math.isfinite(s["drafting"]) for s in out.values())
+
+
+def test_a_missing_curve_is_named(tmp_path):
+    with pytest.raises(ValueError, match="nothing.csv: no curve rows"):
+        curve_stats.main([str(tmp_path / "nothing.csv")])
