@@ -256,6 +256,8 @@ class DraftVerifySearch(_ResumableSearch):
         self._ready: tuple[list | None, dict] | None = None  # a batch searched ahead, with its stats
         self._deferred: Pairs = []  # picks whose build a prefetch left running, for the next batch
         self._background: Draft | None = None  # a stall draft running alongside (`draft_ahead`)
+        self._best: dict[int, tuple[float, Any]] = {}  # measured schedules: key -> (latency, schedule)
+        self._seeded = False  # whether `_best` holds the database's best records of earlier runs
         self._waited = 0.0  # seconds the loop waited on the search since the last batch was handed out
         self._drafts = 0
         self._stall = StallRule(self.redraft_stall, backoff=self.redraft_backoff, best=self.best_before)
@@ -311,6 +313,11 @@ class DraftVerifySearch(_ResumableSearch):
             self._waited += self.pipeline.join_search()
         self._fill.observe_device(self.device_s, len(results))
         latencies = [mean_latency(r.run_secs) if r.error_msg is None else math.inf for r in results]
+        for c, latency in zip(measure_candidates, latencies):
+            if math.isfinite(latency):
+                self._best[_key(c.sch)] = (latency, c.sch)
+        if len(self._best) > 2 * self._best_kept:  # no round asks for more than the best _best_kept
+            self._best = dict(self._sorted_best()[: self._best_kept])
         if self._gate is not None:  # both models score the batch before the verifier learns from it
             verifier, draft = (m.predict(self.context, measure_candidates) for m in (self.cost_model, self.draft))
             self._gate.observe(verifier, draft, latencies)
@@ -394,17 +401,41 @@ class DraftVerifySearch(_ResumableSearch):
         return inner
 
     def _best_measured(self, limit: int) -> list:
-        """Up to `limit` best measured schedules of the task, replayed with the postprocessors."""
-        if limit <= 0 or not self.database.has_workload(self.context.mod):
+        """Up to `limit` best measured schedules of the task, fastest first: this run's own
+        measurements (`_notify` keeps them) and, read once, the best records an earlier run left in
+        the database, replayed with the postprocessors. Replaying a record took 5-26 ms on the
+        host, and a round asked for up to 51 of them and a draft for 102 (1.3 s of a 7.3 s verify
+        of the 3x3 conv, docs/benchmarks.md), so they are not replayed every round."""
+        if limit <= 0:
             return []
+        if not self._seeded:
+            self._seeded = True
+            self._seed_best(self._best_kept)
+        return [sch for _, (_, sch) in self._sorted_best()[:limit]]
+
+    @property
+    def _best_kept(self) -> int:
+        """The most best-measured schedules a draft or a verify asks for."""
+        return max(1, int(self.population_size * max(self.init_measured_ratio, self.pool_measured_ratio)))
+
+    def _sorted_best(self) -> list:
+        return sorted(self._best.items(), key=lambda item: (item[1][0], item[0]))
+
+    def _seed_best(self, limit: int) -> None:
+        """The best `limit` records the database held for this task before this run measured any."""
+        if limit <= 0 or not self.database.has_workload(self.context.mod):
+            return
         workload = self.database.commit_workload(self.context.mod)
-        out = []
         for record in self.database.get_top_k(workload, limit):
+            latency = mean_latency(record.run_secs)
+            if not math.isfinite(latency):
+                continue
             try:
-                out.append(record.as_measure_candidate().sch)
+                sch = record.as_measure_candidate().sch
             except Exception as err:  # a record whose trace no longer applies: skip it, say so
                 logger.warning("%s: cannot replay a measured record: %s", self.task_name, err)
-        return out
+                continue
+            self._best.setdefault(_key(sch), (latency, sch))
 
     def _new_draft(self) -> Draft:
         """The next draft: the last population (less what was measured) refreshed with fresh samples

@@ -1,0 +1,126 @@
+"""Where one draft-then-verify round's search time goes, on the host for a CUDA target: PAM is trained
+on the best records of a tuning database, one round drafts, and the next round (verify only) runs
+under cProfile. Prints both rounds' statistics and the profile's top entries by cumulative time.
+
+    python benchmarks/verify_profile.py --workload conv2d:1,35,35,64,96,3,1,1 \
+        --database benchmarks/results/suite_databases/ablations/ab8_fill64/conv2d_1x35x35x64x96x3x1x1/pruner-s0
+"""
+
+from __future__ import annotations
+
+import cProfile
+import io
+import lzma
+import pstats
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from jsonargparse import ArgumentParser
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+
+def _database(folder: Path, into: Path):
+    """A JSONDatabase of `folder`'s database_*.json (or .json.xz, decompressed into `into`)."""
+    from tvm_env import ms
+
+    paths = {}
+    for name in ("database_workload.json", "database_tuning_record.json"):
+        plain, packed = folder / name, folder / f"{name}.xz"
+        if plain.exists():
+            shutil.copyfile(plain, into / name)
+        elif packed.exists():
+            with lzma.open(packed) as src, open(into / name, "wb") as dst:
+                shutil.copyfileobj(src, dst)
+        else:
+            raise ValueError(f"{folder}: no {name} or {name}.xz")
+        paths[name] = str(into / name)
+    return ms.database.JSONDatabase(
+        path_workload=paths["database_workload.json"], path_tuning_record=paths["database_tuning_record.json"]
+    )
+
+
+def profile_round(
+    workload: str,
+    database: str,
+    target: str = "nvidia/nvidia-h100",
+    records: int = 400,
+    batch: int = 64,
+    population: int = 512,
+    potential: int = 512,
+    threads: int = 2,
+    top: int = 30,
+) -> dict:
+    """Run the two rounds; returns {"draft_round": stats, "verify_round": stats, "profile": text}."""
+    from bridge.cost_model import PrunerCostModel
+    from bridge.draft_verify import DraftVerifySearch
+    from bridge.psa import PSACostModel
+    from data import zoo
+    from data.features import FeatureCache, WalkPool
+    from tvm_env import ms, parse_target, setup
+
+    parsed = parse_target(target)
+    setup(parsed)
+    task = zoo.operator_task(workload)
+    with tempfile.TemporaryDirectory() as tmp:
+        db = _database(Path(database), Path(tmp))
+        if not db.has_workload(task.mod):
+            raise ValueError(f"{database}: holds no records of {workload}")
+        features = FeatureCache(pool=WalkPool(0))
+        pam = PrunerCostModel(mode="pam", device="cpu", epochs=5, seed=0, features=features)
+        search = DraftVerifySearch(
+            draft=PSACostModel(device="h100", features=features), population_size=population, potential_size=potential
+        )
+        context = ms.TuneContext(
+            mod=task.mod,
+            target=parsed,
+            space_generator="post-order-apply",
+            search_strategy=search,
+            task_name=task.name,
+            num_threads=threads,
+            rand_state=0,
+        )
+        search.pre_tuning(1 << 20, batch, context.generate_design_space(), db, pam)
+        best = db.get_top_k(db.commit_workload(task.mod), records)
+        candidates = [r.as_measure_candidate() for r in best]
+        pam.update(context, candidates, [ms.runner.RunnerResult([float(s) for s in r.run_secs], None) for r in best])
+        start = time.perf_counter()
+        _, drafted = search._search(batch)
+        drafted["wall_s"] = time.perf_counter() - start
+        profiler = cProfile.Profile()
+        start = time.perf_counter()
+        profiler.enable()
+        _, verified = search._search(batch)
+        profiler.disable()
+        verified["wall_s"] = time.perf_counter() - start
+        search.post_tuning()
+    text = io.StringIO()
+    pstats.Stats(profiler, stream=text).sort_stats("cumulative").print_stats(top)
+    return {"draft_round": drafted, "verify_round": verified, "profile": text.getvalue()}
+
+
+def main(argv: list[str] | None = None) -> dict:
+    p = ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--workload", required=True, help="an operator spec (data.zoo.operator_task)")
+    p.add_argument("--database", required=True, help="a tuning run's folder with database_*.json[.xz]")
+    p.add_argument("--target", default="nvidia/nvidia-h100")
+    p.add_argument("--records", type=int, default=400, help="PAM trains on the database's best this-many")
+    p.add_argument("--batch", type=int, default=64)
+    p.add_argument("--population", type=int, default=512)
+    p.add_argument("--potential", type=int, default=512)
+    p.add_argument("--threads", type=int, default=2, help="the search's threads (TuneContext.num_threads)")
+    p.add_argument("--top", type=int, default=30, help="profile entries to print")
+    args = p.parse_args(argv)
+    out = profile_round(**{k: v for k, v in vars(args).items() if k != "config"})
+    for name in ("draft_round", "verify_round"):
+        stats = {k: round(v, 3) for k, v in out[name].items() if isinstance(v, float)}
+        print(f"{name}: {stats}")
+    print(out["profile"])
+    return out
+
+
+if __name__ == "__main__":
+    main()

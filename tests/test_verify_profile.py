@@ -1,0 +1,26 @@
+"""benchmarks/verify_profile.py on a real H100 tuning database (the ab9 dense layer), at a small size."""
+
+from pathlib import Path
+
+import pytest
+
+from benchmarks import verify_profile
+
+DB = Path(__file__).resolve().parents[1] / "benchmarks/results/suite_databases/ablations/ab9_fill64/dense_128x3072x768/pruner-s0"
+
+
+def test_a_draft_round_then_a_profiled_verify_round(capsys):
+    out = verify_profile.main(
+        ["--workload", "dense:128,3072,768", "--database", str(DB), "--records", "40", "--population", "64"]
+        + ["--potential", "32", "--batch", "16", "--top", "8"]
+    )
+    drafted, verified = out["draft_round"], out["verify_round"]
+    assert drafted["drafted"] == 1 and drafted["draft_s"] > 0 and drafted["samples"] > 0
+    assert verified["drafted"] == 0 and verified["cold_start"] == 0  # PAM learned from the records: it ranks
+    assert 0 < verified["verifier_s"] < verified["verify_s"] <= verified["wall_s"]
+    assert "_verify" in out["profile"] and "verify_round:" in capsys.readouterr().out
+
+
+def test_a_folder_without_a_database_is_named(tmp_path):
+    with pytest.raises(ValueError, match="no database_workload.json"):
+        verify_profile.main(["--workload", "dense:128,3072,768", "--database", str(tmp_path)])
