@@ -6,7 +6,10 @@ import pytest
 
 from benchmarks import verify_profile
 
-DB = Path(__file__).resolve().parents[1] / "benchmarks/results/suite_databases/ablations/ab9_fill64/dense_128x3072x768/pruner-s0"
+DB = (
+    Path(__file__).resolve().parents[1]
+    / "benchmarks/results/suite_databases/ablations/ab9_fill64/dense_128x3072x768/pruner-s0"
+)
 
 
 def test_a_draft_round_then_a_profiled_verify_round(capsys):
