@@ -7,7 +7,7 @@ import math
 from bridge.config import CostModelConfig, MeasureConfig, SearchConfig, TuneConfig
 from bridge.draft_verify import DraftVerifySearch
 from bridge.psa import PSACostModel
-from bridge.tuning import tune_tasks
+from bridge.tuning import start_workers, tune_tasks
 from data import zoo
 from tests.bridge.test_search import matmul
 from tvm_env import PooledLocalBuilder, ms, parse_target, setup, tvm_ffi
@@ -55,21 +55,38 @@ def test_a_draft_alongside_gives_what_the_same_draft_in_turn_gives():
 
 def test_stall_drafts_run_alongside_and_the_next_round_takes_them_up(tmp_path):
     """With redraft_stall 1 a task re-drafts whenever a round found nothing better: each such draft
-    starts in one round's search and gives the next round's batch; nothing is measured twice."""
-    result = tune_tasks(
-        [zoo.operator_task("matmul:64,64,64")],
-        json.loads(json.dumps(TARGET)),
-        TuneConfig(out=str(tmp_path), trials=32, trials_per_round=4),
-        cost_model=CostModelConfig(name="pam", epochs=3),
-        search=SearchConfig(psa="a100", population=48, potential=24, redraft_stall=1, draft_ahead=True),
-        measure=MeasureConfig(number=2, min_repeat_ms=5),
-        builder=PooledLocalBuilder(max_workers=2),
-        progress=False,
-    )
+    starts in one round's search and gives the next round's batch; nothing is measured twice. The
+    run walks the TIR on a pool started before it (`start_workers`, as tune.py does while it
+    extracts the tasks: on the H100 machine the first draft waited 8-10 s for a pool started with
+    the run), and a second run walks on the same processes."""
+    _, pool = start_workers(TARGET, MeasureConfig(), walk=True, build=False)
+    pool.workers, pool.min_batch = 2, 8  # this machine has too few cores for a pool by default
+    pool.warm().join()
+    started = {tid: worker._proc.pid for tid, worker in pool._pool._worker_map.items()}
+    assert len(started) == 2
+    walked = []
+    walk = pool.walk
+    pool.walk = lambda mods, *args: walked.append(len(mods)) or walk(mods, *args)
+    builder = PooledLocalBuilder(max_workers=2)
+
+    def tune(out: str, trials: int):
+        return tune_tasks(
+            [zoo.operator_task("matmul:64,64,64")],
+            json.loads(json.dumps(TARGET)),
+            TuneConfig(out=str(tmp_path / out), trials=trials, trials_per_round=4),
+            cost_model=CostModelConfig(name="pam", epochs=3),
+            search=SearchConfig(psa="a100", population=48, potential=24, redraft_stall=1, draft_ahead=True),
+            measure=MeasureConfig(number=2, min_repeat_ms=5),
+            builder=builder,
+            walk_pool=pool,
+            progress=False,
+        )
+
+    result = tune("a", 24)
     rows = result.rows
-    started = [i for i, r in enumerate(rows) if r.get("draft_started") == 1]
-    assert started, [(r["best_us"], r["drafted"]) for r in rows]  # 8 rounds of a 64^3 matmul stall at least once
-    for i in started:
+    started_drafts = [i for i, r in enumerate(rows) if r.get("draft_started") == 1]
+    assert started_drafts, [(r["best_us"], r["drafted"]) for r in rows]  # 6 rounds of a 64^3 matmul stall
+    for i in started_drafts:
         assert not rows[i]["drafted"]  # that round verified the space it had
         if i + 1 < len(rows):  # the next round's batch came from the draft, which it may have waited for
             taken = rows[i + 1]
@@ -77,5 +94,10 @@ def test_stall_drafts_run_alongside_and_the_next_round_takes_them_up(tmp_path):
             assert taken["draft_s"] >= taken["draft_wait_s"]
     assert rows[0]["drafted"] == 1 and math.isnan(rows[0]["draft_wait_s"])  # the first draft runs in turn
     records = result.database.get_all_tuning_records()
-    assert len(records) == 32
-    assert len({int(tvm_ffi.structural_hash(r.as_measure_candidate().sch.mod)) for r in records}) == 32
+    assert len(records) == 24
+    assert len({int(tvm_ffi.structural_hash(r.as_measure_candidate().sch.mod)) for r in records}) == 24
+    before = len(walked)
+    assert before > 0 and sum(walked) >= 8  # the drafts walked on the pool
+    tune("b", 4)
+    assert len(walked) > before  # so did the second run's, on the processes started before the first
+    assert pool._pool._worker_map and {t: w._proc.pid for t, w in pool._pool._worker_map.items()} == started

@@ -203,35 +203,3 @@ def test_a_straggler_left_building_is_measured_in_the_next_batch_once(tmp_path, 
     for r, d in zip(rows[1:-1], deferred):  # a batch that left picks building was handed out without them
         assert r["trials"] == 12 - d or d == 0, rows
     assert math.isnan(rows[0]["deferred"])  # searched in the loop, not built ahead
-
-
-def test_runs_walk_on_a_pool_started_before_them_and_share_it(tmp_path, builder):
-    """`start_workers` starts the walk pool's processes before the run (tune.py: while it extracts the
-    tasks), which made the first draft 8-10 s longer on the H100 machine when they started with it."""
-    from bridge.tuning import start_workers
-
-    _, pool = start_workers(json.loads(TARGET), MeasureConfig(), walk=True, build=False)
-    pool.workers, pool.min_batch = 2, 8  # this machine has too few cores for a pool by default
-    pool.warm().join()
-    processes = pool._pool
-    started = {tid: worker._proc.pid for tid, worker in processes._worker_map.items()}
-    assert len(started) == 2
-    walked = []
-    walk = pool.walk
-    pool.walk = lambda mods, *args: walked.append(len(mods)) or walk(mods, *args)
-    for out in ("a", "b"):
-        before = len(walked)
-        tune_tasks(
-            [zoo.operator_task("matmul:64,64,64")],
-            json.loads(TARGET),
-            TuneConfig(out=str(tmp_path / out), trials=4, trials_per_round=4),
-            cost_model=CostModelConfig(name="pam", epochs=3),
-            search=SearchConfig(psa="a100", population=48, potential=12),
-            measure=MeasureConfig(number=2, min_repeat_ms=5),
-            builder=builder,
-            walk_pool=pool,
-            progress=False,
-        )
-        assert len(walked) > before and sum(walked[before:]) >= 8  # each run's draft walked on the pool
-    # the same processes served both runs: none started with a run
-    assert pool._pool is processes and {t: w._proc.pid for t, w in processes._worker_map.items()} == started
