@@ -56,15 +56,7 @@ def main() -> None:
     strategy = DraftVerifySearch(
         draft=draft, population_size=args.population, potential_size=args.potential, redraft_every=1, log=log
     )
-    context = ms.TuneContext(
-        mod=mod,
-        target=target,
-        space_generator="post-order-apply",
-        search_strategy=strategy,
-        task_name="conv2d",
-        num_threads=args.threads or "physical",
-        rand_state=args.seed,
-    )
+    context = tvm_env.task_context(mod, target, strategy, "conv2d", threads=args.threads or "physical", seed=args.seed)
     strategy.pre_tuning(16 * args.rounds, 16, context.generate_design_space(), ms.database.MemoryDatabase(), verify)
     print(
         f"target {args.target}, population {args.population}, potential {args.potential}, "

@@ -60,7 +60,7 @@ def profile_round(
     from bridge.psa import PSACostModel
     from data import zoo
     from data.features import FeatureCache, WalkPool
-    from tvm_env import ms, parse_target, setup
+    from tvm_env import ms, parse_target, setup, task_context
 
     parsed = parse_target(target)
     setup(parsed)
@@ -74,15 +74,7 @@ def profile_round(
         search = DraftVerifySearch(
             draft=PSACostModel(device="h100", features=features), population_size=population, potential_size=potential
         )
-        context = ms.TuneContext(
-            mod=task.mod,
-            target=parsed,
-            space_generator="post-order-apply",
-            search_strategy=search,
-            task_name=task.name,
-            num_threads=threads,
-            rand_state=0,
-        )
+        context = task_context(task.mod, parsed, search, task.name, threads=threads)
         search.pre_tuning(1 << 20, batch, context.generate_design_space(), db, pam)
         best = db.get_top_k(db.commit_workload(task.mod), records)
         candidates = [r.as_measure_candidate() for r in best]

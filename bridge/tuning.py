@@ -41,6 +41,7 @@ from tvm_env import (
     parse_target,
     setup,
     target_spec,
+    task_context,
     task_loggers,
     tvm,
     usable_cores,
@@ -313,16 +314,7 @@ def tune_tasks(
     strategy = make_strategy(search, cost_model=cost_model.name, log=search_log, features=features, pipeline=pipeline)
     loggers = task_loggers(str(out), [t.name for t in tasks])
     contexts = [
-        ms.TuneContext(
-            mod=task.mod,
-            target=target,
-            space_generator="post-order-apply",
-            search_strategy=strategy,
-            task_name=task.name,
-            logger=logger,
-            rand_state=rand_state,
-            num_threads=cores,
-        ).clone()
+        task_context(task.mod, target, strategy, task.name, threads=cores, seed=rand_state, logger=logger).clone()
         for task, logger, rand_state in zip(tasks, loggers, ms.utils.fork_seed(config.seed, n=len(tasks)))
     ]
     remaining = config.trials - spent

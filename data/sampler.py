@@ -9,7 +9,7 @@ scheduled module.
 from __future__ import annotations
 
 from data.zoo import TaskSpec
-from tvm_env import ms, tvm, tvm_ffi, usable_cores
+from tvm_env import ms, task_context, tvm, tvm_ffi, usable_cores
 
 __all__ = ["MS_POPULATION", "sample_schedules", "schedule_hash"]
 
@@ -57,15 +57,7 @@ def sample_schedules(
     strategy = ms.search_strategy.EvolutionarySearch(
         population_size=population, init_measured_ratio=0.0, genetic_num_iters=genetic_iters
     )
-    ctx = ms.TuneContext(
-        mod=spec.mod,
-        target=target,
-        space_generator="post-order-apply",
-        search_strategy=strategy,
-        task_name=spec.name,
-        num_threads=usable_cores(),
-        rand_state=seed % (2**31 - 1),
-    )
+    ctx = task_context(spec.mod, target, strategy, spec.name, threads=usable_cores(), seed=seed % (2**31 - 1))
     ctx.pre_tuning(
         max_trials=1 << 30,
         num_trials_per_iter=n,

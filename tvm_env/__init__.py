@@ -17,7 +17,7 @@ import tvm_ffi  # re-exported for callers that need structural_hash/equal
 from tvm.s_tir import meta_schedule as ms
 
 from tvm_env.builder import PooledLocalBuilder, fast_build, one_build_thread
-from tvm_env.configure import setup, task_loggers, usable_cores
+from tvm_env.configure import setup, task_context, task_loggers, usable_cores
 from tvm_env.runner import StartedRunner, init_device
 from tvm_env.target import is_gpu, parse_target, target_device_name, target_spec
 
@@ -32,6 +32,7 @@ __all__ = [
     "parse_target",
     "target_spec",
     "setup",
+    "task_context",
     "target_device_name",
     "task_loggers",
     "tvm",

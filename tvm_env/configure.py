@@ -16,11 +16,12 @@ import logging
 import os
 import sys
 import types
+from typing import Any
 
 import tvm
 from tvm.s_tir import meta_schedule as ms
 
-__all__ = ["setup", "task_loggers", "usable_cores"]
+__all__ = ["setup", "task_context", "task_loggers", "usable_cores"]
 
 _INTRIN = "tvm.s_tir.tensor_intrin"
 
@@ -76,3 +77,29 @@ def task_loggers(work_dir: str, task_names: list[str]) -> list[logging.Logger]:
     finally:
         for handler in unnamed:
             root.addHandler(handler)
+
+
+def task_context(
+    mod: Any,
+    target: Any,
+    strategy: Any,
+    name: str,
+    *,
+    threads: int | str = "physical",
+    seed: int = 0,
+    logger: logging.Logger | None = None,
+) -> Any:
+    """MetaSchedule's `TuneContext` of one task as this project tunes: design spaces from
+    "post-order-apply", `strategy` searching them, `threads` for its sampling and evolution (with
+    more than one, which thread samples which schedule varies from run to run), `seed` its random
+    state. The context initializes `strategy` itself; `clone()` it for a tuning run."""
+    return ms.TuneContext(
+        mod=mod,
+        target=target,
+        space_generator="post-order-apply",
+        search_strategy=strategy,
+        task_name=name,
+        logger=logger,
+        rand_state=seed,
+        num_threads=threads,
+    )

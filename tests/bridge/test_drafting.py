@@ -9,8 +9,8 @@ from bridge.draft_verify import DraftVerifySearch
 from bridge.psa import PSACostModel
 from bridge.tuning import start_workers, tune_tasks
 from data import zoo
-from tests.bridge.test_search import matmul
-from tvm_env import PooledLocalBuilder, ms, parse_target, setup, tvm_ffi
+from tests.bridge.test_search import context_for, matmul
+from tvm_env import PooledLocalBuilder, ms, tvm_ffi
 
 TARGET = {"kind": "llvm", "mcpu": "native", "num-cores": 2}
 
@@ -19,17 +19,7 @@ def _strategy(seed: int) -> DraftVerifySearch:
     """A strategy set up on a task whose MetaSchedule sampling runs on one thread: with more, which
     thread (and random stream) samples which schedule varies from run to run."""
     strategy = DraftVerifySearch(draft=PSACostModel(device="a100"), population_size=48, potential_size=12)
-    target = parse_target(TARGET)
-    setup(target)
-    context = ms.TuneContext(
-        mod=matmul(),
-        target=target,
-        space_generator="post-order-apply",
-        search_strategy=strategy,
-        task_name="task",
-        num_threads=1,
-        rand_state=seed,
-    )
+    context = context_for(matmul(), strategy, seed=seed, threads=1)
     strategy.pre_tuning(
         8, 4, context.generate_design_space(), ms.database.MemoryDatabase(), ms.cost_model.RandomModel()
     )

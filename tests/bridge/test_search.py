@@ -15,7 +15,7 @@ from bridge.draft_verify import DraftVerifySearch
 from bridge.psa import PSACostModel
 from bridge.search import CountingCostModel, ResumableEvolutionarySearch
 from bridge.search_log import SearchLog, read_rounds
-from tvm_env import PooledLocalBuilder, ms, parse_target, setup, tvm, tvm_ffi
+from tvm_env import PooledLocalBuilder, ms, parse_target, setup, task_context, tvm, tvm_ffi
 
 TARGET = {"kind": "llvm", "mcpu": "native", "num-cores": 2}
 POPULATION, POTENTIAL = 48, 12
@@ -44,20 +44,12 @@ class Tally(ms.cost_model.PyCostModel):
         return self.model.predict(context, candidates)
 
 
-def context_for(mod, strategy, seed=0, clone=False):
+def context_for(mod, strategy, seed=0, clone=False, threads=2):
     """A task context; with clone=False the context initializes `strategy` itself (inspectable here),
     with clone=True it runs a clone, as tune.py's contexts do."""
     target = parse_target(TARGET)
     setup(target)
-    context = ms.TuneContext(
-        mod=mod,
-        target=target,
-        space_generator="post-order-apply",
-        search_strategy=strategy,
-        task_name="task",
-        num_threads=2,
-        rand_state=seed,
-    )
+    context = task_context(mod, target, strategy, "task", threads=threads, seed=seed)
     return context.clone() if clone else context
 
 
