@@ -5,8 +5,8 @@
 * `LocalBuilder` also starts a fresh process pool for every batch, and each worker pays the whole
   `import tvm` (2-14 s, torch included) before building one batch of kernels that take ~0.1 s each;
   `PooledLocalBuilder` keeps its workers for `reuse_batches` batches, and starts the pool that
-  replaces them in the background a few batches ahead, so no batch waits for a restart (on the H100
-  machine a batch that restarted the pool took 8-14 s instead of 2-5 s).
+  replaces them in the background a few batches ahead, so no batch waits for 16 fresh workers to
+  import TVM.
 * For CUDA, `fast_build` compiles with `tvm_env.nvrtc`: about 1 s less a candidate than TVM's
   NVRTC compile, which parses two libcu++ headers that most kernels do not use.
 * Each worker builds one candidate at a time, on one core, so its TVM thread pool has one thread

@@ -99,8 +99,8 @@ def test_the_collectors_build_workers_run_tvm_on_one_thread_at_a_lower_priority(
 
 
 def test_the_pool_that_replaces_the_workers_starts_ahead_and_the_restart_only_swaps_it():
-    """A batch that restarted the pool waited for 16 fresh workers to import TVM (8-14 s on the H100
-    machine); the successor now starts `SPARE_AHEAD` batches before and is swapped in."""
+    """A batch that restarted the pool waited for its fresh workers to import TVM (seconds each); the
+    successor now starts `SPARE_AHEAD` batches before and is swapped in."""
     target = parse_target({"kind": "llvm", "num-cores": 1})
     mods = [tvm.IRModule({"main": te.create_prim_func(te_workload.matmul(n, n, n))}) for n in (8, 16)]
     builder = PooledLocalBuilder(max_workers=2, reuse_batches=SPARE_AHEAD + 2)
