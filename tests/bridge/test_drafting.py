@@ -65,17 +65,19 @@ def test_stall_drafts_run_alongside_and_the_next_round_takes_them_up(tmp_path):
             json.loads(json.dumps(TARGET)),
             TuneConfig(out=str(tmp_path / out), trials=trials, trials_per_round=4),
             cost_model=CostModelConfig(name="pam", epochs=3),
-            search=SearchConfig(psa="a100", population=48, potential=24, redraft_stall=1, draft_ahead=True),
+            search=SearchConfig(psa="a100", population=48, potential=48, redraft_stall=1, draft_ahead=True),
             measure=MeasureConfig(number=2, min_repeat_ms=5),
             builder=builder,
             walk_pool=pool,
             progress=False,
         )
 
-    result = tune("a", 24)
+    result = tune("a", 40)
     rows = result.rows
     started_drafts = [i for i, r in enumerate(rows) if r.get("draft_started") == 1]
-    assert started_drafts, [(r["best_us"], r["drafted"]) for r in rows]  # 6 rounds of a 64^3 matmul stall
+    assert started_drafts, [
+        (r["best_us"], r["drafted"], r["draft_started"]) for r in rows
+    ]  # 10 rounds of a 64^3 matmul stall
     for i in started_drafts:
         assert not rows[i]["drafted"]  # that round verified the space it had
         if i + 1 < len(rows):  # the next round's batch came from the draft, which it may have waited for
@@ -84,8 +86,8 @@ def test_stall_drafts_run_alongside_and_the_next_round_takes_them_up(tmp_path):
             assert taken["draft_s"] >= taken["draft_wait_s"]
     assert rows[0]["drafted"] == 1 and math.isnan(rows[0]["draft_wait_s"])  # the first draft runs in turn
     records = result.database.get_all_tuning_records()
-    assert len(records) == 24
-    assert len({int(tvm_ffi.structural_hash(r.as_measure_candidate().sch.mod)) for r in records}) == 24
+    assert len(records) == 40
+    assert len({int(tvm_ffi.structural_hash(r.as_measure_candidate().sch.mod)) for r in records}) == 40
     before = len(walked)
     assert before > 0 and sum(walked) >= 8  # the drafts walked on the pool
     tune("b", 4)
