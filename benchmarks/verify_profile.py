@@ -51,6 +51,7 @@ def profile_round(
     batch: int = 64,
     population: int = 512,
     potential: int = 512,
+    draft_generations: int = 2,
     threads: int = 2,
     top: int = 30,
 ) -> dict:
@@ -72,7 +73,10 @@ def profile_round(
         features = FeatureCache(pool=WalkPool(0))
         pam = PrunerCostModel(mode="pam", device="cpu", epochs=5, seed=0, features=features)
         search = DraftVerifySearch(
-            draft=PSACostModel(device="h100", features=features), population_size=population, potential_size=potential
+            draft=PSACostModel(device="h100", features=features),
+            population_size=population,
+            potential_size=potential,
+            draft_generations=draft_generations,
         )
         context = task_context(task.mod, parsed, search, task.name, threads=threads)
         search.pre_tuning(1 << 20, batch, context.generate_design_space(), db, pam)
@@ -103,6 +107,7 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--batch", type=int, default=64)
     p.add_argument("--population", type=int, default=512)
     p.add_argument("--potential", type=int, default=512)
+    p.add_argument("--draft-generations", type=int, default=2, help="the first round's draft (not profiled)")
     p.add_argument("--threads", type=int, default=2, help="the search's threads (TuneContext.num_threads)")
     p.add_argument("--top", type=int, default=30, help="profile entries to print")
     args = p.parse_args(argv)

@@ -15,7 +15,7 @@ DB = (
 def test_a_draft_round_then_a_profiled_verify_round(capsys):
     out = verify_profile.main(
         ["--workload", "dense:128,3072,768", "--database", str(DB), "--records", "40", "--population", "64"]
-        + ["--potential", "32", "--batch", "16", "--top", "8"]
+        + ["--potential", "32", "--batch", "16", "--top", "8", "--draft-generations", "0"]
     )
     drafted, verified = out["draft_round"], out["verify_round"]
     assert drafted["drafted"] == 1 and drafted["draft_s"] > 0 and drafted["samples"] > 0

@@ -75,14 +75,14 @@ def test_fill_device_grows_the_batches_while_the_host_outlasts_the_device(tmp_pa
     a batch seconds, so the batches grow from the 4 trials a round, at most twofold a round and up
     to the limit of 8: 4 (searched in the loop), 4 (searched ahead before any batch ran), then
     more (how much more follows the timings, e.g. 6 or 8)."""
-    slow = SlowBuilder(builder, delay_s=2.5)
-    result = run(tmp_path / "fill", slow, pipeline=True, trials=24, fill_device=8)
+    slow = SlowBuilder(builder, delay_s=1.5)
+    result = run(tmp_path / "fill", slow, pipeline=True, trials=20, fill_device=8)
     sizes = [int(r["trials"]) for r in result.rows]
-    assert sizes[:2] == [4, 4] and sum(sizes) == 24 and max(sizes) > 4, sizes
+    assert sizes[:2] == [4, 4] and sum(sizes) == 20 and max(sizes) > 4, sizes
     for before, size in zip(sizes[1:-1], sizes[2:-1]):  # the last batch is what the budget left
         assert 4 <= size <= min(8, 2 * before), sizes
     records = result.database.get_all_tuning_records()
-    assert len({int(tvm_ffi.structural_hash(r.as_measure_candidate().sch.mod)) for r in records}) == 24
+    assert len({int(tvm_ffi.structural_hash(r.as_measure_candidate().sch.mod)) for r in records}) == 20
     # rounds in turn have no background job to cover: every batch keeps its 4 trials
     rows = run(tmp_path / "fill-off", builder, pipeline=False, trials=12, fill_device=12).rows
     assert [r["trials"] for r in rows] == [4, 4, 4]
