@@ -274,15 +274,13 @@ def main(argv: list[str] | None = None) -> None:
     target = tvm_env.parse_target(args.target)
     tvm_env.setup(target)
     args.target = target
-    from data.features import WalkPool, default_walk_workers
+    from bridge.tuning import start_workers
 
-    builder = tvm_env.PooledLocalBuilder(timeout_sec=args.build_timeout, max_source_kb=args.max_source_kb)
     # the first arm of a call would otherwise pay the build and walk workers' start-up in its budget
-    walk_pool = WalkPool(default_walk_workers())
-    warming = walk_pool.warm()
-    builder.warm(target)  # CUDA: each worker also builds a tiny kernel (NVRTC loaded before the first arm)
-    if warming is not None:
-        warming.join()
+    # (for CUDA each build worker also builds a tiny kernel: NVRTC is loaded before the first arm)
+    builder, walk_pool = start_workers(
+        target, MeasureConfig(timeout=args.build_timeout, max_source_kb=args.max_source_kb), walk=True, wait=True
+    )
     for seed, workload, method in arms:
         path = arm_path(results, seed, workload, method)
         left = args.time_limit - (time.perf_counter() - start)

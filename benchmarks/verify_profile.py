@@ -24,23 +24,19 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
 def _database(folder: Path, into: Path):
-    """A JSONDatabase of `folder`'s database_*.json (or .json.xz, decompressed into `into`)."""
+    """A JSONDatabase of a copy, in `into`, of `folder`'s database files (plain or `.xz`), so that
+    the profile's search cannot write to them."""
+    from data.record_tree import DB_FILES, XZ, database_file
     from tvm_env import ms
 
-    paths = {}
-    for name in ("database_workload.json", "database_tuning_record.json"):
-        plain, packed = folder / name, folder / f"{name}.xz"
-        if plain.exists():
-            shutil.copyfile(plain, into / name)
-        elif packed.exists():
-            with lzma.open(packed) as src, open(into / name, "wb") as dst:
-                shutil.copyfileobj(src, dst)
-        else:
-            raise ValueError(f"{folder}: no {name} or {name}.xz")
-        paths[name] = str(into / name)
-    return ms.database.JSONDatabase(
-        path_workload=paths["database_workload.json"], path_tuning_record=paths["database_tuning_record.json"]
-    )
+    for name in DB_FILES:
+        found = database_file(folder, name)
+        if found is None:
+            raise ValueError(f"{folder}: no {name} or {name}{XZ}")
+        with (lzma.open if found.name.endswith(XZ) else open)(found, "rb") as src, open(into / name, "wb") as dst:
+            shutil.copyfileobj(src, dst)
+    workload, record = (str(into / name) for name in DB_FILES)
+    return ms.database.JSONDatabase(path_workload=workload, path_tuning_record=record)
 
 
 def profile_round(

@@ -19,9 +19,8 @@ verifies the current potential space, and the draft is taken up by the next roun
 from __future__ import annotations
 
 import dataclasses
-import threading
 import time
-from concurrent.futures import Future
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -93,21 +92,10 @@ class Draft:
         return DraftResult([(_key(s), s) for s in samples], pairs, unevolved, stats)
 
     def start(self) -> None:
-        """Run on a thread of its own; `result` waits for it."""
-        future: Future = Future()
-
-        def work() -> None:
-            try:
-                future.set_result(self.run())
-            except BaseException as err:  # re-raised by `result`, in the search's thread
-                future.set_exception(err)
-
-        self._future = future
-        threading.Thread(target=work, name="pruner-draft", daemon=True).start()
-
-    @property
-    def started(self) -> bool:
-        return self._future is not None
+        """Run on a thread of its own; `result` waits for it (and re-raises what it raised)."""
+        executor = ThreadPoolExecutor(1, thread_name_prefix="pruner-draft")
+        self._future = executor.submit(self.run)
+        executor.shutdown(wait=False)  # the thread ends with the draft
 
     def result(self) -> tuple[DraftResult, float]:
         """The result of a started draft, and the seconds this call waited for it."""

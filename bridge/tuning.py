@@ -208,25 +208,31 @@ def walks_tir(search: SearchConfig, cost_model: CostModelConfig) -> bool:
     return search.psa is not None or cost_model.name.startswith("pam")
 
 
-def start_workers(target: Any, measure: MeasureConfig, *, walk: bool, build: bool = True) -> tuple[Any, Any]:
+def start_workers(
+    target: Any, measure: MeasureConfig, *, walk: bool, build: bool = True, wait: bool = False
+) -> tuple[Any, Any]:
     """The build pool (a `PooledLocalBuilder`, None without `build`) and the walk pool (a
     `data.features.WalkPool`, started only with `walk`) of a tuning run, their processes starting
-    now in the background: each imports TVM, seconds, so a caller that starts them before
-    it extracts its tasks (`tune.py`) or before its first run (`benchmarks/tuning.py`) keeps that out of
-    the run. Pass them to `tune_tasks(builder=..., walk_pool=...)`."""
+    now in the background (with `wait`, started when this returns): each imports TVM, seconds, so a
+    caller that starts them before it extracts its tasks (`tune.py`) or before its first run
+    (`benchmarks/tuning.py`) keeps that out of the run. Pass them to `tune_tasks(builder=...,
+    walk_pool=...)`."""
     from data.features import WalkPool, default_walk_workers
 
     target = parse_target(target)
-    builder = None
+    builder, warming = None, []
     if build:
         cores = int(target.export().get("num-cores", usable_cores()))
         builder = PooledLocalBuilder(
             max_workers=measure.workers or cores, timeout_sec=measure.timeout, max_source_kb=measure.max_source_kb
         )
-        threading.Thread(target=builder.warm, args=(target,), name="build-pool-warm", daemon=True).start()
+        warming.append(threading.Thread(target=builder.warm, args=(target,), name="build-pool-warm", daemon=True))
+        warming[-1].start()
     walk_pool = WalkPool(default_walk_workers())
-    if walk:
-        walk_pool.warm()
+    if walk and (thread := walk_pool.warm()) is not None:
+        warming.append(thread)
+    for thread in warming if wait else ():
+        thread.join()
     return builder, walk_pool
 
 

@@ -22,7 +22,7 @@ import functools
 import json
 import threading
 from collections.abc import Sequence
-from concurrent.futures import Future
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 import tvm
@@ -183,17 +183,11 @@ class PooledLocalBuilder(ms.builder.LocalBuilder._cls):
         self._batches = 0
 
     def _start_spare(self) -> None:
-        """Start the next pool's workers in the background; caller holds the lock."""
-        spare: Future = Future()
-
-        def start() -> None:
-            try:
-                spare.set_result(self._new_pool(warm=True))
-            except BaseException as err:  # surfaces at the swap
-                spare.set_exception(err)
-
-        self._spare = spare
-        threading.Thread(target=start, name="build-pool-spare", daemon=True).start()
+        """Start the next pool's workers in the background (an error surfaces at the swap); caller
+        holds the lock."""
+        executor = ThreadPoolExecutor(1, thread_name_prefix="build-pool-spare")
+        self._spare = executor.submit(self._new_pool, warm=True)
+        executor.shutdown(wait=False)  # the thread ends once the pool has started
 
     def warm(self, target: Any = None) -> None:
         """Start every worker now (each imports TVM, seconds), so the first build does not pay it;
