@@ -88,17 +88,17 @@ class SearchConfig:
     )
     pipeline: bool = _knob(True, "search and build the next batch while the current one builds and runs")
     fill_device: int = _knob(
-        0,
+        64,
         "k: grow a task's batches, up to k trials, until running one lasts as long as the search and build of "
         "the next (pipelined draft-then-verify; 0: every batch is --trials-per-round)",
     )
     draft_ahead: bool = _knob(
-        False,
+        True,
         "a re-draft due on a stall runs alongside the rounds (its own thread) instead of before the round's "
         "verify; the next round takes it up (draft-then-verify)",
     )
     straggler_grace: float | None = _knob(
-        None,
+        0.5,
         "g: a batch built ahead waits, once 90% of it is built in t s, at most g x t s more; picks still building "
         "then go to the next batch, their builds going on (pipelined draft-then-verify; null: wait for every build)",
     )

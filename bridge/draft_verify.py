@@ -89,8 +89,8 @@ class DraftVerifySearch(_ResumableSearch):
         quick_start: bool = False,
         verify_gate: bool = False,
         psa_weight: float = 0.0,
-        fill_device: int = 0,
-        draft_ahead: bool = False,
+        fill_device: int = 64,
+        draft_ahead: bool = True,
         pipeline: Pipeline | None = None,
         log: SearchLog | None = None,
     ):

@@ -6,16 +6,24 @@
   runs one tuning process per GPU pins each to its share of the cores, and every pool sized from
   `os.cpu_count()` would then oversubscribe them.
 * `import tvm.s_tir.tensor_intrin` costs about 20 s (mostly CUDA intrinsics) per process;
-  `setup()` registers only the ones the target's rules need.
+  `setup()` registers only the ones the target's rules need. Of the CUDA intrinsics' 16-20 s, about
+  seven eighths went to `inspect.stack()`, which TVMScript's `prim_func` calls for each of the 360
+  functions it parses: for every frame it looks up the frame's module by scanning `sys.modules`
+  (thousands of entries once torch is imported) to read one line of source. `setup()` registers
+  them with a `inspect.stack` that reads that line with `linecache` directly (`_quick_stack`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib
+import inspect
+import linecache
 import logging
 import os
 import sys
 import types
+from collections.abc import Iterator
 from typing import Any
 
 import tvm
@@ -33,6 +41,36 @@ def usable_cores() -> int:
     return os.cpu_count() or 1
 
 
+def quick_stack(context: int = 1) -> list[inspect.FrameInfo]:
+    """`inspect.stack(context)` of the caller, each frame's lines read with `linecache` alone.
+
+    The same frames, file names, line numbers, function names and source lines as `inspect.stack`;
+    what it skips is `inspect.getmodule`'s scan of `sys.modules` for every frame (the source lines
+    come from the frame's file name, as `linecache` finds them; positions are not filled in).
+    """
+    frame, out = sys._getframe(1), []
+    while frame is not None:
+        code, lineno = frame.f_code, frame.f_lineno
+        lines, index = None, None
+        source = linecache.getlines(code.co_filename, frame.f_globals) if context > 0 else []
+        if source and lineno is not None:  # the window inspect.getframeinfo takes
+            start = max(0, min(lineno - 1 - context // 2, len(source) - context))
+            lines, index = source[start : start + context], lineno - 1 - start
+        out.append(inspect.FrameInfo(frame, code.co_filename, lineno, code.co_name, lines, index))
+        frame = frame.f_back
+    return out
+
+
+@contextlib.contextmanager
+def _quick_stack() -> Iterator[None]:
+    """`inspect.stack` is `quick_stack` meanwhile (for TVMScript's parser: see the module docstring)."""
+    slow, inspect.stack = inspect.stack, quick_stack
+    try:
+        yield
+    finally:
+        inspect.stack = slow
+
+
 def _register_intrinsics(*submodules: str) -> None:
     """Import only the named `tvm.s_tir.tensor_intrin` submodules (about 1 s instead of 20 s)."""
     pkg = sys.modules.get(_INTRIN)
@@ -42,7 +80,9 @@ def _register_intrinsics(*submodules: str) -> None:
         pkg._pruner_stub = True
         sys.modules[_INTRIN] = pkg
     for sub in submodules:
-        importlib.import_module(f"{_INTRIN}.{sub}")
+        if f"{_INTRIN}.{sub}" not in sys.modules:
+            with _quick_stack():
+                importlib.import_module(f"{_INTRIN}.{sub}")
 
 
 def setup(target: tvm.target.Target | None = None, quiet: bool = True) -> None:

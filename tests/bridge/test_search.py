@@ -214,7 +214,9 @@ def test_resume_counts_and_skips_measured_schedules(measured_matmul, kind):
 
 def _stall_search(trials: int, batch: int, **options):
     """A draft-then-verify search on the matmul whose drafts come only from the stall rule (the
-    potential space never runs low), tuning started."""
+    potential space never runs low), tuning started; the drafts run in turn unless `draft_ahead` says
+    otherwise (the rounds below count them as they happen)."""
+    options.setdefault("draft_ahead", False)
     strategy = DraftVerifySearch(
         draft=PSACostModel(device="a100"),
         population_size=POPULATION,
