@@ -43,6 +43,6 @@ lint: setup
 	$(BIN)/ruff format --check .
 
 test: setup lint
-	$(BIN)/python -m pytest -q -x --durations=15
+	$(BIN)/python -m pytest -q -x -n 2 --durations=15
 
 .PHONY: setup demo lint test
