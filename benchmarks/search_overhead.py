@@ -21,9 +21,9 @@ Per method, on each workload, in one process, same trials, same seed:
 - pruner-backoff: pruner whose wait for a stall re-draft doubles after each one that found nothing better;
 - pruner-gate: pruner with `verify_gate` (PSA ranks while it orders the measured batches better);
 - pruner-gen1: pruner whose drafts evolve one generation instead of two (half the evolution);
-- pruner-fill: pruner whose batches grow (up to 64 trials) until running one lasts as long as the
-  search and build of the next (`fill_device`, `bridge.fill_rule`; pruner's default since 2026-11-27,
-  with `straggler_grace` 0.5 and `draft_ahead`);
+- pruner-fill: pruner-r16 whose batches grow (up to 64 trials) until running one lasts as long as
+  the search and build of the next (`fill_device`, `bridge.fill_rule`), as `fill.json` ran it; since
+  2026-11-27 pruner does so too, with `straggler_grace` 0.5 and `draft_ahead`;
 - pruner-r16: pruner as it was before 2026-11-27: rounds of --trials-per-round, drafts in turn;
 - pruner-published: the published schedule (a new draft every 2nd round from a fresh population,
   whole potential space evolved by the verifier, in turn) and PSA's published formula.
@@ -74,7 +74,10 @@ METHODS = {
     "pruner-gate": (CostModelConfig(name="pam"), SearchConfig(psa="h100", verify_gate=True)),
     "pruner-gen1": (CostModelConfig(name="pam"), SearchConfig(psa="h100", draft_generations=1)),
     "pruner-blend": (CostModelConfig(name="pam"), SearchConfig(psa="h100", psa_weight=1.0)),
-    "pruner-fill": (CostModelConfig(name="pam"), SearchConfig(psa="h100", fill_device=64)),
+    "pruner-fill": (
+        CostModelConfig(name="pam"),
+        SearchConfig(psa="h100", fill_device=64, straggler_grace=None, draft_ahead=False),
+    ),
     "pruner-r16": (  # the default before 2026-11-27: rounds of --trials-per-round, drafts in turn
         CostModelConfig(name="pam"),
         SearchConfig(psa="h100", fill_device=0, straggler_grace=None, draft_ahead=False),

@@ -6,13 +6,14 @@
   runs one tuning process per GPU pins each to its share of the cores, and every pool sized from
   `os.cpu_count()` would then oversubscribe them.
 * `import tvm.s_tir.tensor_intrin` costs about 20 s (mostly CUDA intrinsics) per process;
-  `setup()` registers only the ones the target's rules need. Of the CUDA intrinsics' 16-20 s, about
-  seven eighths went to `inspect.stack()`, which TVMScript's `prim_func` calls for each of the 360
-  functions it parses: for every frame it looks up the frame's module by scanning `sys.modules`
-  (thousands of entries once torch is imported) to read one line of source. `setup()` registers
-  them with a `inspect.stack` that reads that line with `linecache` directly (`_quick_stack`):
-  1.7 s instead of 10.1 s on the 2-core dev VM, the same 81 intrinsics (their JSON is identical).
-  `PRUNER_QUICK_STACK=0` registers them with the standard `inspect.stack`.
+  `setup()` registers only the ones the target's rules need. Of the CUDA intrinsics' 10-12 s (the
+  2-core dev VM; more on a loaded one), most went to `inspect.stack()` (36.7 of 42.5 s under
+  cProfile), which TVMScript's `prim_func` calls for each of the 360 functions it parses: for every
+  frame it looks up the frame's module by scanning `sys.modules` (thousands of entries once torch is
+  imported) to read one line of source. `setup()` registers them with a `inspect.stack` that reads
+  that line with `linecache` directly (`_quick_stack`): 1.7 s instead of 10-12 s on that VM, the
+  same 81 intrinsics (their JSON is identical). `PRUNER_QUICK_STACK=0` registers them with the
+  standard `inspect.stack`.
 """
 
 from __future__ import annotations
@@ -83,9 +84,8 @@ def _register_intrinsics(*submodules: str) -> None:
         sys.modules[_INTRIN] = pkg
     quick = os.environ.get("PRUNER_QUICK_STACK", "1") != "0"
     for sub in submodules:
-        if f"{_INTRIN}.{sub}" not in sys.modules:
-            with _quick_stack() if quick else contextlib.nullcontext():
-                importlib.import_module(f"{_INTRIN}.{sub}")
+        with _quick_stack() if quick else contextlib.nullcontext():
+            importlib.import_module(f"{_INTRIN}.{sub}")
 
 
 def setup(target: tvm.target.Target | None = None, quiet: bool = True) -> None:

@@ -1,5 +1,5 @@
 """tvm_env.configure's `quick_stack`: what TVMScript's parser reads of the stack, without the scan of
-sys.modules that made registering the CUDA intrinsics take 16-20 s."""
+sys.modules that made registering the CUDA intrinsics take 10-12 s."""
 
 import inspect
 
