@@ -193,17 +193,36 @@ def write_rows(path: Path, rows: list[dict]) -> None:
     atomic_write_text(path, "\n".join(lines) + "\n")
 
 
+def merge_eager(path: Path, times: dict[str, float]) -> dict[str, float]:
+    """Add `times` to the eager times in `path` (a time already there is kept) and write it back,
+    under a lock: lanes of one device call share a results folder, and each writes its own
+    workloads' times (a plain read-then-write lost another lane's). Returns what the file holds."""
+    import fcntl
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    folder = os.open(path.parent, os.O_RDONLY)  # the lock: the folder itself, so no lock file is left
+    try:
+        fcntl.flock(folder, fcntl.LOCK_EX)
+        known = json.loads(path.read_text()) if path.exists() else {}
+        merged = {**times, **known}
+        atomic_write_text(path, json.dumps(merged, indent=1))
+    finally:
+        os.close(folder)  # closing the descriptor releases the lock
+    return merged
+
+
 def eager_times(workloads: list[str], results: Path) -> None:
     """Median milliseconds of each operator in torch eager mode on GPU 0 -> RESULTS/eager.json."""
     from benchmarks.eager import eager_ms
 
     path = results / "eager.json"
     known = json.loads(path.read_text()) if path.exists() else {}
+    times = {}
     for w in workloads:
         if w not in known and not w.startswith("net:"):
-            known[w] = eager_ms(w)
-            print(f"eager {w}: {known[w]:.4f} ms", flush=True)
-    atomic_write_text(path, json.dumps(known, indent=1))
+            times[w] = eager_ms(w)
+            print(f"eager {w}: {times[w]:.4f} ms", flush=True)
+    merge_eager(path, times)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -2,10 +2,12 @@
 speedups), and its arms dealt out to one process per GPU."""
 
 import ast
+import json
 import math
 import os
 import subprocess
 import sys
+import time
 import types
 from pathlib import Path
 
@@ -127,3 +129,25 @@ def test_the_draft_knobs_reach_the_search_config():
     assert cost_model.name == "pam" and cost_model.seed == 1
     with pytest.raises(ValueError, match="needs --checkpoint"):
         tuning.configs("moa", types.SimpleNamespace(**{**vars(args), "checkpoint": None}))
+
+
+def test_lanes_sharing_a_results_folder_keep_every_eager_time(tmp_path):
+    """Lanes of one device call write their eager times into one eager.json at about the same time:
+    four processes, started together, each add 30 of their own one at a time; none is lost and a
+    time already there is kept."""
+    path = tmp_path / "eager.json"
+    path.write_text('{"dense:1,8,8": 1.5}')
+    start = time.time() + 3.0  # after every process has imported, all merge at once
+    code = (
+        "import sys, time; from pathlib import Path; from benchmarks.tuning import merge_eager; "
+        f"time.sleep(max(0.0, {start} - time.time())); "
+        "[merge_eager(Path(sys.argv[1]), {f'{sys.argv[2]}_{j}': float(j), 'dense:1,8,8': 9.0}) for j in range(30)]"
+    )
+    root = Path(tuning.__file__).resolve().parents[1]
+    procs = [
+        subprocess.Popen([sys.executable, "-c", code, str(path), f"w{i}"], cwd=root) for i in range(4)
+    ]
+    assert [p.wait(timeout=120) for p in procs] == [0] * 4
+    expected = {"dense:1,8,8": 1.5, **{f"w{i}_{j}": float(j) for i in range(4) for j in range(30)}}
+    assert json.loads(path.read_text()) == expected
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["eager.json"]  # no lock file left behind
