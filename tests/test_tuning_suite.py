@@ -144,9 +144,7 @@ def test_lanes_sharing_a_results_folder_keep_every_eager_time(tmp_path):
         "[merge_eager(Path(sys.argv[1]), {f'{sys.argv[2]}_{j}': float(j), 'dense:1,8,8': 9.0}) for j in range(30)]"
     )
     root = Path(tuning.__file__).resolve().parents[1]
-    procs = [
-        subprocess.Popen([sys.executable, "-c", code, str(path), f"w{i}"], cwd=root) for i in range(4)
-    ]
+    procs = [subprocess.Popen([sys.executable, "-c", code, str(path), f"w{i}"], cwd=root) for i in range(4)]
     assert [p.wait(timeout=120) for p in procs] == [0] * 4
     expected = {"dense:1,8,8": 1.5, **{f"w{i}_{j}": float(j) for i in range(4) for j in range(30)}}
     assert json.loads(path.read_text()) == expected
