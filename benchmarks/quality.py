@@ -20,6 +20,10 @@ per task, weighted by the task's test records):
   `--psa-device` row; n/a on CPU (llvm) records. Never trains.
 * `pam+psa`: the `pam` row's best checkpoint blended with PSA within each task
   (`pruner_models.blend`: standardized scores, PSA's weighted by `--psa-weight`). No fit of its own.
+* `pam-ens`: an ensemble of the `pam` row's checkpoints of every `--seed` (at least two): each
+  one's test scores standardized within each task (`pruner_models.blend.standardize`), then
+  averaged. One row for the whole run, without a spread over seeds; it needs a split whose test
+  records are the same for every seed (hold-out: the held-out networks), else it is n/a.
 * `random`: uniform random scores, mean over `--random-seeds` seeds.
 
 The splits come from the `ShardDataModule` that train.py builds from the same config and flags, and
@@ -59,7 +63,7 @@ from pruner_models.metrics import ranking_metrics
 from train import main as train_main
 
 REPO = Path(__file__).resolve().parents[1]
-MODELS = ("random", "psa", "xgb", "mlp", "pam", "pam+psa")
+MODELS = ("random", "psa", "xgb", "mlp", "pam", "pam+psa", "pam-ens")
 NETWORKS = ("mlp", "pam")
 METRICS = ("pairwise_acc", "peak@1", "peak@5", "top5_recall", "kendall_tau")
 COLUMNS = ("pairwise", "peak@1", "peak@5", "top5 recall", "kendall")
@@ -151,6 +155,36 @@ def blend_test_scores(dm: ShardDataModule, data: ShardData, args: Namespace, ckp
     test = dm.splits["test"]
     scores = score_records(load_model(ckpt, map_location="cpu").net, dm.store, indices=test)
     return blend_with_psa(scores, psa, dm.store.record_task[torch.from_numpy(test)].numpy(), args.psa_weight)
+
+
+def ensemble_row(dm: ShardDataModule, tests: dict[int, np.ndarray], checkpoints: dict[int, str]) -> dict:
+    """The `pam-ens` row: the seeds' `pam` checkpoints ensembled on `dm`'s test records.
+
+    Args:
+        dm: a set-up reference DataModule of the run (its store and test split are used).
+        tests: each seed's test record indices; they must all be `dm`'s.
+        checkpoints: each seed's pam checkpoint (seeds whose pam row was n/a are absent).
+
+    Raises:
+        Unavailable: fewer than two checkpoints, or seeds with different test records.
+    """
+    if len(checkpoints) < 2:
+        raise Unavailable("n/a: needs the pam row's checkpoints of at least two --seed")
+    test = dm.splits["test"]
+    if any(not np.array_equal(t, test) for t in tests.values()):
+        raise Unavailable("n/a: the seeds' test records differ (use a hold-out split)")
+    from bridge.evaluate import score_records
+    from bridge.export import load_model
+    from pruner_models.blend import standardize
+
+    task = dm.store.record_task[torch.from_numpy(test)].numpy()
+    members = [
+        standardize(score_records(load_model(ckpt, map_location="cpu").net, dm.store, indices=test), task)
+        for ckpt in checkpoints.values()
+    ]
+    row = test_metrics(np.mean(members, axis=0), dm)
+    note = f"mean of the pam checkpoints of seeds {', '.join(map(str, checkpoints))}, standardized per task"
+    return {**row, "train_s": 0.0, "note": note}
 
 
 def _programs(dm: ShardDataModule) -> list[np.ndarray]:
@@ -277,11 +311,12 @@ def timed(fn: Callable, *args) -> tuple[object, float]:
     return out, time.perf_counter() - start
 
 
-def run_seed(args: Namespace, seed: int, extra: list[str]) -> tuple[dict[str, dict], dict[str, dict]]:
-    """Every row of the table for one seed (split, training and XGBoost seed).
+def run_seed(args: Namespace, seed: int, extra: list[str]) -> tuple[dict[str, dict], dict[str, dict], dict]:
+    """Every row of the table for one seed (split, training and XGBoost seed) but `pam-ens`.
 
     Returns:
-        ({model: {"test_<metric>": value, ..., "train_s", "note"}}, {split name: {"records", "tasks"}}).
+        ({model: {"test_<metric>": value, ..., "train_s", "note"}}, {split name: {"records", "tasks"}},
+        {"dm": the reference DataModule, "checkpoints": {model: best checkpoint}}).
     """
     data_args = [
         "--data.shards",
@@ -306,7 +341,7 @@ def run_seed(args: Namespace, seed: int, extra: list[str]) -> tuple[dict[str, di
 
     results: dict[str, dict] = {}
     checkpoints: dict[str, str] = {}
-    for model in args.models:
+    for model in (m for m in args.models if m != "pam-ens"):
         print(f"--- {model}, seed {seed}")
         row: dict = {"train_s": 0.0, "note": ""}
         try:
@@ -329,7 +364,7 @@ def run_seed(args: Namespace, seed: int, extra: list[str]) -> tuple[dict[str, di
         except Unavailable as reason:
             row.update(train_s=float("nan"), note=str(reason))
         results[model] = row
-    return results, sizes
+    return results, sizes, {"dm": dm, "checkpoints": checkpoints}
 
 
 def summarize(per_seed: dict[int, dict[str, dict]]) -> dict[str, dict]:
@@ -373,10 +408,19 @@ def main(argv: list[str] | None = None) -> dict:
     args = parser.parse_args(ours)
     if args.split == "hold-out" and not args.test_networks:
         parser.error("--split hold-out needs --test-networks")
-    per_seed, sizes = {}, {}
+    per_seed, sizes, tests, pam_checkpoints, dm = {}, {}, {}, {}, None
     for seed in args.seed:
-        per_seed[seed], sizes[seed] = run_seed(args, seed, extra)
+        per_seed[seed], sizes[seed], fitted = run_seed(args, seed, extra)
+        dm, tests[seed] = fitted["dm"], fitted["dm"].splits["test"]
+        if "pam" in fitted["checkpoints"]:
+            pam_checkpoints[seed] = fitted["checkpoints"]["pam"]
     results = summarize(per_seed)
+    if "pam-ens" in args.models:
+        try:
+            ensemble = ensemble_row(dm, tests, pam_checkpoints)
+        except Unavailable as reason:
+            ensemble = {"train_s": float("nan"), "note": str(reason)}
+        results = {m: ensemble if m == "pam-ens" else results[m] for m in args.models}
 
     split = args.split + (f" (held out: {', '.join(args.test_networks)})" if args.test_networks else "")
     first = sizes[args.seed[0]]

@@ -190,3 +190,32 @@ def test_pam_psa_row_blends_the_pam_rows_checkpoint_with_psa(tmp_path):
     assert rows["0"]["pam+psa"]["note"].startswith("pam's checkpoint + 0 x PSA (h100)")
     alone = quality.main([*common, "--models", "pam+psa", "--out", str(tmp_path / "alone")])["results"]["pam+psa"]
     assert alone["note"] == "n/a: needs the pam row before it in --models" and "test_pairwise_acc" not in alone
+
+
+def test_pam_ens_row_ensembles_the_pam_checkpoints_of_every_seed(shards, tmp_path):
+    """One row for the run from the seeds' pam checkpoints; an ensemble of one checkpoint twice ranks
+    as that checkpoint; n/a with one checkpoint or with test records that differ between seeds."""
+    hold_out = ["--shards", str(shards), "--split", "hold-out", "--test-networks", "net_a", "--epochs", "2"]
+    argv = [*hold_out, "--seed", "0", "1", "--models", "pam", "pam-ens", "--out", str(tmp_path), "--", *TINY_PAM]
+    out = quality.main(argv)
+    ens = out["results"]["pam-ens"]
+    assert list(out["results"]) == ["pam", "pam-ens"] and "pam-ens" not in out["per_seed"][0]
+    assert ens["note"] == "mean of the pam checkpoints of seeds 0, 1, standardized per task"
+    assert 0.0 <= ens["test_pairwise_acc"] <= 1.0 and "test_pairwise_acc_std" not in ens
+
+    data_args = ["--data.shards", str(shards), "--data.split", "hold-out", "--data.test_networks", '["net_a"]']
+    dm = quality.reference_datamodule(quality.REPO / "configs" / "pam.yaml", data_args, TINY_PAM)
+    checkpoints = sorted(tmp_path.glob("pam/version_*/checkpoints/best-*.ckpt"))
+    assert len(checkpoints) == 2
+    test = dm.splits["test"]
+    from bridge.evaluate import score_records
+    from bridge.export import load_model
+
+    alone = quality.test_metrics(score_records(load_model(checkpoints[0]).net, dm.store, indices=test), dm)
+    twice = quality.ensemble_row(dm, {0: test, 1: test}, {0: str(checkpoints[0]), 1: str(checkpoints[0])})
+    for metric in ("test_pairwise_acc", "test_peak@1", "test_kendall_tau"):
+        assert twice[metric] == pytest.approx(alone[metric], abs=1e-9), metric
+    with pytest.raises(quality.Unavailable, match="at least two"):
+        quality.ensemble_row(dm, {0: test}, {0: str(checkpoints[0])})
+    with pytest.raises(quality.Unavailable, match="test records differ"):
+        quality.ensemble_row(dm, {0: test, 1: test[1:]}, {0: str(checkpoints[0]), 1: str(checkpoints[1])})
