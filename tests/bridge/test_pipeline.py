@@ -167,8 +167,8 @@ def test_a_prefetch_leaves_a_straggler_building_and_the_batch_after_takes_it_ove
     builder = PooledLocalBuilder(max_workers=2)
     builder.warm()
     prefetch = PrefetchBuilder(builder=builder, straggler_grace=0.5)
-    seconds, pending = prefetch.prefetch(mods, target)
-    assert pending == [5] and seconds < 1.5, (seconds, pending)
+    early, pending = prefetch.prefetch(mods, target)
+    assert pending == [5], (early, pending)  # returned while the straggler was still building
     assert prefetch.last_batch["build_cpu_s"] > 0  # what the nine cost
     results = prefetch.build([ms.builder.BuilderInput(m, target) for m in mods])
     assert all(r.error_msg is None and r.artifact_path for r in results)
@@ -176,7 +176,9 @@ def test_a_prefetch_leaves_a_straggler_building_and_the_batch_after_takes_it_ove
     assert prefetch.last_batch["build_cpu_s"] > 1.0  # the straggler's own build, taken over
     waits = PrefetchBuilder(builder=builder)
     seconds, pending = waits.prefetch(mods[4:7], target)
-    assert pending == [] and seconds > 1.5
+    # the straggler alone takes about 2.5 s; the grace returned sooner than waiting for it (relative,
+    # not an absolute bound: under a loaded machine, e.g. two test workers, every build takes longer)
+    assert pending == [] and seconds > 1.5 and early < seconds, (early, seconds)
     with pytest.raises(ValueError, match="straggler_grace=-1"):
         PrefetchBuilder(builder=builder, straggler_grace=-1)
 
