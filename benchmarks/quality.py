@@ -148,13 +148,22 @@ def blend_test_scores(dm: ShardDataModule, data: ShardData, args: Namespace, ckp
     if ckpt is None:
         raise Unavailable("n/a: needs the pam row before it in --models")
     psa = psa_test_scores(dm, data, args.psa_device)
-    from bridge.evaluate import score_records
-    from bridge.export import load_model
     from pruner_models.blend import blend_with_psa
 
-    test = dm.splits["test"]
-    scores = score_records(load_model(ckpt, map_location="cpu").net, dm.store, indices=test)
-    return blend_with_psa(scores, psa, dm.store.record_task[torch.from_numpy(test)].numpy(), args.psa_weight)
+    return blend_with_psa(checkpoint_test_scores(dm, ckpt), psa, _test_tasks(dm), args.psa_weight)
+
+
+def checkpoint_test_scores(dm: ShardDataModule, ckpt: str) -> np.ndarray:
+    """The test scores (n_test,) of a train.py checkpoint's network."""
+    from bridge.evaluate import score_records
+    from bridge.export import load_model
+
+    return score_records(load_model(ckpt, map_location="cpu").net, dm.store, indices=dm.splits["test"])
+
+
+def _test_tasks(dm: ShardDataModule) -> np.ndarray:
+    """The task id of each test record."""
+    return dm.store.record_task[torch.from_numpy(dm.splits["test"])].numpy()
 
 
 def ensemble_row(dm: ShardDataModule, tests: dict[int, np.ndarray], checkpoints: dict[int, str]) -> dict:
@@ -173,15 +182,9 @@ def ensemble_row(dm: ShardDataModule, tests: dict[int, np.ndarray], checkpoints:
     test = dm.splits["test"]
     if any(not np.array_equal(t, test) for t in tests.values()):
         raise Unavailable("n/a: the seeds' test records differ (use a hold-out split)")
-    from bridge.evaluate import score_records
-    from bridge.export import load_model
     from pruner_models.blend import standardize
 
-    task = dm.store.record_task[torch.from_numpy(test)].numpy()
-    members = [
-        standardize(score_records(load_model(ckpt, map_location="cpu").net, dm.store, indices=test), task)
-        for ckpt in checkpoints.values()
-    ]
+    members = [standardize(checkpoint_test_scores(dm, ckpt), _test_tasks(dm)) for ckpt in checkpoints.values()]
     row = test_metrics(np.mean(members, axis=0), dm)
     note = f"mean of the pam checkpoints of seeds {', '.join(map(str, checkpoints))}, standardized per task"
     return {**row, "train_s": 0.0, "note": note}
