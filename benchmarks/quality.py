@@ -184,7 +184,8 @@ def ensemble_row(dm: ShardDataModule, tests: dict[int, np.ndarray], checkpoints:
         raise Unavailable("n/a: the seeds' test records differ (use a hold-out split)")
     from pruner_models.blend import standardize
 
-    members = [standardize(checkpoint_test_scores(dm, ckpt), _test_tasks(dm)) for ckpt in checkpoints.values()]
+    task = _test_tasks(dm)
+    members = [standardize(checkpoint_test_scores(dm, ckpt), task) for ckpt in checkpoints.values()]
     row = test_metrics(np.mean(members, axis=0), dm)
     note = f"mean of the pam checkpoints of seeds {', '.join(map(str, checkpoints))}, standardized per task"
     return {**row, "train_s": 0.0, "note": note}

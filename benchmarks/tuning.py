@@ -193,10 +193,10 @@ def write_rows(path: Path, rows: list[dict]) -> None:
     atomic_write_text(path, "\n".join(lines) + "\n")
 
 
-def merge_eager(path: Path, times: dict[str, float]) -> dict[str, float]:
+def merge_eager(path: Path, times: dict[str, float]) -> None:
     """Add `times` to the eager times in `path` (a time already there is kept) and write it back,
     under a lock: lanes of one device call share a results folder, and each writes its own
-    workloads' times (a plain read-then-write lost another lane's). Returns what the file holds."""
+    workloads' times (a plain read-then-write lost another lane's)."""
     import fcntl
 
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -204,11 +204,9 @@ def merge_eager(path: Path, times: dict[str, float]) -> dict[str, float]:
     try:
         fcntl.flock(folder, fcntl.LOCK_EX)
         known = json.loads(path.read_text()) if path.exists() else {}
-        merged = {**times, **known}
-        atomic_write_text(path, json.dumps(merged, indent=1))
+        atomic_write_text(path, json.dumps({**times, **known}, indent=1))
     finally:
         os.close(folder)  # closing the descriptor releases the lock
-    return merged
 
 
 def eager_times(workloads: list[str], results: Path) -> None:
