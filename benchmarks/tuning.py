@@ -107,7 +107,7 @@ def run_arm(workload: str, method: str, seed: int, args, builder, walk_pool=None
 
     args.seed_value = seed
     cost_model, search = configs(method, args)
-    work = Path(args.work) / slug(workload) / f"{method}-s{seed}"
+    work = Path(args.work) / slug(workload) / f"{arm_name(method, args.label)}-s{seed}"
     shutil.rmtree(work, ignore_errors=True)  # an arm cut off by the call's end starts again
     result = tune_tasks(
         tasks_of(workload, args.target),
@@ -130,14 +130,27 @@ def run_arm(workload: str, method: str, seed: int, args, builder, walk_pool=None
     return result.rows
 
 
-def arm_path(results: Path, seed: int, workload: str, method: str) -> Path:
+def arm_name(method: str, label: str | None = None) -> str:
+    """What an arm's files are named after: its method, or the `--label` of a variant of it (e.g.
+    "pruner-r16" for Pruner with other settings), so that variants share a results folder and the
+    report sets each beside XGB."""
+    if label is None:
+        return method
+    if not label or "/" in label or label in METHODS or label.rpartition("-s")[2].isdigit():
+        raise ValueError(f"--label {label!r}: a file name that is not a method's and does not end in -s<digits>")
+    return label
+
+
+def arm_path(results: Path, seed: int, workload: str, method: str, label: str | None = None) -> Path:
     """The results file of one arm (its existence marks the arm done)."""
-    return results / slug(workload) / f"{method}-s{seed}.csv"
+    return results / slug(workload) / f"{arm_name(method, label)}-s{seed}.csv"
 
 
-def pending_arms(results: Path, seeds, workloads, methods) -> list[tuple[int, str, str]]:
+def pending_arms(results: Path, seeds, workloads, methods, label: str | None = None) -> list[tuple[int, str, str]]:
     """(seed, workload, method) of every arm with no results file yet, in the suite's order."""
-    return [(s, w, m) for s in seeds for w in workloads for m in methods if not arm_path(results, s, w, m).exists()]
+    return [
+        (s, w, m) for s in seeds for w in workloads for m in methods if not arm_path(results, s, w, m, label).exists()
+    ]
 
 
 def share(items: list, index: int, count: int) -> list:
@@ -230,6 +243,12 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--plot", default=None, help="with --report: where the figure goes")
     p.add_argument("--workloads", nargs="+", default=list(WORKLOADS))
     p.add_argument("--arms", nargs="+", default=["xgb", "pruner", "moa"], choices=METHODS, help="methods to run")
+    p.add_argument(
+        "--label",
+        default=None,
+        help="name the arms' files and work dirs after this instead of the method (one --arms only): "
+        "a variant's settings beside the method's defaults in one results folder, e.g. pruner-r16",
+    )
     p.add_argument("--seeds", nargs="+", type=int, default=[0])
     p.add_argument("--budget-s", type=float, default=120.0, help="search-time budget of every arm")
     p.add_argument("--time-limit", type=float, default=540.0, help="start no arm that would end after this")
@@ -267,6 +286,10 @@ def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else list(argv)
     args = p.parse_args(argv)
     results = Path(args.results)
+    if args.label is not None and not args.report:
+        if len(args.arms) != 1:
+            raise ValueError(f"--label {args.label!r} names one method's arms; --arms gave {args.arms}")
+        arm_name(args.arms[0], args.label)  # a bad label fails before any arm runs
     if args.report:
         print(report(results, plot=args.plot))
         return
@@ -274,7 +297,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.shard:
         index, count = (int(x) for x in args.shard.split("/"))
         _pin(index, count)
-    arms = pending_arms(results, args.seeds, args.workloads, args.arms)
+    arms = pending_arms(results, args.seeds, args.workloads, args.arms, args.label)
     if args.shard:
         # every share is computed before any child writes a file, from the same listing
         arms = share(arms, index, count)
@@ -299,7 +322,7 @@ def main(argv: list[str] | None = None) -> None:
         target, MeasureConfig(timeout=args.build_timeout, max_source_kb=args.max_source_kb), walk=True, wait=True
     )
     for seed, workload, method in arms:
-        path = arm_path(results, seed, workload, method)
+        path = arm_path(results, seed, workload, method, args.label)
         left = args.time_limit - (time.perf_counter() - start)
         if left < args.budget_s * 1.1 + 15:
             print(f"stopping: {left:.0f} s left in this call, an arm needs about {args.budget_s * 1.1 + 15:.0f}")
@@ -310,7 +333,7 @@ def main(argv: list[str] | None = None) -> None:
         write_rows(path, rows)
         best = min((r["best_us"] for r in rows), default=math.inf) if rows else math.inf
         print(
-            f"arm {workload} {method} seed {seed}: {rows[-1]['total_trials'] if rows else 0:.0f} trials, "
+            f"arm {workload} {arm_name(method, args.label)} seed {seed}: {rows[-1]['total_trials'] if rows else 0:.0f} trials, "
             f"best {best:.2f} us, {time.perf_counter() - t0:.0f} s",
             flush=True,
         )

@@ -121,3 +121,24 @@ def test_a_placeholder_csv_from_stage_sh_is_not_a_result(tmp_path):
     bare = tmp_path / "bare"
     keep_module.keep(call, root=bare)
     assert not (bare / RES / "conv_1x1" / "pruner-s0.csv").exists()
+
+
+def test_lanes_bundled_one_tar_each_are_kept_with_their_logs(tmp_path):
+    """lanes.sh with three lanes or more: laneI.tar holds laneI/ (both tars) and laneI/lane.log."""
+    root = tmp_path / "tree"
+    calls = [
+        _device_call(tmp_path / f"c{i}", {"dense:8,8,8": 2.0}, "task,round\nd,1\n", lane=f"lane{i}") for i in range(2)
+    ]
+    bundled = tmp_path / "bundled"
+    bundled.mkdir()
+    for i, call in enumerate(calls):
+        (call / f"lane{i}.log").rename(call / f"lane{i}" / "lane.log")
+        with tarfile.open(bundled / f"lane{i}.tar", "w") as tar:
+            tar.add(call / f"lane{i}", arcname=f"lane{i}")
+    report = keep_module.keep(bundled, label="four", root=root)
+    assert not report["conflicts"], report
+    assert (root / RES / "dense_8x8x8" / "moa-s0.csv").read_text() == "task,round\nd,1\n"
+    logs = root / "benchmarks/results/ablations/logs"
+    assert sorted(p.name for p in logs.iterdir()) == ["four_lane0.log", "four_lane1.log"]
+    assert (logs / "four_lane1.log").read_text().startswith("arm dense")
+    assert (root / "benchmarks/results/suite_databases/ablations/gate/dense_8x8x8/moa-s0").is_dir()

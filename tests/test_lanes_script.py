@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import tarfile
 from pathlib import Path
 
 import pytest
@@ -23,7 +24,7 @@ echo "lane done"
 """
 
 
-def _project(tmp_path: Path) -> Path:
+def _project(tmp_path: Path, gpus: int = 2) -> Path:
     root = tmp_path / "project"
     (root / "benchmarks" / "gpu").mkdir(parents=True)
     shutil.copy(ROOT / "benchmarks" / "gpu" / "lanes.sh", root / "benchmarks" / "gpu" / "lanes.sh")
@@ -33,7 +34,7 @@ def _project(tmp_path: Path) -> Path:
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     smi = bin_dir / "nvidia-smi"
-    smi.write_text("#!/bin/sh\necho 'GPU 0: NVIDIA H100'\necho 'GPU 1: NVIDIA H100'\n")
+    smi.write_text("#!/bin/sh\n" + "".join(f"echo 'GPU {i}: NVIDIA H100'\n" for i in range(gpus)))
     smi.chmod(0o755)
     return root
 
@@ -131,3 +132,25 @@ def test_a_lane_whose_jobs_use_two_results_folders_is_refused_before_any_lane_st
     done = _run(root, tmp_path, "RES=r/a ARMS=xgb", "RES=r/a ARMS=xgb ;; RES=r/b ARMS=pruner")
     assert done.returncode == 2 and "lane 1's jobs use two results folders (r/a, r/b)" in done.stderr
     assert not list((tmp_path / "out").glob("lane*"))
+
+
+def test_four_lanes_come_back_as_one_tar_each(tmp_path):
+    """Two tars and a log a lane would be 12 files, over the 8 a device call brings back. (`nproc` and
+    `taskset` are stand-ins too: this machine may have fewer cores than four lanes need.)"""
+    root = _project(tmp_path, gpus=4)
+    for name, body in (("nproc", "echo 64"), ("taskset", 'shift 2; exec "$@"')):
+        (tmp_path / "bin" / name).write_text(f"#!/bin/bash\n{body}\n")
+        (tmp_path / "bin" / name).chmod(0o755)
+    done = _run(root, tmp_path, "RES=r/ab ARMS=xgb", "RES=r/ab ARMS=pruner", "RES=r/ab ARMS=pruner LABEL=pruner-r16",
+                "RES=r/ab ARMS=xgb SEEDS=1")  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    out = tmp_path / "out"
+    assert sorted(p.name for p in out.iterdir()) == [f"lane{i}.tar" for i in range(4)]
+    for i in range(4):
+        with tarfile.open(out / f"lane{i}.tar") as tar:
+            names = set(tar.getnames())
+        assert {f"lane{i}/env.txt", f"lane{i}/lane.log"} <= names, names
+    with tarfile.open(out / "lane2.tar") as tar:
+        assert b"lane done" in tar.extractfile("lane2/lane.log").read()
+        assert b"ARMS=pruner\n" in tar.extractfile("lane2/env.txt").read()
+    assert done.stdout.count("lane done") == 4

@@ -62,3 +62,32 @@ def test_lean_staging_leaves_empty_arm_csvs_and_puts_everything_back(tmp_path):
         assert (tree / rel).read_text() == (text if text is not None else (REPO / rel).read_text()), rel
     assert _git(tree, "status", "--porcelain") == before
     assert not (tmp_path / "stage").exists()
+
+
+def test_a_results_folder_under_ablations_is_kept_and_its_siblings_go(tmp_path):
+    tree = tmp_path / "tree"
+    files = {
+        "benchmarks/gpu/stage.sh": None,
+        "benchmarks/results/ablations/convs_ab/conv_1x1/xgb-s0.csv": "task,round\nc,1\n",
+        "benchmarks/results/ablations/gate/conv_1x1/pruner-s0.csv": "task,round\ng,1\n",
+        "benchmarks/results/tuning/conv_1x1/xgb-s0.csv": "task,round\nt,1\n",
+    }
+    for rel, text in files.items():
+        path = tree / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text if text is not None else (REPO / rel).read_text())
+    _git(tree, "init", "-q")
+    _git(tree, "add", "-A")
+    before = _git(tree, "status", "--porcelain")
+    env = {"PATH": "/usr/bin:/bin", "RES": "benchmarks/results/ablations/convs_ab", "STAGE": str(tmp_path / "stage")}
+    done = subprocess.run(["bash", "benchmarks/gpu/stage.sh", "out", "lean"], cwd=tree, env=env, capture_output=True,
+                          text=True, timeout=60)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    kept = tree / "benchmarks/results/ablations/convs_ab/conv_1x1/xgb-s0.csv"
+    assert kept.exists() and kept.stat().st_size == 0  # the placeholder of an arm the tree has
+    assert not (tree / "benchmarks/results/ablations/gate").exists()
+    assert not (tree / "benchmarks/results/tuning").exists()
+    done = subprocess.run(["bash", "benchmarks/gpu/stage.sh", "in"], cwd=tree, env=env, capture_output=True, text=True,
+                          timeout=60)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert kept.read_text() == "task,round\nc,1\n" and _git(tree, "status", "--porcelain") == before

@@ -98,6 +98,25 @@ def test_pending_arms_are_dealt_out_in_turn(tmp_path):
         tuning.share(arms, 2, 2)
 
 
+def test_a_label_names_a_variants_arms_and_the_report_sets_it_beside_xgb(tmp_path):
+    assert tuning.arm_path(tmp_path, 1, "conv:1", "pruner", "pruner-r16") == tmp_path / "conv_1" / "pruner-r16-s1.csv"
+    assert tuning.arm_path(tmp_path, 1, "conv:1", "pruner") == tmp_path / "conv_1" / "pruner-s1.csv"
+    write_arm(tmp_path / "conv_1" / "pruner-s0.csv", [(10, 16, 0.04)])
+    assert tuning.pending_arms(tmp_path, [0], ["conv:1"], ["pruner"], "pruner-r16") == [(0, "conv:1", "pruner")]
+    assert tuning.pending_arms(tmp_path, [0], ["conv:1"], ["pruner"]) == []
+    for bad in ("", "xgb", "a/b", "pruner-s2"):
+        with pytest.raises(ValueError, match="--label"):
+            tuning.arm_name("pruner", bad)
+    with pytest.raises(ValueError, match="names one method's arms"):
+        tuning.main(["--arms", "xgb", "pruner", "--label", "variant", "--results", str(tmp_path)])
+    write_arm(tmp_path / "conv_1" / "xgb-s0.csv", [(10, 16, 0.05), (60, 32, 0.03)])
+    write_arm(tmp_path / "conv_1" / "pruner-r16-s0.csv", [(10, 16, 0.03), (60, 32, 0.02)])
+    text = suite_report.report(tmp_path)
+    # XGB's final 0.03 ms came at 60 s; the variant had it at 10 s (6x), the default never (bound 10/60)
+    assert "| conv_1 | pruner-r16 | 1 | 32 | 20.00 | 0.667 | 10 s | 16 | 6.00x |" in text, text
+    assert "| conv_1 | pruner | 1 | 16 | 40.00 |" in text
+
+
 @pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="two shards need two cores")
 def test_two_shards_tune_their_arms_at_once_on_their_own_cores(tmp_path):
     """`--gpus 2` on the host: two real tuning processes (XGB, llvm), one arm each, each pinned to its own cores."""

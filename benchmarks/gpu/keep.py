@@ -4,7 +4,7 @@
 
 A call of `lanes.sh` brings back, per lane, `laneI/tuning_results.tar.xz` (the lane's results folder,
 RES, as it was on the device), `laneI/tuning_work.tar.xz` (its work dir, WORK: each arm's database)
-and `laneI.log`; a plain `suite.sh` call brings the two tars back at the top of the call's folder.
+and `laneI.log` (with three lanes or more, all three in one `laneI.tar`, the log as `laneI/lane.log`); a plain `suite.sh` call brings the two tars back at the top of the call's folder.
 For each of them this adds to the tree (`--root`, default the project root):
 
 - the arms' CSVs of RES that the tree does not have. The device started from the tree, so a CSV
@@ -121,15 +121,26 @@ def keep(call: Path, label: str | None = None, root: Path = ROOT) -> dict:
     "skipped": [...]} (skipped: databases of arms whose CSVs the call's results do not hold).
 
     Args:
-        call: the call's folder (e.g. /work/.device/N): `laneI/` folders from lanes.sh, or the two
-            tars of a plain suite.sh call.
+        call: the call's folder (e.g. /work/.device/N): `laneI/` folders (or `laneI.tar` bundles)
+            from lanes.sh, or the two tars of a plain suite.sh call.
         label: keep each lane's log as benchmarks/results/ablations/logs/<label>[_laneI].log.
         root: the project root to merge into.
     """
     call, root = Path(call), Path(root)
-    lanes = sorted(p for p in call.glob("lane*") if p.is_dir()) or [call]
+    with tempfile.TemporaryDirectory() as bundles:
+        lanes = [(p, call / f"{p.name}.log") for p in sorted(call.glob("lane*")) if p.is_dir()]
+        for bundle in sorted(call.glob("lane*.tar")):  # lanes.sh's one tar a lane (three lanes or more)
+            lane = _unpack(bundle, Path(bundles) / bundle.stem) / bundle.stem
+            if not lane.is_dir():
+                raise FileNotFoundError(f"{bundle}: no {bundle.stem}/ folder inside")
+            lanes.append((lane, lane / "lane.log"))
+        return _keep_lanes(sorted(lanes) or [(call, None)], label, root)
+
+
+def _keep_lanes(lanes: list[tuple[Path, Path | None]], label: str | None, root: Path) -> dict:
+    """`keep` for the call's lanes: (the lane's folder, its log or None) each."""
     report: dict = {"added": [], "conflicts": [], "skipped": []}
-    for lane in lanes:
+    for lane, log in lanes:
         results = lane / "tuning_results.tar.xz"
         if not results.exists():
             raise FileNotFoundError(f"{results}: no tuning results in this call's folder")
@@ -142,7 +153,6 @@ def keep(call: Path, label: str | None = None, root: Path = ROOT) -> dict:
                 csvs = (Path(tmp) / "results" / found[0]).glob("*/*-s*.csv")
                 arms = {(c.parent.name, c.stem) for c in csvs if not _is_placeholder(c)}
                 _merge_databases(_unpack(work, Path(tmp) / "work"), _database_home(found[0]), root, report, arms)
-        log = call / f"{lane.name}.log" if lane != call else None
         if label and log is not None and log.exists():
             dst = root / LOGS / f"{label}{'' if len(lanes) == 1 else '_' + lane.name}.log"
             if not dst.exists():

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Side-by-side suite arms with different settings in one device call: one `suite.sh` per GPU ("lane"),
 # each on its GPU (CUDA_VISIBLE_DEVICES) and its share of the cores (taskset), with its own results
-# folder, work dir and $OUT/laneI/ (tuning_results.tar.xz, tuning_work.tar.xz) and log $OUT/laneI.log.
+# folder, work dir and $OUT/laneI/ (tuning_results.tar.xz, tuning_work.tar.xz) and log $OUT/laneI.log;
+# with three lanes or more, each lane's folder and log come back as one $OUT/laneI.tar.
 # Each argument is one lane: the environment suite.sh reads (RES, ARMS, WORKLOADS, REDRAFT_STALL,
 # PIPELINE, ...). LIMIT (default 585) is the whole call's; each lane's suite.sh gets what is left.
 # A lane may run several suite.sh jobs one after another, separated by " ;; " (e.g. an arm on one
@@ -61,4 +62,9 @@ for lane in "$@"; do
 done
 wait
 for f in "$OUT"/lane*.log; do echo "== $f"; tail -6 "$f"; done
+if [ $(( lanes * 3 )) -gt 8 ]; then  # two tars and a log a lane: over the 8 files a call brings back
+  for (( j = 0; j < lanes; j++ )); do  # one tar a lane instead (keep.py unpacks it)
+    mv "$OUT/lane$j.log" "$OUT/lane$j/lane.log" && tar -cf "$OUT/lane$j.tar" -C "$OUT" "lane$j" && rm -rf "${OUT:?}/lane$j"
+  done
+fi
 echo "total $(( $(date +%s) - T0 )) s"

@@ -12,7 +12,8 @@
 # an llvm run of all three arms imported, 2026-11-25):
 # with the xgboost kit (66.4 MB with pylib.tar.xz) only about 0.6 MB of the tree fits, and the device
 # tool counts file-system blocks (4 KiB a file at least), not bytes. RES names the suite's results
-# folder to keep (default benchmarks/results/tuning). Its arm CSVs stay only as empty files: a device
+# folder to keep (default benchmarks/results/tuning; or one under a folder of results, e.g.
+# benchmarks/results/ablations/convs_ab, whose siblings go). Its arm CSVs stay only as empty files: a device
 # run only asks whether an arm's file exists (to skip it), and the 240 s suite's CSVs alone (356 KiB)
 # would push a call with the xgboost kit over the carry limit; `stage.sh in` puts the CSVs back.
 #   bash benchmarks/gpu/stage.sh out lean bridge/weights benchmarks/weights
@@ -27,7 +28,12 @@ case "${1:-}" in
     for p in "$@"; do
       if [ "$p" = lean ]; then
         keep=${RES:-benchmarks/results/tuning}
-        for r in benchmarks/results/*; do [ "$r" = "$keep" ] || paths+=("$r"); done
+        for r in benchmarks/results/*; do
+          if [ "$r" = "$keep" ]; then continue
+          elif [[ $keep == "$r"/* ]]; then  # RES inside it (ablations/<name>): its other entries go
+            for q in "$r"/*; do [ "$q" = "$keep" ] || paths+=("$q"); done
+          else paths+=("$r"); fi
+        done
         for f in benchmarks/*.py benchmarks/gpu/*; do
           case "$f" in benchmarks/tuning.py|benchmarks/eager.py|benchmarks/suite_report.py|benchmarks/__init__.py|\
             benchmarks/gpu/suite.sh|benchmarks/gpu/lanes.sh|benchmarks/gpu/pylib.sh|benchmarks/gpu/stage.sh) ;; *) paths+=("$f") ;; esac
