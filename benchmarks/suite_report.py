@@ -164,6 +164,9 @@ def _plot(data: dict, path: str) -> None:
     import matplotlib.pyplot as plt
 
     workloads = sorted(data)
+    colors = {"xgb": "C0", "pruner": "C1", "moa": "C2", "mlp": "C3"}
+    variants = sorted({m for methods in data.values() for m in methods} - set(colors))  # e.g. --label pruner-r16
+    colors.update((m, f"C{4 + i}") for i, m in enumerate(variants))  # each its own, the same in every panel
     fig, axes = plt.subplots(len(workloads), 2, figsize=(11, 3.2 * len(workloads)), squeeze=False)
     for row, workload in enumerate(workloads):
         for method, seeds in sorted(data[workload].items()):
@@ -174,7 +177,7 @@ def _plot(data: dict, path: str) -> None:
                     continue
                 t, n, lat = zip(*pts)
                 label = method if i == 0 else None
-                color = {"xgb": "C0", "pruner": "C1", "moa": "C2", "mlp": "C3"}.get(method)
+                color = colors[method]
                 axes[row][0].step(t, lat, where="post", label=label, color=color, alpha=0.9 - 0.2 * i, marker="o", ms=3)
                 axes[row][1].step(n, lat, where="post", label=label, color=color, alpha=0.9 - 0.2 * i, marker="o", ms=3)
         for col, xlabel in enumerate(("search time (s)", "trials")):

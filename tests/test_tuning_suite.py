@@ -111,10 +111,11 @@ def test_a_label_names_a_variants_arms_and_the_report_sets_it_beside_xgb(tmp_pat
         tuning.main(["--arms", "xgb", "pruner", "--label", "variant", "--results", str(tmp_path)])
     write_arm(tmp_path / "conv_1" / "xgb-s0.csv", [(10, 16, 0.05), (60, 32, 0.03)])
     write_arm(tmp_path / "conv_1" / "pruner-r16-s0.csv", [(10, 16, 0.03), (60, 32, 0.02)])
-    text = suite_report.report(tmp_path)
+    text = suite_report.report(tmp_path, plot=str(tmp_path / "ab.png"))  # the variant gets a color of its own
     # XGB's final 0.03 ms came at 60 s; the variant had it at 10 s (6x), the default never (bound 10/60)
     assert "| conv_1 | pruner-r16 | 1 | 32 | 20.00 | 0.667 | 10 s | 16 | 6.00x |" in text, text
     assert "| conv_1 | pruner | 1 | 16 | 40.00 |" in text
+    assert (tmp_path / "ab.png").stat().st_size > 1000
 
 
 @pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="two shards need two cores")
