@@ -2,8 +2,9 @@
 
 Drafting needs no device: sampling the design space, MetaSchedule's evolution (mutators and
 postprocessors, C++) and PSA's scoring (our lowering + the Python TIR walk) all run on the host.
-The script runs `--rounds` rounds of `DraftVerifySearch`, each drafting (`redraft_every=1`), on a
-conv2d of ResNet-50's first stage for an H100 target, the verifier being MetaSchedule's
+The script runs `--rounds` rounds of `DraftVerifySearch`, each drafting (`redraft_every=1`; every
+round after the first is a re-draft), on `--workload` (default: a conv2d of ResNet-50's first stage)
+for an H100 target, the verifier being MetaSchedule's
 RandomModel (scoring is free, so the verify share is the evolution's own cost), and splits each
 round's wall time into MetaSchedule's sampling of fresh schedules (SampleInitPopulation, with
 how many valid ones it returned of those asked for), PSA scoring (our lowering + walk), the
@@ -11,6 +12,7 @@ verifier's scoring and the rest (MetaSchedule's evolution: mutators and postproc
 
     python benchmarks/draft_round.py --population 512 --potential 128
     python benchmarks/draft_round.py --population 1536 --potential 512 --walk-workers 16   # published sizes
+    python benchmarks/draft_round.py --workload depthwise_conv2d:1,28,28,240,5,1,2 --rounds 3 --redraft-min-samples 8
 """
 
 from __future__ import annotations
@@ -23,8 +25,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from rich.console import Console
 from rich.table import Table
-from tvm import te
-from tvm.s_tir.meta_schedule.testing import te_workload
 
 import tvm_env
 from benchmarks.cli import doc_parser
@@ -32,7 +32,8 @@ from bridge.draft_verify import DraftVerifySearch
 from bridge.psa import PSACostModel
 from bridge.search import CountingCostModel
 from bridge.search_log import SearchLog
-from tvm_env import ms, tvm
+from data.zoo import operator_task
+from tvm_env import ms
 
 
 def main() -> None:
@@ -45,21 +46,33 @@ def main() -> None:
     parser.add_argument("--walk-workers", type=int, default=None, help="PSA walk processes (default: bridge.psa's)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--rounds", type=int, default=2, help="drafting rounds (every round drafts)")
+    parser.add_argument(
+        "--workload", default="conv2d:1,56,56,64,64,3,1,1", help="operator spec (data.zoo.operator_task)"
+    )
+    parser.add_argument(
+        "--redraft-min-samples", type=int, default=50, help="valid fresh samples a re-draft samples for"
+    )
     args = parser.parse_args()
 
     target = tvm_env.parse_target(args.target)
     tvm_env.setup(target)
-    mod = tvm.IRModule({"main": te.create_prim_func(te_workload.conv2d_nhwc(1, 56, 56, 64, 64, 3, 1, 1))})
+    mod = operator_task(args.workload).mod
     draft = CountingCostModel(model=PSACostModel(device=args.psa, workers=args.walk_workers), cache=False)
     verify = CountingCostModel(model=ms.cost_model.RandomModel(seed=args.seed), cache=False)
     log = SearchLog()
     strategy = DraftVerifySearch(
-        draft=draft, population_size=args.population, potential_size=args.potential, redraft_every=1, log=log
+        draft=draft,
+        population_size=args.population,
+        potential_size=args.potential,
+        redraft_every=1,
+        redraft_min_samples=args.redraft_min_samples,
+        log=log,
     )
     context = tvm_env.task_context(mod, target, strategy, "conv2d", threads=args.threads or "physical", seed=args.seed)
     strategy.pre_tuning(16 * args.rounds, 16, context.generate_design_space(), ms.database.MemoryDatabase(), verify)
     print(
-        f"target {args.target}, population {args.population}, potential {args.potential}, "
+        f"{args.workload}, target {args.target}, population {args.population}, potential {args.potential}, "
+        f"re-draft min samples {args.redraft_min_samples}, "
         f"{int(context.num_threads)} threads, walk workers {draft.model.features.pool.workers}"
     )
 

@@ -72,6 +72,11 @@ class SearchConfig:
         False, "double the wait for the next stall re-draft after each one that found nothing better"
     )
     resample_ratio: float = _knob(0.25, "share of a re-draft's population sampled afresh (the rest evolves on)")
+    redraft_min_samples: int = _knob(
+        50,
+        "a re-draft samples afresh until this many are valid (MetaSchedule's init_min_unmeasured, 50, "
+        "as the first draft); fewer: one pass, where most random GPU schedules fail to postprocess",
+    )
     eps_greedy: float = _knob(0.1, "share of each batch measured at random from the draft's samples")
     quick_start: bool = _knob(
         False, "a task's first batch: the draft's best fresh samples, unevolved (the next draft evolves them)"
@@ -107,6 +112,8 @@ class SearchConfig:
         if self.population is not None and self.population < 1:
             raise ValueError(f"--population {self.population!r} must be >= 1")
         check_weight(self.psa_weight, f"--psa-weight {self.psa_weight!r}")
+        if self.redraft_min_samples < 1:
+            raise ValueError(f"--redraft-min-samples {self.redraft_min_samples!r} must be >= 1")
         if self.fill_device < 0:
             raise ValueError(f"--fill-device {self.fill_device!r} must be >= 0 (0: off)")
         if self.straggler_grace is not None and not self.straggler_grace >= 0:

@@ -50,12 +50,15 @@ class DraftResult:
 class Draft:
     """A draft of `population_size` schedules: `parents` (best measured) + `fresh` new samples +
     `reused` (the last draft's evolved population), evolved by `drafter` (an inner EvolutionarySearch
-    set up with `draft_model`); with `quick_start` the fresh samples are only ranked, not evolved."""
+    set up with `draft_model`); the fresh ones come from `sampler` (another such search, whose
+    `init_min_unmeasured` may differ; default: `drafter`); with `quick_start` the fresh samples are
+    only ranked, not evolved."""
 
     def __init__(
         self,
         *,
         drafter: Any,
+        sampler: Any = None,
         draft_model: Any,
         context: Any,
         parents: list,
@@ -65,6 +68,7 @@ class Draft:
         quick_start: bool = False,
     ):
         self.drafter, self.draft_model, self.context = drafter, draft_model, context
+        self.sampler = sampler if sampler is not None else drafter
         self.parents, self.reused, self.fresh = parents, reused, fresh
         self.population_size, self.quick_start = population_size, quick_start
         self._future: Future | None = None
@@ -73,7 +77,7 @@ class Draft:
         """Sample and evolve now, in this thread."""
         start = time.perf_counter()
         scored, psa = self.draft_model.scored, self.draft_model.seconds
-        samples = list(_SAMPLE_INIT(self.drafter, self.fresh)) if self.fresh > 0 else []
+        samples = list(_SAMPLE_INIT(self.sampler, self.fresh)) if self.fresh > 0 else []
         stats = {"sample_s": time.perf_counter() - start, "samples": len(samples), "samples_asked": self.fresh}
         population = (self.parents + samples + self.reused)[: self.population_size]
         unevolved = self.quick_start and not self.parents

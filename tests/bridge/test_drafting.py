@@ -15,10 +15,10 @@ from tvm_env import PooledLocalBuilder, ms, tvm_ffi
 TARGET = {"kind": "llvm", "mcpu": "native", "num-cores": 2}
 
 
-def _strategy(seed: int) -> DraftVerifySearch:
+def _strategy(seed: int, **options) -> DraftVerifySearch:
     """A strategy set up on a task whose MetaSchedule sampling runs on one thread: with more, which
     thread (and random stream) samples which schedule varies from run to run."""
-    strategy = DraftVerifySearch(draft=PSACostModel(device="a100"), population_size=48, potential_size=12)
+    strategy = DraftVerifySearch(draft=PSACostModel(device="a100"), population_size=48, potential_size=12, **options)
     context = context_for(matmul(), strategy, seed=seed, threads=1)
     strategy.pre_tuning(
         8, 4, context.generate_design_space(), ms.database.MemoryDatabase(), ms.cost_model.RandomModel()
@@ -41,6 +41,26 @@ def test_a_draft_alongside_gives_what_the_same_draft_in_turn_gives():
     for strategy, result in ((inline, first), (alongside, second)):
         strategy._take(result)
     assert [k for k, _ in inline._new_draft().run().evolved] == [k for k, _ in alongside._new_draft().run().evolved]
+
+
+def test_a_redraft_samples_until_its_own_minimum_is_valid():
+    """MetaSchedule samples again until `init_min_unmeasured` schedules are valid: the first draft keeps
+    its 50, a re-draft (12 of 48 asked afresh here) `redraft_min_samples`."""
+    counts = {}
+    for minimum in (1, 30):
+        strategy = _strategy(seed=5, redraft_min_samples=minimum)
+        first = strategy._new_draft().run()
+        assert first.stats["samples_asked"] == 48 and first.stats["samples"] >= 50  # two passes at least
+        strategy._take(first)
+        again = strategy._new_draft().run()
+        assert again.stats["samples_asked"] == 12
+        counts[minimum] = again.stats["samples"]
+        assert strategy.resampler is not strategy.drafter
+        strategy._finish()
+    assert 1 <= counts[1] <= 12 < 30 <= counts[30], counts  # one pass; passes until 30 were valid
+    default = _strategy(seed=5)
+    assert default.resampler is default.drafter  # 50, as the first draft: one inner search does both
+    default._finish()
 
 
 def test_stall_drafts_run_alongside_and_the_next_round_takes_them_up(tmp_path):

@@ -267,6 +267,11 @@ def test_bad_options_are_refused():
     with pytest.raises(ValueError, match="--fill-device -4"):
         SearchConfig(psa="a100", fill_device=-4)
     assert DraftVerifySearch.from_config(SearchConfig(psa="a100", fill_device=48)).fill_device == 48
+    with pytest.raises(ValueError, match="redraft_min_samples=0 must be >= 1"):
+        DraftVerifySearch(draft=psa, redraft_min_samples=0)
+    with pytest.raises(ValueError, match="--redraft-min-samples 0"):
+        SearchConfig(psa="a100", redraft_min_samples=0)
+    assert DraftVerifySearch.from_config(SearchConfig(psa="a100", redraft_min_samples=8)).redraft_min_samples == 8
     with pytest.raises(ValueError, match="--psa-weight -1"):
         SearchConfig(psa="a100", psa_weight=-1.0)
     # tune.py's knob reaches the search
