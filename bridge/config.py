@@ -73,9 +73,9 @@ class SearchConfig:
     )
     resample_ratio: float = _knob(0.25, "share of a re-draft's population sampled afresh (the rest evolves on)")
     redraft_min_samples: int = _knob(
-        50,
-        "a re-draft samples afresh until this many are valid (MetaSchedule's init_min_unmeasured, 50, "
-        "as the first draft); fewer: one pass, where most random GPU schedules fail to postprocess",
+        8,
+        "a re-draft samples afresh until this many are valid (the first draft: 50, MetaSchedule's "
+        "init_min_unmeasured); about one pass where most random GPU schedules fail to postprocess",
     )
     eps_greedy: float = _knob(0.1, "share of each batch measured at random from the draft's samples")
     quick_start: bool = _knob(

@@ -86,7 +86,7 @@ class DraftVerifySearch(_ResumableSearch):
         redraft_stall: int = 3,
         redraft_backoff: bool = False,
         resample_ratio: float = 0.25,
-        redraft_min_samples: int = FIRST_DRAFT_MIN_SAMPLES,
+        redraft_min_samples: int = 8,
         init_measured_ratio: float = 0.2,
         pool_measured_ratio: float = 0.1,
         eps_greedy: float = 0.1,
@@ -124,7 +124,9 @@ class DraftVerifySearch(_ResumableSearch):
                 and again until this many are valid (MetaSchedule's `init_min_unmeasured`; the first
                 draft keeps its 50). On GPU targets most random schedules fail a postprocessor: a
                 depthwise conv's re-draft on an H200 machine got 50-61 valid of 256-512 asked, and
-                its sampling took 8-13 s of a 20-27 s draft (docs/benchmarks.md). Fewer: one pass.
+                its sampling took 8-13 s of a 20-27 s draft. At 8, about one pass: 2.1 s of a 15 s
+                re-draft there, and on the host 4.4-6.0 s of 40-42 s against 20-26 s of 57-64 s
+                (docs/benchmarks.md, "Fewer fresh samples a re-draft"). 50: as MetaSchedule.
             init_measured_ratio: share of the draft's population replayed from the best measured records.
             pool_measured_ratio: share of the measured records (at most this share of the population)
                 added to the verifier's parents (published: 10%, up to 153).

@@ -58,9 +58,10 @@ def test_a_redraft_samples_until_its_own_minimum_is_valid():
         assert strategy.resampler is not strategy.drafter
         strategy._finish()
     assert 1 <= counts[1] <= 12 < 30 <= counts[30], counts  # one pass; passes until 30 were valid
-    default = _strategy(seed=5)
-    assert default.resampler is default.drafter  # 50, as the first draft: one inner search does both
-    default._finish()
+    assert _strategy(seed=5).redraft_min_samples == 8  # the default
+    same = _strategy(seed=5, redraft_min_samples=50)
+    assert same.resampler is same.drafter  # 50, as the first draft: one inner search does both
+    same._finish()
 
 
 def test_stall_drafts_run_alongside_and_the_next_round_takes_them_up(tmp_path):
