@@ -28,6 +28,7 @@ from rich.table import Table
 
 import tvm_env
 from benchmarks.cli import doc_parser
+from bridge.config import SearchConfig
 from bridge.draft_verify import DraftVerifySearch
 from bridge.psa import PSACostModel
 from bridge.search import CountingCostModel
@@ -50,7 +51,10 @@ def main() -> None:
         "--workload", default="conv2d:1,56,56,64,64,3,1,1", help="operator spec (data.zoo.operator_task)"
     )
     parser.add_argument(
-        "--redraft-min-samples", type=int, default=50, help="valid fresh samples a re-draft samples for"
+        "--redraft-min-samples",
+        type=int,
+        default=SearchConfig.redraft_min_samples,
+        help="valid fresh samples a re-draft samples for (the search's default; MetaSchedule's: 50)",
     )
     args = parser.parse_args()
 

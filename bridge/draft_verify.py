@@ -13,9 +13,9 @@ Per task and round:
    the potential space. The first draft samples the whole population from the design space (a
    share `init_measured_ratio` replayed from the task's best measured records); later drafts start
    from the previous draft's evolved population, minus what was measured since, and sample only
-   `resample_ratio` of the population afresh. Sampling and evolution are MetaSchedule's own C++
-   (`SampleInitPopulation`, `EvolveWithCostModel`) on an inner `EvolutionarySearch` that this
-   strategy owns; they, not PSA, were three quarters of a published-size draft (docs/benchmarks.md).
+   `resample_ratio` of the population afresh (until `redraft_min_samples` of them are valid).
+   Sampling and evolution are MetaSchedule's own C++ (`SampleInitPopulation`,
+   `EvolveWithCostModel`) on inner `EvolutionarySearch` objects that this strategy owns; they, not PSA, were three quarters of a published-size draft (docs/benchmarks.md).
 2. Verify: the verify model (the tuning run's cost model, e.g. PAM) ranks the potential space;
    then its best `verify_pool` plus the best measured schedules (`pool_measured_ratio` of them)
    evolve `verify_generations` more generations scored by the verifier.

@@ -4,7 +4,8 @@
 
 A call of `lanes.sh` brings back, per lane, `laneI/tuning_results.tar.xz` (the lane's results folder,
 RES, as it was on the device), `laneI/tuning_work.tar.xz` (its work dir, WORK: each arm's database)
-and `laneI.log` (with three lanes or more, all three in one `laneI.tar`, the log as `laneI/lane.log`); a plain `suite.sh` call brings the two tars back at the top of the call's folder.
+and `laneI.log` (with three lanes or more, all three in one `laneI.tar`, the log as `laneI/lane.log`);
+a plain `suite.sh` call brings the two tars back at the top of the call's folder.
 For each of them this adds to the tree (`--root`, default the project root):
 
 - the arms' CSVs of RES that the tree does not have. The device started from the tree, so a CSV
