@@ -5,7 +5,9 @@ and where it fell, drafting, builds (`bridge.curve` on each `tuning_curve.csv` o
     python benchmarks/curve_stats.py runs/mm/tuning_curve.csv --workers 16 --json stats.json
 
 Columns: trials; final (the best latency, us); idle (share of the run with no batch on the device)
-and its parts (before the first batch / rounds that waited on a draft / the rest); drafting (share
+and its parts (before the first batch / rounds that waited on a draft / the rest), and the idle share
+that the builds alone impose after the first batch (`bridge.curve.build_bound_idle`: a batch cannot
+run before it is built); drafting (share
 of the run spent drafting, alongside or in turn); build (median seconds a batch took to build);
 busy (median share of the build workers' time a batch kept busy; needs --workers); deferred (picks
 a batch left building for the next); redrafts (drafts after the first); draft waits (seconds rounds
@@ -24,6 +26,7 @@ from jsonargparse import ArgumentParser
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bridge.curve import (  # noqa: E402 - after the path insert, as the other benchmarks
+    build_bound_idle,
     build_busy,
     build_per_round,
     deferred_picks,
@@ -44,6 +47,7 @@ def curve_stats(rows: list[dict], workers: int = 16) -> dict[str, float]:
         "final_us": min(float(r["best_us"]) for r in rows),
         "idle": device_idle_share(rows),
         **{f"idle_{k}": v for k, v in device_idle_parts(rows).items()},
+        "idle_builds": build_bound_idle(rows),
         "drafting": drafting_share(rows),
         "build_s": build_per_round(rows),
         "busy": build_busy(rows, workers),
@@ -60,7 +64,8 @@ def _pct(x: float) -> str:
 def line(path: str, stats: dict[str, float]) -> str:
     return (
         f"{path}: {stats['trials']:,.0f} trials, final {stats['final_us']:.2f} us, idle {_pct(stats['idle'])} "
-        f"({_pct(stats['idle_before_first'])} / {_pct(stats['idle_drafts'])} / {_pct(stats['idle_other'])}), "
+        f"({_pct(stats['idle_before_first'])} / {_pct(stats['idle_drafts'])} / {_pct(stats['idle_other'])}; "
+        f"builds alone {_pct(stats['idle_builds'])}), "
         f"drafting {_pct(stats['drafting'])}, build {stats['build_s']:.1f} s, busy {_pct(stats['busy'])}, "
         f"deferred {stats['deferred']:.0f}, redrafts {stats['redrafts']:.0f}, draft waits {stats['draft_wait_s']:.1f} s"
     )

@@ -5,7 +5,8 @@ saved curve read back with `bridge.search_log.read_rounds`).
   `device_idle_parts`: where that time fell (before the first batch, on drafts, the rest);
 - `drafting_share`: the share spent drafting;
 - `build_per_round`: the median seconds a batch took to build; `build_busy`: how busy a batch kept
-  the build workers; `deferred_picks`: the picks a batch left building for the next one.
+  the build workers; `deferred_picks`: the picks a batch left building for the next one;
+- `build_bound_idle`: the idle share that the builds alone impose on the rounds after the first.
 
 Each takes the rows as a run writes them; a column a run did not fill (NaN, or absent in an older
 curve) counts as missing.
@@ -19,6 +20,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 __all__ = [
+    "build_bound_idle",
     "build_busy",
     "build_per_round",
     "deferred_picks",
@@ -93,6 +95,24 @@ def build_per_round(rows: Sequence[Mapping[str, Any]]) -> float:
     else `build_s`; NaN without any."""
     secs = [value for r in rows if (value := _build_wall(r)) is not None]
     return float(statistics.median(secs)) if secs else math.nan
+
+
+def build_bound_idle(rows: Sequence[Mapping[str, Any]]) -> float:
+    """The device's idle share that its builds alone impose, over the rounds after the first: 1 - sum
+    of `run_s` / sum of each round's shortest possible length. A batch cannot run before it is built:
+    built ahead (`prebuild_s`, while the batch before ran) a round lasts at least the longer of its
+    build and its run; built in the loop (`build_s`), at least the two together. However fast the
+    search and the model updates, the device idles this share; the rest of `device_idle_share`'s
+    steady part is theirs. NaN without such rounds."""
+    run_total = floor = 0.0
+    for row in rows[1:]:
+        run, built_ahead = _finite(row, "run_s"), _finite(row, "prebuild_s")
+        build = built_ahead if built_ahead is not None else _finite(row, "build_s")
+        if run is None or build is None:
+            continue
+        run_total += run
+        floor += max(run, build) if built_ahead is not None else run + build
+    return max(0.0, 1.0 - run_total / floor) if floor > 0 else math.nan
 
 
 def build_busy(rows: Sequence[Mapping[str, Any]], workers: int) -> float:

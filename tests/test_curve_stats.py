@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks import curve_stats
-from bridge.curve import device_idle_parts, device_idle_share
+from bridge.curve import build_bound_idle, device_idle_parts, device_idle_share
 from bridge.search_log import read_rounds
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -26,6 +26,7 @@ def test_each_curve_gets_a_line_and_its_statistics_in_the_json(tmp_path, capsys)
         assert stats["idle"] == pytest.approx(device_idle_share(rows))
         parts = device_idle_parts(rows)
         assert sum(stats[f"idle_{k}"] for k in parts) == pytest.approx(stats["idle"], abs=1e-6)
+        assert stats["idle_builds"] == pytest.approx(build_bound_idle(rows)) and 0 <= stats["idle_builds"] < 1
         assert 0 < stats["busy"] <= 1 and stats["redrafts"] == sum(1 for r in rows[1:] if r["drafted"])
     ahead = [out[p] for p in CURVES if "ahead" in p]
     assert all(s["draft_wait_s"] >= 0 for s in ahead) and any(s["draft_wait_s"] > 0 for s in ahead)

@@ -5,7 +5,7 @@ import math
 
 import pytest
 
-from bridge.curve import build_busy, deferred_picks, device_idle_parts, device_idle_share
+from bridge.curve import build_bound_idle, build_busy, deferred_picks, device_idle_parts, device_idle_share
 from bridge.search_log import SearchLog
 
 
@@ -55,3 +55,14 @@ def test_deferred_picks_sum_over_the_batches_built_ahead():
     assert deferred_picks(run) == 3 and deferred_picks(run[:1]) == 0
     del run[2]["deferred"]  # a curve written before the column: counts as none
     assert deferred_picks(run) == 2
+
+
+def test_the_builds_bound_the_idle_share_of_the_rounds_after_the_first():
+    # built ahead: round 2 ran 2 s and took 4 s to build (at least 4 s), round 3 ran 2 s and built in 1
+    # (at least 2 s); built in the loop, round 4's 1 s build and 2 s run (at least 3 s); round 1 left out
+    run = rows((12, 2, 1, math.nan), (17, 2, 0, 4.0), (26, 2, 0, 1.0), (29, 2, 0, math.nan))
+    run[3]["build_s"] = 1.0
+    assert build_bound_idle(run) == pytest.approx(1 - 6 / 9)
+    assert build_bound_idle(run[:3]) == pytest.approx(1 - 4 / 6)
+    assert build_bound_idle(rows((5, 2, 0, 1.0), (9, 3, 0, 1.5))) == 0.0  # every build shorter than its run
+    assert math.isnan(build_bound_idle(run[:1])) and math.isnan(build_bound_idle([]))
