@@ -151,6 +151,13 @@ def report(results: Path, plot: str | None = None, baseline: str = "xgb") -> str
             f"{_geomean(values):.2f}x over {len(values)} workloads"
         )
     lines.append(f"- worse than XGB at equal time beyond 2%: {', '.join(worse) if worse else 'none'}")
+    spread = [  # the time to XGB's final is measured against each seed's own XGB run: how far those ended apart
+        f"{workload} {min(finals):.2f}-{max(finals):.2f} us ({len(finals)} seeds)"
+        for workload, methods in sorted(data.items())
+        if len(finals := [rows[-1]["estimated_ms"] * 1e3 for rows in methods.get(baseline, {}).values() if rows]) > 1
+    ]
+    if spread:
+        lines.append(f"- {baseline}'s final latency across seeds: {', '.join(spread)}")
     if plot:
         _plot(data, plot)
         lines.append(f"- plot: {plot}")

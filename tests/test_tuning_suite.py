@@ -55,6 +55,7 @@ def test_report_times_speedups_and_never(tmp_path):
     assert "| op_b | pruner | 1 | 64 | 8.30 | 1.038 | never | never | <1.00x |" in text
     assert "geometric-mean speedup over XGB (search time to XGB's final latency) 1.73x over 2 workloads" in text
     assert "pruner on op_b (1.038x XGB's latency)" in text
+    assert "across seeds" not in text  # one XGB seed a workload: no spread to show
     assert (tmp_path / "suite.png").stat().st_size > 1000
 
 
@@ -69,6 +70,7 @@ def test_report_counts_the_seeds_that_reached_xgbs_final(tmp_path):
     speedup = math.sqrt(0.8 * 3.0)
     row = f"| op | pruner | 2 | 72 | 25.50 | 0.900 | 20 s (1 of 2 seeds) | 16 (1 of 2 seeds) | <{speedup:.2f}x |"
     assert row in text, text
+    assert "- xgb's final latency across seeds: op 20.00-40.00 us (2 seeds)" in text
     write_arm(tmp_path / "op" / "pruner-s1.csv", [(20, 16, 0.045), (100, 64, 0.041)])  # now neither seed does
     assert "| never | never | <" in suite_report.report(tmp_path)
 
