@@ -21,6 +21,8 @@ Per method, on each workload, in one process, same trials, same seed:
 - pruner-backoff: pruner whose wait for a stall re-draft doubles after each one that found nothing better;
 - pruner-gate: pruner with `verify_gate` (PSA ranks while it orders the measured batches better);
 - pruner-gen1: pruner whose drafts evolve one generation instead of two (half the evolution);
+- pruner-min50: pruner whose re-drafts sample afresh until 50 are valid, as the first draft (the
+  default before 2026-11-27, third session; now 8, `redraft_min_samples`);
 - pruner-fill: pruner-r16 whose batches grow (up to 64 trials) until running one lasts as long as
   the search and build of the next (`fill_device`, `bridge.fill_rule`), as `fill.json` ran it; since
   2026-11-27 pruner does so too, with `straggler_grace` 0.5 and `draft_ahead`;
@@ -73,6 +75,7 @@ METHODS = {
     "pruner-backoff": (CostModelConfig(name="pam"), SearchConfig(psa="h100", redraft_backoff=True)),
     "pruner-gate": (CostModelConfig(name="pam"), SearchConfig(psa="h100", verify_gate=True)),
     "pruner-gen1": (CostModelConfig(name="pam"), SearchConfig(psa="h100", draft_generations=1)),
+    "pruner-min50": (CostModelConfig(name="pam"), SearchConfig(psa="h100", redraft_min_samples=50)),
     "pruner-blend": (CostModelConfig(name="pam"), SearchConfig(psa="h100", psa_weight=1.0)),
     "pruner-fill": (
         CostModelConfig(name="pam"),
