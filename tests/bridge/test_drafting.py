@@ -86,7 +86,11 @@ def test_stall_drafts_run_alongside_and_the_next_round_takes_them_up(tmp_path):
             json.loads(json.dumps(TARGET)),
             TuneConfig(out=str(tmp_path / out), trials=trials, trials_per_round=4),
             cost_model=CostModelConfig(name="pam", epochs=3),
-            search=SearchConfig(psa="a100", population=48, potential=48, redraft_stall=1, draft_ahead=True),
+            # rounds of 4 (fill_device 0): ten rounds give a stall; batches grown to fill the device gave
+            # six rounds here, and once in CI each of them found a new best, so no draft was started
+            search=SearchConfig(
+                psa="a100", population=48, potential=48, redraft_stall=1, draft_ahead=True, fill_device=0
+            ),
             measure=MeasureConfig(number=2, min_repeat_ms=5),
             builder=builder,
             walk_pool=pool,
