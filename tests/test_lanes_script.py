@@ -10,6 +10,7 @@ import os
 import shutil
 import subprocess
 import tarfile
+import time
 from pathlib import Path
 
 import pytest
@@ -154,3 +155,81 @@ def test_four_lanes_come_back_as_one_tar_each(tmp_path):
         assert b"lane done" in tar.extractfile("lane2/lane.log").read()
         assert b"ARMS=pruner\n" in tar.extractfile("lane2/env.txt").read()
     assert done.stdout.count("lane done") == 4
+
+
+def test_two_lanes_writing_one_arm_are_refused_before_any_lane_starts(tmp_path):
+    """The same arm on two lanes once ran twice, and the later run overwrote the other's CSV."""
+    root = _project(tmp_path)
+    done = _run(
+        root,
+        tmp_path,
+        "RES=r/a ARMS=moa WORKLOADS='dense:8,8,8 bmm:1,2,3,4' SEEDS='0 1'",
+        "RES=r/a ARMS=moa WORKLOADS='vit dense:8,8,8' SEEDS=1",
+    )
+    assert done.returncode == 2 and "lanes 0 and 1 both run arm moa seed 1 of dense:8,8,8 in r/a" in done.stderr
+    assert not list((tmp_path / "out").glob("lane*"))
+    # a job naming no workloads runs the default ones, which may hold any named workload
+    done = _run(root, tmp_path, "RES=r/a ARMS=xgb", "RES=r/a ARMS='xgb pruner' WORKLOADS=dense:8,8,8")
+    assert done.returncode == 2 and "both run arm xgb seed 0 of" in done.stderr
+
+
+def test_lanes_that_differ_in_seed_label_or_folder_run(tmp_path):
+    root = _project(tmp_path)
+    done = _run(
+        root,
+        tmp_path,
+        "RES=r/a ARMS=pruner WORKLOADS=dense:8,8,8 ;; RES=r/a ARMS=pruner LABEL=pruner-r16 WORKLOADS=dense:8,8,8",
+        "RES=r/a ARMS=pruner SEEDS=1 WORKLOADS=dense:8,8,8 ;; RES=r/a ARMS=pruner WORKLOADS=dense:8,8,8 SEEDS=2",
+    )
+    assert done.returncode == 0, done.stderr
+    done = _run(root, tmp_path, "RES=r/a ARMS=xgb", "RES=r/b ARMS=xgb")
+    assert done.returncode == 0, done.stderr
+
+
+def test_a_job_with_too_little_time_left_for_an_arm_is_not_started(tmp_path):
+    root = _project(tmp_path)
+    env = dict(os.environ, PATH=f"{tmp_path / 'bin'}:{os.environ['PATH']}", OUT=str(tmp_path / "out"), LIMIT="100")
+    (tmp_path / "out").mkdir()
+    cmd = [
+        "bash",
+        "benchmarks/gpu/lanes.sh",
+        "RES=r/a ARMS=xgb BUDGET=5 ;; RES=r/a ARMS=pruner BUDGET=60",
+        "RES=r/b ARMS=moa",
+    ]
+    done = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    (started,) = _jobs(tmp_path / "out", 0)  # BUDGET 5 needs 95 s of the 100; BUDGET 60 needs 150
+    assert started["ARMS"] == "xgb"
+    log = (tmp_path / "out" / "lane0.log").read_text()
+    assert "== job not started: RES=r/a ARMS=pruner BUDGET=60" in log and "needs about 150" in log
+    assert not (tmp_path / "out" / "lane1" / "env.txt").exists()  # the default BUDGET, 120, needs 210
+
+
+def test_a_lane_that_finished_is_bundled_while_another_still_runs(tmp_path):
+    """A call once outran its limit while two of four lanes were done: their files were lost, since
+    the tars were made only after every lane ended."""
+    root = _project(tmp_path, gpus=4)
+    for name, body in (("nproc", "echo 64"), ("taskset", 'shift 2; exec "$@"')):
+        (tmp_path / "bin" / name).write_text(f"#!/bin/bash\n{body}\n")
+        (tmp_path / "bin" / name).chmod(0o755)
+    slow = SUITE_STANDIN.replace("sleep 1", '[ "$CUDA_VISIBLE_DEVICES" = 3 ] && sleep 30; sleep 1')
+    (root / "benchmarks" / "gpu" / "suite.sh").write_text(slow)
+    env = dict(os.environ, PATH=f"{tmp_path / 'bin'}:{os.environ['PATH']}", OUT=str(tmp_path / "out"))
+    (tmp_path / "out").mkdir()
+    lanes = [f"RES=r/ab ARMS=xgb SEEDS={i}" for i in range(4)]
+    proc = subprocess.Popen(["bash", "benchmarks/gpu/lanes.sh", *lanes], cwd=root, env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)  # fmt: skip
+    try:
+        out = tmp_path / "out"
+        bundled = lambda i: (out / f"lane{i}.tar").exists() and not (out / f"lane{i}").exists()  # noqa: E731
+        deadline = time.monotonic() + 20  # lanes 0-2 end after about a second; lane 3 after about 31
+        while not all(bundled(i) for i in range(3)) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert proc.poll() is None, "lane 3 should still run"
+        for i in range(3):
+            with tarfile.open(out / f"lane{i}.tar") as tar:
+                assert {f"lane{i}/env.txt", f"lane{i}/lane.log"} <= set(tar.getnames())
+        assert not (out / "lane3.tar").exists() and (out / "lane3.log").exists()
+    finally:
+        os.killpg(proc.pid, 9)
+        proc.wait()

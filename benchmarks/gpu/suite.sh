@@ -11,7 +11,7 @@
 #   RES=benchmarks/results/tuning_240 ARMS="xgb" BUDGET=240 LIMIT=585 WORKLOADS="dense:128,3072,768" bash benchmarks/gpu/suite.sh
 # LABEL names the arms' files after a variant instead of the method (one arm in ARMS), so that a
 # variant's settings sit beside the defaults in one RES: ARMS=pruner LABEL=pruner-r16 FILL_DEVICE=0 ...
-# $OUT/tuning_work.tar.xz holds the arms' work dirs. `python benchmarks/gpu/keep.py /work/.device/N`
+# $OUT/tuning_work.tar.xz holds the arms' databases. `python benchmarks/gpu/keep.py /work/.device/N`
 # keeps the new results and databases (what each arm measured, for benchmarks/psa_quality.py
 # --pool-workloads) without replacing any the tree has; by hand, from the project root,
 #   tar -C /tmp/w -xJf tuning_work.tar.xz && for d in /tmp/w/runs/suite/*/*/; do r=${d#/tmp/w/runs/suite/}; \
@@ -33,5 +33,7 @@ python3 benchmarks/tuning.py --results $RES --arms ${ARMS:-xgb pruner} --budget-
   --time-limit $LEFT --seeds ${SEEDS:-0} ${WORKLOADS:+--workloads $WORKLOADS} \
   ${CHECKPOINT:+--checkpoint $CHECKPOINT} ${PSA_FORMULA:+--psa-formula $PSA_FORMULA} ${BUILD_TIMEOUT:+--build-timeout $BUILD_TIMEOUT} ${MAX_SOURCE_KB:+--max-source-kb $MAX_SOURCE_KB} ${DRAFT_GENERATIONS:+--draft-generations $DRAFT_GENERATIONS} ${REDRAFT_EVERY:+--redraft-every $REDRAFT_EVERY} ${REDRAFT_STALL:+--redraft-stall $REDRAFT_STALL} ${REDRAFT_BACKOFF:+--redraft-backoff $REDRAFT_BACKOFF} ${REDRAFT_MIN_SAMPLES:+--redraft-min-samples $REDRAFT_MIN_SAMPLES} ${VERIFY_GATE:+--verify-gate $VERIFY_GATE} ${PSA_WEIGHT:+--psa-weight $PSA_WEIGHT} ${PIPELINE:+--pipeline $PIPELINE} ${FILL_DEVICE:+--fill-device $FILL_DEVICE} ${STRAGGLER_GRACE:+--straggler-grace $STRAGGLER_GRACE} ${DRAFT_AHEAD:+--draft-ahead $DRAFT_AHEAD} ${LABEL:+--label $LABEL} --work $WORK --gpus $GPUS --eager 2>&1 | grep -v -i warning | tail -60
 tar -cJf $OUT/tuning_results.tar.xz $RES
-tar -cJf $OUT/tuning_work.tar.xz --exclude='*.so' --exclude='*.tar' $WORK 2>/dev/null
+# the work tar holds the arms' databases only, what keep.py keeps: with the cost models and logs a lane's
+# work dir was 52 MB, and compressing it in one thread took long enough to outlast a call
+find $WORK -name 'database_*.json' -print0 2>/dev/null | XZ_OPT=-T0 tar -cJf $OUT/tuning_work.tar.xz --null -T -
 echo "total $(( $(date +%s) - T0 )) s"
