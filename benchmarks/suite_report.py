@@ -30,12 +30,20 @@ def slug(workload: str) -> str:
     return workload.replace(":", "_").replace(",", "x")
 
 
-def arms(results: Path) -> dict[str, dict[str, dict[int, list[dict]]]]:
-    """workload slug -> method -> seed -> curve rows."""
+def arms(*folders: Path) -> dict[str, dict[str, dict[int, list[dict]]]]:
+    """workload slug -> method -> seed -> curve rows, over one results folder or several. A workload's
+    arms must all be in one folder: they are compared side by side, so they ran under one setting."""
     out: dict = defaultdict(lambda: defaultdict(dict))
-    for path in sorted(Path(results).glob("*/*-s*.csv")):
-        method, _, seed = path.stem.rpartition("-s")
-        out[path.parent.name][method][int(seed)] = read_rounds(path)
+    home: dict[str, Path] = {}
+    for folder in map(Path, folders):
+        for path in sorted(folder.glob("*/*-s*.csv")):
+            workload = path.parent.name
+            if home.setdefault(workload, folder) != folder:
+                raise ValueError(
+                    f"{path}: {workload} has arms in {home[workload]} too; a workload's arms must be in one folder"
+                )
+            method, _, seed = path.stem.rpartition("-s")
+            out[workload][method][int(seed)] = read_rounds(path)
     return out
 
 
@@ -86,21 +94,28 @@ def _ratio(x: float) -> str:
     return "n/a" if math.isnan(x) else ("inf" if math.isinf(x) else f"{x:.3f}")
 
 
-def report(results: Path, plot: str | None = None, baseline: str = "xgb") -> str:
-    """The markdown tables of every workload with a baseline arm; with `plot`, the figure too."""
+def report(results: Path, plot: str | None = None, baseline: str = "xgb", also: tuple[Path, ...] = ()) -> str:
+    """The markdown tables of every workload with a baseline arm; with `plot`, the figure too. `also`:
+    more results folders read beside `results` (e.g. workloads that ran under the same settings in
+    another folder), each workload from one folder; eager times from the first folder that has them."""
     import json
 
-    if not Path(results).is_dir():
-        raise FileNotFoundError(f"{results}: no such results folder (run benchmarks/tuning.py first)")
-    data = arms(Path(results))
-    eager_path = Path(results) / "eager.json"
-    eager = {slug(k): v for k, v in json.loads(eager_path.read_text()).items()} if (eager_path.exists()) else {}
+    folders = [Path(results), *map(Path, also)]
+    for folder in folders:
+        if not folder.is_dir():
+            raise FileNotFoundError(f"{folder}: no such results folder (run benchmarks/tuning.py first)")
+    data = arms(*folders)
+    eager: dict = {}
+    for folder in reversed(folders):  # the first folder's time wins
+        if (folder / "eager.json").exists():
+            eager.update({slug(k): v for k, v in json.loads((folder / "eager.json").read_text()).items()})
     lines = [
         "| workload | method | seeds | trials | best at equal time (us) | vs XGB at equal time "
         "| reached XGB's final at (s) | trials to it | speedup | device idle | drafting | build a round |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     speedups: dict[str, list[float]] = defaultdict(list)
+    ratios: dict[str, list[float]] = defaultdict(list)  # latency at equal time / XGB's, a workload each
     worse: list[str] = []
     for workload, methods in sorted(data.items()):
         if baseline not in methods:
@@ -111,17 +126,8 @@ def report(results: Path, plot: str | None = None, baseline: str = "xgb") -> str
                 base = methods[baseline].get(seed)
                 if not rows or not base:
                     continue
-                budget = min(base[-1]["elapsed_s"], rows[-1]["elapsed_s"])
-                final = base[-1]["estimated_ms"]
-                base_t = time_to(base, final)
-                t = time_to(rows, final)
-                cols["trials"].append(rows[-1]["total_trials"])
-                cols["best"].append(best_at(rows, budget) * 1e3)
-                base_best = best_at(base, budget)  # inf: XGB had no estimate yet by then (no ratio)
-                cols["ratio"].append(best_at(rows, budget) / base_best if math.isfinite(base_best) else math.nan)
-                cols["time"].append(t)
-                cols["trials_to"].append(trials_to(rows, final))
-                cols["speedup"].append(base_t / (t if math.isfinite(t) else rows[-1]["elapsed_s"]))
+                for key, value in _pair(base, rows).items():
+                    cols[key].append(value)
                 cols["idle"].append(device_idle_share(rows))
                 cols["drafting"].append(drafting_share(rows))
                 cols["build"].append(build_per_round(rows))
@@ -134,6 +140,7 @@ def report(results: Path, plot: str | None = None, baseline: str = "xgb") -> str
             ratio = sum(cols["ratio"]) / n if not any(math.isnan(r) for r in cols["ratio"]) else math.nan
             if method != baseline:
                 speedups[method].append(speedup)
+                ratios[method].append(ratio)
                 if ratio > 1.02:  # NaN (XGB had no estimate at that time) is no comparison; inf is worse
                     worse.append(f"{method} on {workload} ({_ratio(ratio)}x XGB's latency)")
             lines.append(
@@ -146,9 +153,11 @@ def report(results: Path, plot: str | None = None, baseline: str = "xgb") -> str
             lines.append(f"| {workload} | torch eager (cuBLAS/cuDNN) | | | {eager[workload] * 1e3:.2f} | | | | | | | |")
     lines.append("")
     for method, values in sorted(speedups.items()):
+        known = [r for r in ratios[method] if math.isfinite(r)]
         lines.append(
             f"- {method}: geometric-mean speedup over XGB (search time to XGB's final latency) "
-            f"{_geomean(values):.2f}x over {len(values)} workloads"
+            f"{_geomean(values):.2f}x over {len(values)} workloads; latency at equal time "
+            f"{_geomean(known):.3f}x XGB's (geometric mean over {len(known)})"
         )
     lines.append(f"- worse than XGB at equal time beyond 2%: {', '.join(worse) if worse else 'none'}")
     spread = [  # the time to XGB's final is measured against each seed's own XGB run: how far those ended apart
@@ -158,10 +167,57 @@ def report(results: Path, plot: str | None = None, baseline: str = "xgb") -> str
     ]
     if spread:
         lines.append(f"- {baseline}'s final latency across seeds: {', '.join(spread)}")
+    lines += _per_seed(data, baseline)
     if plot:
         _plot(data, plot)
         lines.append(f"- plot: {plot}")
     return "\n".join(lines)
+
+
+def _pair(base: list[dict], rows: list[dict]) -> dict[str, float]:
+    """One seed of a method against the same seed's baseline arm: the report's columns."""
+    budget = min(base[-1]["elapsed_s"], rows[-1]["elapsed_s"])
+    final = base[-1]["estimated_ms"]
+    t = time_to(rows, final)
+    base_best = best_at(base, budget)  # inf: XGB had no estimate yet by then (no ratio)
+    return {
+        "trials": rows[-1]["total_trials"],
+        "best": best_at(rows, budget) * 1e3,
+        "ratio": best_at(rows, budget) / base_best if math.isfinite(base_best) else math.nan,
+        "time": t,
+        "trials_to": trials_to(rows, final),
+        "speedup": time_to(base, final) / (t if math.isfinite(t) else rows[-1]["elapsed_s"]),
+    }
+
+
+def _per_seed(data: dict, baseline: str) -> list[str]:
+    """A table of each seed, for the workloads with several baseline seeds: the time to XGB's final
+    is measured against each seed's own XGB run, whose final moves from seed to seed."""
+    seeded = {w: m for w, m in sorted(data.items()) if len(m.get(baseline, {})) > 1}
+    others = sorted({m for methods in seeded.values() for m in methods if m != baseline})
+    if not others:
+        return []
+    lines = [
+        "",
+        f"| workload | seed | {baseline} final (us) | {baseline} reached it at (s) | "
+        + " | ".join(f"{m} reached it at (s) | {m} speedup" for m in others)
+        + " |",
+        "|---|---|---|---|" + "---|---|" * len(others),
+    ]
+    for workload, methods in seeded.items():
+        for seed, base in sorted(methods[baseline].items()):
+            cells = [workload, str(seed), f"{base[-1]['estimated_ms'] * 1e3:.2f}"]
+            cells.append(_fmt(time_to(base, base[-1]["estimated_ms"]), " s"))
+            for m in others:
+                rows = methods.get(m, {}).get(seed)
+                if not rows:
+                    cells += ["-", "-"]
+                    continue
+                pair = _pair(base, rows)
+                bound = "<" if math.isinf(pair["time"]) else ""
+                cells += [_fmt(pair["time"], " s"), f"{bound}{pair['speedup']:.2f}x"]
+            lines.append("| " + " | ".join(cells) + " |")
+    return lines
 
 
 def _plot(data: dict, path: str) -> None:

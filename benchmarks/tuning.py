@@ -242,6 +242,12 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--results", default="benchmarks/results/tuning", help="one CSV per finished arm")
     p.add_argument("--report", action="store_true", help="only read the results: tables and plots")
     p.add_argument("--plot", default=None, help="with --report: where the figure goes")
+    p.add_argument(
+        "--also",
+        nargs="+",
+        default=[],
+        help="with --report: more results folders read beside --results, each workload from one folder",
+    )
     p.add_argument("--workloads", nargs="+", default=list(WORKLOADS))
     p.add_argument("--arms", nargs="+", default=["xgb", "pruner", "moa"], choices=METHODS, help="methods to run")
     p.add_argument(
@@ -291,8 +297,10 @@ def main(argv: list[str] | None = None) -> None:
         if len(args.arms) != 1:
             raise ValueError(f"--label {args.label!r} names one method's arms; --arms gave {args.arms}")
         arm_name(args.arms[0], args.label)  # a bad label fails before any arm runs
+    if args.also and not args.report:
+        raise ValueError(f"--also {args.also}: more folders to report on; it needs --report")
     if args.report:
-        print(report(results, plot=args.plot))
+        print(report(results, plot=args.plot, also=tuple(args.also)))
         return
     start = time.perf_counter()
     if args.shard:

@@ -55,7 +55,8 @@ def test_report_times_speedups_and_never(tmp_path):
     assert "| op_b | pruner | 1 | 64 | 8.30 | 1.038 | never | never | <1.00x |" in text
     assert "geometric-mean speedup over XGB (search time to XGB's final latency) 1.73x over 2 workloads" in text
     assert "pruner on op_b (1.038x XGB's latency)" in text
-    assert "across seeds" not in text  # one XGB seed a workload: no spread to show
+    assert "across seeds" not in text and "| seed |" not in text  # one XGB seed a workload: no spread, no seeds
+    assert f"latency at equal time {math.sqrt(0.75 * 1.0375):.3f}x XGB's (geometric mean over 2)" in text
     assert (tmp_path / "suite.png").stat().st_size > 1000
 
 
@@ -71,6 +72,8 @@ def test_report_counts_the_seeds_that_reached_xgbs_final(tmp_path):
     row = f"| op | pruner | 2 | 72 | 25.50 | 0.900 | 20 s (1 of 2 seeds) | 16 (1 of 2 seeds) | <{speedup:.2f}x |"
     assert row in text, text
     assert "- xgb's final latency across seeds: op 20.00-40.00 us (2 seeds)" in text
+    # each seed against its own XGB run
+    assert "| op | 0 | 20.00 | 80 s | never | <0.80x |" in text and "| op | 1 | 40.00 | 60 s | 20 s | 3.00x |" in text
     write_arm(tmp_path / "op" / "pruner-s1.csv", [(20, 16, 0.045), (100, 64, 0.041)])  # now neither seed does
     assert "| never | never | <" in suite_report.report(tmp_path)
 
@@ -171,3 +174,31 @@ def test_lanes_sharing_a_results_folder_keep_every_eager_time(tmp_path):
     expected = {"dense:1,8,8": 1.5, **{f"w{i}_{j}": float(j) for i in range(4) for j in range(30)}}
     assert json.loads(path.read_text()) == expected
     assert sorted(p.name for p in tmp_path.iterdir()) == ["eager.json"]  # no lock file left behind
+
+
+def test_report_over_several_folders_takes_each_workload_from_one(tmp_path, capsys):
+    first, second = tmp_path / "seeds", tmp_path / "convs"
+    write_arm(first / "op_a" / "xgb-s0.csv", [(10, 16, 0.05), (90, 48, 0.02), (120, 64, 0.02)])
+    write_arm(first / "op_a" / "pruner-s0.csv", [(30, 32, 0.019), (120, 96, 0.015)])
+    write_arm(second / "op_b" / "xgb-s0.csv", [(20, 16, 0.010), (100, 48, 0.008)])
+    write_arm(second / "op_b" / "pruner-s0.csv", [(25, 16, 0.008), (100, 64, 0.007)])
+    (first / "eager.json").write_text(json.dumps({"op_a": 0.1}))
+    (second / "eager.json").write_text(json.dumps({"op_a": 0.3, "op_b": 0.2}))
+    text = suite_report.report(first, also=(second,))
+    assert "| op_a | pruner | 1 | 96 | 15.00 | 0.750 | 30 s | 32 | 3.00x |" in text
+    # op_b: XGB reached its final 0.008 at 100 s, pruner at 25 s: 4x; the geometric mean of 3x and 4x
+    assert "| op_b | pruner | 1 | 64 | 7.00 | 0.875 | 25 s | 16 | 4.00x |" in text
+    assert f"{math.sqrt(12):.2f}x over 2 workloads" in text
+    assert "| op_a | torch eager (cuBLAS/cuDNN) | | | 100.00 |" in text  # the first folder's time
+    assert "| op_b | torch eager (cuBLAS/cuDNN) | | | 200.00 |" in text
+    assert "op_b" not in suite_report.report(first)
+    write_arm(second / "op_a" / "moa-s0.csv", [(20, 16, 0.02), (100, 64, 0.01)])
+    with pytest.raises(ValueError, match=r"moa-s0.csv: op_a has arms in .*seeds too"):
+        suite_report.report(first, also=(second,))
+    with pytest.raises(FileNotFoundError, match="nowhere"):
+        suite_report.report(first, also=(tmp_path / "nowhere",))
+    with pytest.raises(ValueError, match="it needs --report"):  # without --report it would run arms
+        tuning.main(["--results", str(first), "--also", str(second)])
+    (second / "op_a" / "moa-s0.csv").unlink()
+    tuning.main(["--report", "--results", str(first), "--also", str(second)])
+    assert f"{math.sqrt(12):.2f}x over 2 workloads" in capsys.readouterr().out
