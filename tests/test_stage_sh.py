@@ -91,3 +91,23 @@ def test_a_results_folder_under_ablations_is_kept_and_its_siblings_go(tmp_path):
                           timeout=60)  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert kept.read_text() == "task,round\nc,1\n" and _git(tree, "status", "--porcelain") == before
+
+
+def test_noxgb_moves_the_kits_xgboost_parts_out_and_back(tmp_path):
+    tree = tmp_path / "tree"
+    files = {"benchmarks/gpu/stage.sh": None, "benchmarks/weights/pam.pt": "weights\n"}
+    for rel, text in files.items():
+        path = tree / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text if text is not None else (REPO / rel).read_text())
+    kit = {"libxgboost.so.xz": b"x" * 100, "xgboost_py.tar.xz": b"p" * 50, "tvm_py.tar.xz": b"t" * 10}
+    (tree / ".devkit").mkdir()
+    for name, data in kit.items():
+        (tree / ".devkit" / name).write_bytes(data)
+    _git(tree, "init", "-q")
+    _git(tree, "add", "benchmarks")
+    _stage(tree, "out", "lean", "noxgb")
+    assert sorted(p.name for p in (tree / ".devkit").iterdir()) == ["tvm_py.tar.xz"]
+    assert (tree / "benchmarks/weights/pam.pt").exists()  # what a moa call needs stays
+    _stage(tree, "in")
+    assert {p.name: p.read_bytes() for p in (tree / ".devkit").iterdir()} == kit

@@ -17,6 +17,9 @@
 # run only asks whether an arm's file exists (to skip it), and the 240 s suite's CSVs alone (356 KiB)
 # would push a call with the xgboost kit over the carry limit; `stage.sh in` puts the CSVs back.
 #   bash benchmarks/gpu/stage.sh out lean bridge/weights benchmarks/weights
+# `noxgb` in the paths moves the kit's xgboost parts out too (`stage.sh in` puts them back), for a call
+# of moa arms, whose pretrained PAM (benchmarks/weights, 0.85 MB) does not fit beside xgboost:
+#   bash benchmarks/gpu/stage.sh out lean bridge/weights noxgb
 # STAGE names the staging folder (default /tmp/pruner-stage).
 set -euo pipefail
 stage=${STAGE:-/tmp/pruner-stage}
@@ -42,6 +45,8 @@ case "${1:-}" in
           bridge/evaluate.py train.py README.md Makefile .ci pyproject.toml setup.cfg
           data/featurize.py data/merge.py data/card.py data/synthetic.py bridge/cli.py bridge/tracking.py
           bridge/network_timing.py pruner_lightning pruner_models/module.py pruner_models/metrics.py tune.py)
+      elif [ "$p" = noxgb ]; then  # the kit without xgboost: room for benchmarks/weights (a moa call)
+        paths+=(.devkit/libxgboost.so.xz .devkit/xgboost_py.tar.xz)
       else
         paths+=("$p")
       fi

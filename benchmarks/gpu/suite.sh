@@ -6,7 +6,7 @@
 # $OUT/tuning_results.tar.xz (unpack it at the project root and commit it at once).
 # Carry .devkit (with xgboost for the xgb arm; without it for the moa arm, whose pretrained PAM,
 # CHECKPOINT=benchmarks/weights/pam-suite-holdout-sm_90a.pt, saw none of the suite's source networks;
-# model card in benchmarks/weights/README.md).
+# model card in benchmarks/weights/README.md; `stage.sh out lean bridge/weights noxgb` stages such a call).
 #   ARMS="xgb pruner" BUDGET=120 bash benchmarks/gpu/suite.sh
 #   RES=benchmarks/results/tuning_240 ARMS="xgb" BUDGET=240 LIMIT=585 WORKLOADS="dense:128,3072,768" bash benchmarks/gpu/suite.sh
 # LABEL names the arms' files after a variant instead of the method (one arm in ARMS), so that a
