@@ -23,6 +23,8 @@ Per method, on each workload, in one process, same trials, same seed:
 - pruner-gen1: pruner whose drafts evolve one generation instead of two (half the evolution);
 - pruner-min50: pruner whose re-drafts sample afresh until 50 are valid, as the first draft (the
   default before 2026-11-27, third session; now 8, `redraft_min_samples`);
+- pruner-first2, pruner-first4: pruner whose tasks' first drafts start with the run, at most 2 (4)
+  at once (`first_drafts_ahead`), instead of each when its first round comes (with `--together`);
 - pruner-fill: pruner-r16 whose batches grow (up to 64 trials) until running one lasts as long as
   the search and build of the next (`fill_device`, `bridge.fill_rule`), as `fill.json` ran it; since
   2026-11-27 pruner does so too, with `straggler_grace` 0.5 and `draft_ahead`;
@@ -32,9 +34,12 @@ Per method, on each workload, in one process, same trials, same seed:
 Reported: search overhead per trial (the loop's wall time minus the stand-in build and run time),
 drafting's share of the wall time (and, of the drafting, the shares of MetaSchedule's sampling and
 of PSA's featurize + score; the rest is MetaSchedule's evolution), and the share of time the
-stand-in device sat idle.
+stand-in device sat idle. With `--together` the workloads are the tasks of one tuning run (as a
+network's are), and each method's row also gives the seconds until every task's first batch was
+measured.
 
     python benchmarks/search_overhead.py --trials 64 --out runs/search_overhead
+    python benchmarks/search_overhead.py --together --methods pruner pruner-first2 --trials 128 --out runs/so_first
 """
 
 from __future__ import annotations
@@ -76,6 +81,8 @@ METHODS = {
     "pruner-gate": (CostModelConfig(name="pam"), SearchConfig(psa="h100", verify_gate=True)),
     "pruner-gen1": (CostModelConfig(name="pam"), SearchConfig(psa="h100", draft_generations=1)),
     "pruner-min50": (CostModelConfig(name="pam"), SearchConfig(psa="h100", redraft_min_samples=50)),
+    "pruner-first2": (CostModelConfig(name="pam"), SearchConfig(psa="h100", first_drafts_ahead=2)),
+    "pruner-first4": (CostModelConfig(name="pam"), SearchConfig(psa="h100", first_drafts_ahead=4)),
     "pruner-blend": (CostModelConfig(name="pam"), SearchConfig(psa="h100", psa_weight=1.0)),
     "pruner-fill": (
         CostModelConfig(name="pam"),
@@ -164,11 +171,12 @@ def _total(rows: list[dict], key: str) -> float:
 
 
 def measure(workload: str, method: str, args, out: Path) -> dict:
+    """One method's run; `workload` may be several specs joined by "+" (the tasks of one run)."""
     cost_model, search = METHODS[method]
     device = SyntheticDevice(args.build_s, args.run_s)
     start = time.perf_counter()
     result = tune_tasks(
-        [operator_task(workload)],
+        [operator_task(spec) for spec in workload.split("+")],
         args.target,
         TuneConfig(out=str(out), trials=args.trials, trials_per_round=args.trials_per_round, seed=args.seed),
         search=search,
@@ -184,6 +192,9 @@ def measure(workload: str, method: str, args, out: Path) -> dict:
     device_s = sum(r["build_s"] + r["run_s"] for r in rows)
     search_s = rows[-1]["elapsed_s"] - device_s if rows else math.nan
     draft_s, psa_s, sample_s = (_total(rows, key) for key in ("draft_s", "psa_s", "sample_s"))
+    first: dict[str, float] = {}  # each task's first measured batch
+    for r in rows:
+        first.setdefault(r["task"], r["elapsed_s"])
     return {
         "workload": workload,
         "method": method,
@@ -196,6 +207,8 @@ def measure(workload: str, method: str, args, out: Path) -> dict:
         "draft_psa_share": round(psa_s / draft_s, 4) if draft_s else math.nan,
         "device_idle_share": round(device_idle_share(rows), 4),
         "update_s": round(_total(rows, "update_s"), 2),
+        "tasks": len(first),
+        "first_batches_s": round(max(first.values()), 2) if first else math.nan,
     }
 
 
@@ -210,23 +223,24 @@ def main(argv: list[str] | None = None) -> list[dict]:
     p.add_argument("--run-s", type=float, default=0.3, help="stand-in run seconds a trial")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", default="runs/search_overhead")
+    p.add_argument("--together", action="store_true", help="the workloads are the tasks of one run, as a network's")
     args = p.parse_args(argv)
     out = Path(args.out)
     shutil.rmtree(out, ignore_errors=True)
     results = []
-    for workload in args.workloads:
+    for workload in ["+".join(args.workloads)] if args.together else args.workloads:
         for method in args.methods:
             row = measure(workload, method, args, out / f"{workload.replace(':', '_').replace(',', 'x')}-{method}")
             results.append(row)
             print(json.dumps(row), flush=True)
             atomic_write_text(out / "results.json", json.dumps(results, indent=1))
     header = f"{'workload':<38} {'method':<17} {'trials':>6} {'search s/trial':>15} {'draft %':>8}"
-    print(f"\n{header} {'(sampling %':>11} {'PSA %)':>7} {'idle %':>7}")
+    print(f"\n{header} {'(sampling %':>11} {'PSA %)':>7} {'idle %':>7} {'first batches at':>17}")
     for r in results:
         print(
-            f"{r['workload']:<38} {r['method']:<17} {r['trials']:>6} {r['search_s_per_trial']:>15.3f} "
+            f"{r['workload'][:38]:<38} {r['method']:<17} {r['trials']:>6} {r['search_s_per_trial']:>15.3f} "
             f"{100 * r['draft_share']:>8.1f} {100 * r['draft_sampling_share']:>11.1f} {100 * r['draft_psa_share']:>7.1f} "
-            f"{100 * r['device_idle_share']:>7.1f}"
+            f"{100 * r['device_idle_share']:>7.1f} {r['first_batches_s']:>15.1f} s"
         )
     return results
 

@@ -71,6 +71,7 @@ SEARCH_KNOBS = (
     "fill_device",
     "straggler_grace",
     "draft_ahead",
+    "first_drafts_ahead",
 )
 """The draft-then-verify settings this CLI passes to `bridge.config.SearchConfig` as they are."""
 

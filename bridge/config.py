@@ -102,6 +102,11 @@ class SearchConfig:
         "a re-draft due on a stall runs alongside the rounds (its own thread) instead of before the round's "
         "verify; the next round takes it up (draft-then-verify)",
     )
+    first_drafts_ahead: int = _knob(
+        0,
+        "k: with a pipeline, up to k tasks of a run draft their first potential space at once from the run's start, "
+        "each on a thread of its own, instead of each when its first round comes (a network's tasks; 0: off)",
+    )
     straggler_grace: float | None = _knob(
         0.5,
         "g: a batch built ahead waits, once 90% of it is built in t s, at most g x t s more; picks still building "
@@ -114,6 +119,8 @@ class SearchConfig:
         check_weight(self.psa_weight, f"--psa-weight {self.psa_weight!r}")
         if self.redraft_min_samples < 1:
             raise ValueError(f"--redraft-min-samples {self.redraft_min_samples!r} must be >= 1")
+        if self.first_drafts_ahead < 0:
+            raise ValueError(f"--first-drafts-ahead {self.first_drafts_ahead!r} must be >= 0 (0: off)")
         if self.fill_device < 0:
             raise ValueError(f"--fill-device {self.fill_device!r} must be >= 0 (0: off)")
         if self.straggler_grace is not None and not self.straggler_grace >= 0:

@@ -19,6 +19,7 @@ verifies the current potential space, and the draft is taken up by the next roun
 from __future__ import annotations
 
 import dataclasses
+import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
@@ -95,10 +96,19 @@ class Draft:
         )
         return DraftResult([(_key(s), s) for s in samples], pairs, unevolved, stats)
 
-    def start(self) -> None:
-        """Run on a thread of its own; `result` waits for it (and re-raises what it raised)."""
+    def start(self, slots: threading.Semaphore | None = None) -> None:
+        """Run on a thread of its own; `result` waits for it (and re-raises what it raised). With
+        `slots`, the draft waits for one first and holds it while it runs (a bound on the drafts that
+        run at once; its `draft_s` leaves the wait out)."""
+
+        def job() -> DraftResult:
+            if slots is None:
+                return self.run()
+            with slots:
+                return self.run()
+
         executor = ThreadPoolExecutor(1, thread_name_prefix="pruner-draft")
-        self._future = executor.submit(self.run)
+        self._future = executor.submit(job)
         executor.shutdown(wait=False)  # the thread ends with the draft
 
     def result(self) -> tuple[DraftResult, float]:

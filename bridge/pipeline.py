@@ -159,6 +159,14 @@ class Pipeline:
         self._executor = ThreadPoolExecutor(1, thread_name_prefix="pruner-search")
         self._job: Future | None = None
         self._searched = threading.Event()
+        self._draft_slots: threading.BoundedSemaphore | None = None
+
+    def draft_slots(self, n: int) -> threading.BoundedSemaphore:
+        """The run's bound on first drafts at once (`DraftVerifySearch.first_drafts_ahead`): one
+        semaphore of `n` slots, made by the first task that asks, shared by every task of the run."""
+        if self._draft_slots is None:
+            self._draft_slots = threading.BoundedSemaphore(n)
+        return self._draft_slots
 
     def submit(self, search: Callable[[], Any], build: Callable[[Any], None] | None = None) -> None:
         """Run `search()` in the background, then `build(its result)` (after the job in flight, which

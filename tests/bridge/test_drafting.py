@@ -3,9 +3,11 @@ as in turn, taken up by the next round, on real llvm tuning."""
 
 import json
 import math
+import time
 
 from bridge.config import CostModelConfig, MeasureConfig, SearchConfig, TuneConfig
 from bridge.draft_verify import DraftVerifySearch
+from bridge.drafting import Draft
 from bridge.psa import PSACostModel
 from bridge.tuning import start_workers, tune_tasks
 from data import zoo
@@ -118,3 +120,50 @@ def test_stall_drafts_run_alongside_and_the_next_round_takes_them_up(tmp_path):
     tune("b", 4)
     assert len(walked) > before  # so did the second run's, on the processes started before the first
     assert pool._pool._worker_map and {t: w._proc.pid for t, w in pool._pool._worker_map.items()} == started
+
+
+def test_first_drafts_start_with_the_run_at_most_k_at_once(tmp_path, monkeypatch):
+    """`first_drafts_ahead` 2 on a run of three tasks: every task's first draft starts at the run's
+    start (MetaSchedule's `pre_tuning` of each task comes before any round), at most two at once, and
+    each task's first round takes its draft up; nothing is measured twice."""
+    spans = []  # (start, end) of every first draft, on whatever thread ran it
+    run = Draft.run
+
+    def timed(self):
+        start = time.perf_counter()
+        try:
+            return run(self)
+        finally:
+            if self.sampler is self.drafter:  # a first draft (re-drafts sample on the resampler)
+                spans.append((start, time.perf_counter()))
+
+    monkeypatch.setattr(Draft, "run", timed)
+    tasks = [zoo.operator_task(spec) for spec in ("matmul:64,64,64", "matmul:32,64,32", "dense:1,64,64")]
+    began = time.perf_counter()
+    result = tune_tasks(
+        tasks,
+        json.loads(json.dumps(TARGET)),
+        TuneConfig(out=str(tmp_path / "run"), trials=24, trials_per_round=4),
+        cost_model=CostModelConfig(name="pam", epochs=2),
+        search=SearchConfig(psa="a100", population=48, potential=48, fill_device=0, first_drafts_ahead=2),
+        measure=MeasureConfig(number=2, min_repeat_ms=5),
+        builder=PooledLocalBuilder(max_workers=2),
+        progress=False,
+    )
+    first = {}
+    for row in result.rows:
+        first.setdefault(row["task"], row)
+    assert len(first) == 3
+    for row in first.values():  # taken up from the background: its wait is logged (in turn: NaN)
+        assert row["drafted"] == 1 and math.isfinite(row["draft_wait_s"]) and row["draft_scored"] > 0
+    assert len(spans) == 3
+    firsts = sorted(spans)
+    assert firsts[1][0] < firsts[0][1] and firsts[0][0] - began < 30  # two at once, from the run's start
+    overlap = max(sum(s <= t < e for s, e in spans) for t, _ in spans)
+    assert overlap == 2, spans  # never three at once
+    records = result.database.get_all_tuning_records()
+    keys = [
+        (int(tvm_ffi.structural_hash(r.workload.mod)), int(tvm_ffi.structural_hash(r.as_measure_candidate().sch.mod)))
+        for r in records
+    ]
+    assert len(keys) == len(set(keys)) and len(records) >= 12
