@@ -179,11 +179,11 @@ def _pair(base: list[dict], rows: list[dict]) -> dict[str, float]:
     budget = min(base[-1]["elapsed_s"], rows[-1]["elapsed_s"])
     final = base[-1]["estimated_ms"]
     t = time_to(rows, final)
-    base_best = best_at(base, budget)  # inf: XGB had no estimate yet by then (no ratio)
+    best, base_best = best_at(rows, budget), best_at(base, budget)  # base_best inf: XGB had no estimate yet (no ratio)
     return {
         "trials": rows[-1]["total_trials"],
-        "best": best_at(rows, budget) * 1e3,
-        "ratio": best_at(rows, budget) / base_best if math.isfinite(base_best) else math.nan,
+        "best": best * 1e3,
+        "ratio": best / base_best if math.isfinite(base_best) else math.nan,
         "time": t,
         "trials_to": trials_to(rows, final),
         "speedup": time_to(base, final) / (t if math.isfinite(t) else rows[-1]["elapsed_s"]),
