@@ -23,8 +23,11 @@ Per method, on each workload, in one process, same trials, same seed:
 - pruner-gen1: pruner whose drafts evolve one generation instead of two (half the evolution);
 - pruner-min50: pruner whose re-drafts sample afresh until 50 are valid, as the first draft (the
   default before 2026-11-27, third session; now 8, `redraft_min_samples`);
+- pruner-first0: pruner whose tasks draft first each when its first round comes (`first_drafts_ahead`
+  0, the default before 2026-11-27, fifth session; now 2);
 - pruner-first2, pruner-first4: pruner whose tasks' first drafts start with the run, at most 2 (4)
-  at once (`first_drafts_ahead`), instead of each when its first round comes (with `--together`);
+  at once (`first_drafts_ahead`; 2 is now pruner), instead of each when its first round comes (with
+  `--together`);
 - pruner-fill: pruner-r16 whose batches grow (up to 64 trials) until running one lasts as long as
   the search and build of the next (`fill_device`, `bridge.fill_rule`), as `fill.json` ran it; since
   2026-11-27 pruner does so too, with `straggler_grace` 0.5 and `draft_ahead`;
@@ -81,16 +84,17 @@ METHODS = {
     "pruner-gate": (CostModelConfig(name="pam"), SearchConfig(psa="h100", verify_gate=True)),
     "pruner-gen1": (CostModelConfig(name="pam"), SearchConfig(psa="h100", draft_generations=1)),
     "pruner-min50": (CostModelConfig(name="pam"), SearchConfig(psa="h100", redraft_min_samples=50)),
+    "pruner-first0": (CostModelConfig(name="pam"), SearchConfig(psa="h100", first_drafts_ahead=0)),
     "pruner-first2": (CostModelConfig(name="pam"), SearchConfig(psa="h100", first_drafts_ahead=2)),
     "pruner-first4": (CostModelConfig(name="pam"), SearchConfig(psa="h100", first_drafts_ahead=4)),
     "pruner-blend": (CostModelConfig(name="pam"), SearchConfig(psa="h100", psa_weight=1.0)),
     "pruner-fill": (
         CostModelConfig(name="pam"),
-        SearchConfig(psa="h100", fill_device=64, straggler_grace=None, draft_ahead=False),
+        SearchConfig(psa="h100", fill_device=64, straggler_grace=None, draft_ahead=False, first_drafts_ahead=0),
     ),
     "pruner-r16": (  # the default before 2026-11-27: rounds of --trials-per-round, drafts in turn
         CostModelConfig(name="pam"),
-        SearchConfig(psa="h100", fill_device=0, straggler_grace=None, draft_ahead=False),
+        SearchConfig(psa="h100", fill_device=0, straggler_grace=None, draft_ahead=False, first_drafts_ahead=0),
     ),
     "pruner-published": (
         CostModelConfig(name="pam"),

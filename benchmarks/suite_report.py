@@ -117,6 +117,8 @@ def report(results: Path, plot: str | None = None, baseline: str = "xgb", also: 
     speedups: dict[str, list[float]] = defaultdict(list)
     ratios: dict[str, list[float]] = defaultdict(list)  # latency at equal time / XGB's, a workload each
     worse: list[str] = []
+    pairs: dict[str, list[str]] = defaultdict(list)  # method -> its single seeds behind XGB beyond 2%
+    counted: dict[str, int] = defaultdict(int)  # method -> its seeds with an XGB run beside them
     for workload, methods in sorted(data.items()):
         if baseline not in methods:
             continue
@@ -126,8 +128,13 @@ def report(results: Path, plot: str | None = None, baseline: str = "xgb", also: 
                 base = methods[baseline].get(seed)
                 if not rows or not base:
                     continue
-                for key, value in _pair(base, rows).items():
+                pair = _pair(base, rows)
+                for key, value in pair.items():
                     cols[key].append(value)
+                if method != baseline:
+                    counted[method] += 1
+                    if pair["ratio"] > 1.02:
+                        pairs[method].append(f"{workload} s{seed} {_ratio(pair['ratio'])}x")
                 cols["idle"].append(device_idle_share(rows))
                 cols["drafting"].append(drafting_share(rows))
                 cols["build"].append(build_per_round(rows))
@@ -160,6 +167,13 @@ def report(results: Path, plot: str | None = None, baseline: str = "xgb", also: 
             f"{_geomean(known):.3f}x XGB's (geometric mean over {len(known)})"
         )
     lines.append(f"- worse than XGB at equal time beyond 2%: {', '.join(worse) if worse else 'none'}")
+    lines.append(  # the same by single seeds: a mean over seeds can hide a seed that fell behind
+        "- single seeds behind XGB at equal time beyond 2%: "
+        + "; ".join(
+            f"{m} {len(pairs[m])} of {counted[m]}" + (f" ({', '.join(pairs[m])})" if pairs[m] else "")
+            for m in sorted(counted)
+        )
+    )
     spread = [  # the time to XGB's final is measured against each seed's own XGB run: how far those ended apart
         f"{workload} {min(finals):.2f}-{max(finals):.2f} us ({len(finals)} seeds)"
         for workload, methods in sorted(data.items())

@@ -103,7 +103,7 @@ class SearchConfig:
         "verify; the next round takes it up (draft-then-verify)",
     )
     first_drafts_ahead: int = _knob(
-        0,
+        2,
         "k: with a pipeline, up to k tasks of a run draft their first potential space at once from the run's start, "
         "each on a thread of its own, instead of each when its first round comes (a network's tasks; 0: off)",
     )

@@ -55,6 +55,7 @@ def test_report_times_speedups_and_never(tmp_path):
     assert "| op_b | pruner | 1 | 64 | 8.30 | 1.038 | never | never | <1.00x |" in text
     assert "geometric-mean speedup over XGB (search time to XGB's final latency) 1.73x over 2 workloads" in text
     assert "pruner on op_b (1.038x XGB's latency)" in text
+    assert "- single seeds behind XGB at equal time beyond 2%: pruner 1 of 2 (op_b s0 1.038x)" in text
     assert "across seeds" not in text and "| seed |" not in text  # one XGB seed a workload: no spread, no seeds
     assert f"latency at equal time {math.sqrt(0.75 * 1.0375):.3f}x XGB's (geometric mean over 2)" in text
     assert (tmp_path / "suite.png").stat().st_size > 1000
@@ -72,6 +73,9 @@ def test_report_counts_the_seeds_that_reached_xgbs_final(tmp_path):
     row = f"| op | pruner | 2 | 72 | 25.50 | 0.900 | 20 s (1 of 2 seeds) | 16 (1 of 2 seeds) | <{speedup:.2f}x |"
     assert row in text, text
     assert "- xgb's final latency across seeds: op 20.00-40.00 us (2 seeds)" in text
+    # by the mean over seeds (0.9) pruner is ahead; seed 0 alone (0.021 against 0.02) is 5% behind
+    assert "- worse than XGB at equal time beyond 2%: none" in text
+    assert "- single seeds behind XGB at equal time beyond 2%: pruner 1 of 2 (op s0 1.050x)" in text
     # each seed against its own XGB run
     assert "| op | 0 | 20.00 | 80 s | never | <0.80x |" in text and "| op | 1 | 40.00 | 60 s | 20 s | 3.00x |" in text
     write_arm(tmp_path / "op" / "pruner-s1.csv", [(20, 16, 0.045), (100, 64, 0.041)])  # now neither seed does

@@ -91,7 +91,13 @@ def test_stall_drafts_run_alongside_and_the_next_round_takes_them_up(tmp_path):
             # rounds of 4 (fill_device 0): ten rounds give a stall; batches grown to fill the device gave
             # six rounds here, and once in CI each of them found a new best, so no draft was started
             search=SearchConfig(
-                psa="a100", population=48, potential=48, redraft_stall=1, draft_ahead=True, fill_device=0
+                psa="a100",
+                population=48,
+                potential=48,
+                redraft_stall=1,
+                draft_ahead=True,
+                fill_device=0,
+                first_drafts_ahead=0,  # the first draft in turn (k > 0: the next test)
             ),
             measure=MeasureConfig(number=2, min_repeat_ms=5),
             builder=builder,
