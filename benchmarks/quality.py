@@ -20,6 +20,9 @@ per task, weighted by the task's test records):
   `--psa-device` row; n/a on CPU (llvm) records. Never trains.
 * `pam+psa`: the `pam` row's best checkpoint blended with PSA within each task
   (`pruner_models.blend`: standardized scores, PSA's weighted by `--psa-weight`). No fit of its own.
+* `pam+xgb`: the `pam` row's best checkpoint and the `xgb` row's model, each one's test scores
+  standardized within each task, summed (two learned models that err on different programs). No
+  fit of its own; it needs both rows before it in `--models`.
 * `pam-ens`: an ensemble of the `pam` row's checkpoints of every `--seed` (at least two): each
   one's test scores standardized within each task (`pruner_models.blend.standardize`), then
   averaged. One row for the whole run, without a spread over seeds; it needs a split whose test
@@ -63,7 +66,7 @@ from pruner_models.metrics import ranking_metrics
 from train import main as train_main
 
 REPO = Path(__file__).resolve().parents[1]
-MODELS = ("random", "psa", "xgb", "mlp", "pam", "pam+psa", "pam-ens")
+MODELS = ("random", "psa", "xgb", "mlp", "pam", "pam+psa", "pam+xgb", "pam-ens")
 NETWORKS = ("mlp", "pam")
 METRICS = ("pairwise_acc", "peak@1", "peak@5", "top5_recall", "kendall_tau")
 COLUMNS = ("pairwise", "peak@1", "peak@5", "top5 recall", "kendall")
@@ -151,6 +154,20 @@ def blend_test_scores(dm: ShardDataModule, data: ShardData, args: Namespace, ckp
     from pruner_models.blend import blend_with_psa
 
     return blend_with_psa(checkpoint_test_scores(dm, ckpt), psa, _test_tasks(dm), args.psa_weight)
+
+
+def pair_test_scores(dm: ShardDataModule, ckpt: str | None, xgb: np.ndarray | None) -> np.ndarray:
+    """z(pam) + z(xgb) within each task: checkpoint `ckpt`'s test scores and the xgb row's.
+
+    Raises:
+        Unavailable: no pam or no xgb row before this one in the run.
+    """
+    if ckpt is None or xgb is None:
+        raise Unavailable("n/a: needs the pam and xgb rows before it in --models")
+    from pruner_models.blend import standardize
+
+    task = _test_tasks(dm)
+    return standardize(checkpoint_test_scores(dm, ckpt), task) + standardize(xgb, task)
 
 
 def checkpoint_test_scores(dm: ShardDataModule, ckpt: str) -> np.ndarray:
@@ -345,6 +362,7 @@ def run_seed(args: Namespace, seed: int, extra: list[str]) -> tuple[dict[str, di
 
     results: dict[str, dict] = {}
     checkpoints: dict[str, str] = {}
+    xgb_scores: np.ndarray | None = None  # the xgb row's test scores, for pam+xgb
     for model in (m for m in args.models if m != "pam-ens"):
         print(f"--- {model}, seed {seed}")
         row: dict = {"train_s": 0.0, "note": ""}
@@ -356,8 +374,11 @@ def run_seed(args: Namespace, seed: int, extra: list[str]) -> tuple[dict[str, di
                 row.update(test_metrics(psa_test_scores(dm, data, args.psa_device), dm))
                 row["note"] = f"device {args.psa_device}"
             elif model == "xgb":
-                scores, row["note"], row["train_s"] = xgb_test_scores(dm, data, seed, args.xgb_threads)
-                row.update(test_metrics(scores, dm))
+                xgb_scores, row["note"], row["train_s"] = xgb_test_scores(dm, data, seed, args.xgb_threads)
+                row.update(test_metrics(xgb_scores, dm))
+            elif model == "pam+xgb":
+                row.update(test_metrics(pair_test_scores(dm, checkpoints.get("pam"), xgb_scores), dm))
+                row["note"] = "pam's checkpoint + xgb's model, standardized per task"
             elif model == "pam+psa":
                 row.update(test_metrics(blend_test_scores(dm, data, args, checkpoints.get("pam")), dm))
                 row["note"] = f"pam's checkpoint + {args.psa_weight:g} x PSA ({args.psa_device}), standardized per task"

@@ -78,6 +78,7 @@ def test_one_run_scores_every_model_on_the_same_held_out_records(shards, tmp_pat
         "psa",
         "xgb",
         "pam",
+        "pam+xgb",
         "--random-seeds",
         "3",
         "--xgb-threads",
@@ -92,7 +93,7 @@ def test_one_run_scores_every_model_on_the_same_held_out_records(shards, tmp_pat
     assert "XGB iter" in printed and "pairwise" in printed  # XGBModel's own progress lines, then the table
 
     results = out["results"]
-    assert list(results) == ["random", "psa", "xgb", "pam"]
+    assert list(results) == ["random", "psa", "xgb", "pam", "pam+xgb"]
     # net_a: tasks 0, 4, 8 and the shared tasks 3, 7, 11 ("net_d,net_a"), minus failed records
     assert out["splits"][0]["test"] == {"records": len(_test_records(shards)), "tasks": 6}
     assert results["psa"]["note"].startswith("n/a on llvm") and math.isnan(results["psa"]["train_s"])
@@ -102,6 +103,19 @@ def test_one_run_scores_every_model_on_the_same_held_out_records(shards, tmp_pat
     assert results["xgb"]["test_peak@5"] > results["random"]["test_peak@5"] + 0.15, results
     assert results["xgb"]["train_s"] > 0 and "rounds" in results["xgb"]["note"]
     assert 0.0 <= results["pam"]["test_pairwise_acc"] <= 1.0 and "best epoch" in results["pam"]["note"]
+    assert results["pam+xgb"]["note"] == "pam's checkpoint + xgb's model, standardized per task"
+    assert results["pam+xgb"]["train_s"] == 0.0 and 0.0 <= results["pam+xgb"]["test_pairwise_acc"] <= 1.0
+    # the pair sums the two within each task: paired with its own scores, the checkpoint ranks alone
+    data_args = ["--data.shards", str(shards), "--data.split", "hold-out", "--data.test_networks", '["net_a"]']
+    dm = quality.reference_datamodule(quality.REPO / "configs" / "pam.yaml", data_args, TINY_PAM)
+    (ckpt,) = map(str, tmp_path.glob("pam/version_*/checkpoints/best-*.ckpt"))
+    pam = quality.checkpoint_test_scores(dm, ckpt)
+    alone, paired = quality.test_metrics(pam, dm), quality.test_metrics(quality.pair_test_scores(dm, ckpt, pam), dm)
+    for metric in ("test_pairwise_acc", "test_peak@1", "test_kendall_tau"):
+        assert paired[metric] == pytest.approx(alone[metric], abs=1e-9), metric
+    assert paired["test_pairwise_acc"] == pytest.approx(results["pam"]["test_pairwise_acc"], abs=1e-6)
+    with pytest.raises(quality.Unavailable, match="needs the pam and xgb rows"):
+        quality.pair_test_scores(dm, ckpt, None)
 
     assert json.loads((tmp_path / "results.json").read_text()) == json.loads(json.dumps(out))
     rows = list(csv.DictReader(open(tmp_path / "results.csv")))
