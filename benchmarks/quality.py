@@ -23,6 +23,7 @@ per task, weighted by the task's test records):
 * `pam+xgb`: the `pam` row's best checkpoint and the `xgb` row's model, each one's test scores
   standardized within each task, summed (two learned models that err on different programs). No
   fit of its own; it needs both rows before it in `--models`.
+* `pam+xgb+psa`: that pair blended with PSA as `pam+psa` blends the checkpoint alone.
 * `pam-ens`: an ensemble of the `pam` row's checkpoints of every `--seed` (at least two): each
   one's test scores standardized within each task (`pruner_models.blend.standardize`), then
   averaged. One row for the whole run, without a spread over seeds; it needs a split whose test
@@ -66,7 +67,7 @@ from pruner_models.metrics import ranking_metrics
 from train import main as train_main
 
 REPO = Path(__file__).resolve().parents[1]
-MODELS = ("random", "psa", "xgb", "mlp", "pam", "pam+psa", "pam+xgb", "pam-ens")
+MODELS = ("random", "psa", "xgb", "mlp", "pam", "pam+psa", "pam+xgb", "pam+xgb+psa", "pam-ens")
 NETWORKS = ("mlp", "pam")
 METRICS = ("pairwise_acc", "peak@1", "peak@5", "top5_recall", "kendall_tau")
 COLUMNS = ("pairwise", "peak@1", "peak@5", "top5 recall", "kendall")
@@ -142,8 +143,11 @@ def psa_test_scores(dm: ShardDataModule, data: ShardData, device_name: str | Non
     return psa_scores(data.psa_programs(test), get_device(device_name))
 
 
-def blend_test_scores(dm: ShardDataModule, data: ShardData, args: Namespace, ckpt: str | None) -> np.ndarray:
-    """The test scores of checkpoint `ckpt` (the pam row's best) blended with PSA's within each task.
+def blend_test_scores(
+    dm: ShardDataModule, data: ShardData, args: Namespace, ckpt: str | None, xgb: np.ndarray | None = None
+) -> np.ndarray:
+    """The test scores of checkpoint `ckpt` (the pam row's best), or of it paired with the xgb row's
+    (`pair_test_scores`) when `xgb` is given, blended with PSA's within each task.
 
     Raises:
         Unavailable: no pam row before this one in the run, or no PSA scores (`psa_test_scores`).
@@ -153,7 +157,8 @@ def blend_test_scores(dm: ShardDataModule, data: ShardData, args: Namespace, ckp
     psa = psa_test_scores(dm, data, args.psa_device)
     from pruner_models.blend import blend_with_psa
 
-    return blend_with_psa(checkpoint_test_scores(dm, ckpt), psa, _test_tasks(dm), args.psa_weight)
+    scores = checkpoint_test_scores(dm, ckpt) if xgb is None else pair_test_scores(dm, ckpt, xgb)
+    return blend_with_psa(scores, psa, _test_tasks(dm), args.psa_weight)
 
 
 def pair_test_scores(dm: ShardDataModule, ckpt: str | None, xgb: np.ndarray | None) -> np.ndarray:
@@ -379,6 +384,14 @@ def run_seed(args: Namespace, seed: int, extra: list[str]) -> tuple[dict[str, di
             elif model == "pam+xgb":
                 row.update(test_metrics(pair_test_scores(dm, checkpoints.get("pam"), xgb_scores), dm))
                 row["note"] = "pam's checkpoint + xgb's model, standardized per task"
+            elif model == "pam+xgb+psa":
+                if xgb_scores is None:
+                    raise Unavailable("n/a: needs the pam and xgb rows before it in --models")
+                scores = blend_test_scores(dm, data, args, checkpoints.get("pam"), xgb_scores)
+                row.update(test_metrics(scores, dm))
+                row["note"] = (
+                    f"pam's checkpoint + xgb's model + {args.psa_weight:g} x PSA ({args.psa_device}), per task"
+                )
             elif model == "pam+psa":
                 row.update(test_metrics(blend_test_scores(dm, data, args, checkpoints.get("pam")), dm))
                 row["note"] = f"pam's checkpoint + {args.psa_weight:g} x PSA ({args.psa_device}), standardized per task"

@@ -168,7 +168,8 @@ def test_psa_row_on_gpu_records_needs_a_device_row(tmp_path):
 
 
 def test_pam_psa_row_blends_the_pam_rows_checkpoint_with_psa(tmp_path):
-    """Weight 0 ranks as the pam row does; a huge weight as the psa row does; without a pam row: n/a."""
+    """Weight 0 ranks as the pam row does (pam+xgb+psa: as pam+xgb); a huge weight as the psa row
+    does; without a pam row: n/a."""
     from bridge.psa import get_device, psa_scores
 
     data = synthetic_shard_data(num_tasks=6, records_per_task=40)
@@ -187,8 +188,13 @@ def test_pam_psa_row_blends_the_pam_rows_checkpoint_with_psa(tmp_path):
             *common,
             "--models",
             "psa",
+            "xgb",
             "pam",
             "pam+psa",
+            "pam+xgb",
+            "pam+xgb+psa",
+            "--xgb-threads",
+            "1",
             "--psa-weight",
             weight,
             "--out",
@@ -200,8 +206,12 @@ def test_pam_psa_row_blends_the_pam_rows_checkpoint_with_psa(tmp_path):
     for metric in ("test_pairwise_acc", "test_peak@1", "test_kendall_tau"):
         assert rows["0"]["pam+psa"][metric] == pytest.approx(rows["0"]["pam"][metric], abs=1e-6), metric
         assert rows["1e6"]["pam+psa"][metric] == pytest.approx(rows["1e6"]["psa"][metric], abs=1e-6), metric
+        # the pair with PSA: weight 0 ranks as the pair, a huge weight as PSA
+        assert rows["0"]["pam+xgb+psa"][metric] == pytest.approx(rows["0"]["pam+xgb"][metric], abs=1e-6), metric
+        assert rows["1e6"]["pam+xgb+psa"][metric] == pytest.approx(rows["1e6"]["psa"][metric], abs=1e-6), metric
     assert rows["0"]["pam"]["test_pairwise_acc"] != pytest.approx(rows["0"]["psa"]["test_pairwise_acc"], abs=1e-6)
     assert rows["0"]["pam+psa"]["note"].startswith("pam's checkpoint + 0 x PSA (h100)")
+    assert rows["1e6"]["pam+xgb+psa"]["note"] == "pam's checkpoint + xgb's model + 1e+06 x PSA (h100), per task"
     alone = quality.main([*common, "--models", "pam+psa", "--out", str(tmp_path / "alone")])["results"]["pam+psa"]
     assert alone["note"] == "n/a: needs the pam row before it in --models" and "test_pairwise_acc" not in alone
 
