@@ -143,22 +143,27 @@ def psa_test_scores(dm: ShardDataModule, data: ShardData, device_name: str | Non
     return psa_scores(data.psa_programs(test), get_device(device_name))
 
 
-def blend_test_scores(
-    dm: ShardDataModule, data: ShardData, args: Namespace, ckpt: str | None, xgb: np.ndarray | None = None
-) -> np.ndarray:
-    """The test scores of checkpoint `ckpt` (the pam row's best), or of it paired with the xgb row's
-    (`pair_test_scores`) when `xgb` is given, blended with PSA's within each task.
+def blend_test_scores(dm: ShardDataModule, data: ShardData, args: Namespace, scores: np.ndarray) -> np.ndarray:
+    """A row's test scores (`pam_test_scores`, `pair_test_scores`) blended with PSA's within each task.
 
     Raises:
-        Unavailable: no pam row before this one in the run, or no PSA scores (`psa_test_scores`).
+        Unavailable: no PSA scores (`psa_test_scores`).
     """
-    if ckpt is None:
-        raise Unavailable("n/a: needs the pam row before it in --models")
     psa = psa_test_scores(dm, data, args.psa_device)
     from pruner_models.blend import blend_with_psa
 
-    scores = checkpoint_test_scores(dm, ckpt) if xgb is None else pair_test_scores(dm, ckpt, xgb)
     return blend_with_psa(scores, psa, _test_tasks(dm), args.psa_weight)
+
+
+def pam_test_scores(dm: ShardDataModule, ckpt: str | None) -> np.ndarray:
+    """The test scores of checkpoint `ckpt`, the pam row's best.
+
+    Raises:
+        Unavailable: no pam row before this one in the run.
+    """
+    if ckpt is None:
+        raise Unavailable("n/a: needs the pam row before it in --models")
+    return checkpoint_test_scores(dm, ckpt)
 
 
 def pair_test_scores(dm: ShardDataModule, ckpt: str | None, xgb: np.ndarray | None) -> np.ndarray:
@@ -385,15 +390,14 @@ def run_seed(args: Namespace, seed: int, extra: list[str]) -> tuple[dict[str, di
                 row.update(test_metrics(pair_test_scores(dm, checkpoints.get("pam"), xgb_scores), dm))
                 row["note"] = "pam's checkpoint + xgb's model, standardized per task"
             elif model == "pam+xgb+psa":
-                if xgb_scores is None:
-                    raise Unavailable("n/a: needs the pam and xgb rows before it in --models")
-                scores = blend_test_scores(dm, data, args, checkpoints.get("pam"), xgb_scores)
-                row.update(test_metrics(scores, dm))
+                paired = pair_test_scores(dm, checkpoints.get("pam"), xgb_scores)
+                row.update(test_metrics(blend_test_scores(dm, data, args, paired), dm))
                 row["note"] = (
                     f"pam's checkpoint + xgb's model + {args.psa_weight:g} x PSA ({args.psa_device}), per task"
                 )
             elif model == "pam+psa":
-                row.update(test_metrics(blend_test_scores(dm, data, args, checkpoints.get("pam")), dm))
+                pam = pam_test_scores(dm, checkpoints.get("pam"))
+                row.update(test_metrics(blend_test_scores(dm, data, args, pam), dm))
                 row["note"] = f"pam's checkpoint + {args.psa_weight:g} x PSA ({args.psa_device}), standardized per task"
             else:
                 fit = (model, data_args, Path(args.out), args.epochs, extra, dm)
