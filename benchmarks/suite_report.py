@@ -23,6 +23,7 @@ from bridge.search_log import read_rounds
 __all__ = ["arms", "report", "slug", "time_to", "trials_to"]
 
 _TOL = 1e-9
+_BEHIND = 1.02  # latency at equal time / XGB's beyond which a method is behind: past the 2% measurement noise
 
 
 def slug(workload: str) -> str:
@@ -133,7 +134,7 @@ def report(results: Path, plot: str | None = None, baseline: str = "xgb", also: 
                     cols[key].append(value)
                 if method != baseline:
                     counted[method] += 1
-                    if pair["ratio"] > 1.02:
+                    if pair["ratio"] > _BEHIND:
                         pairs[method].append(f"{workload} s{seed} {_ratio(pair['ratio'])}x")
                 cols["idle"].append(device_idle_share(rows))
                 cols["drafting"].append(drafting_share(rows))
@@ -148,7 +149,7 @@ def report(results: Path, plot: str | None = None, baseline: str = "xgb", also: 
             if method != baseline:
                 speedups[method].append(speedup)
                 ratios[method].append(ratio)
-                if ratio > 1.02:  # NaN (XGB had no estimate at that time) is no comparison; inf is worse
+                if ratio > _BEHIND:  # NaN (XGB had no estimate at that time) is no comparison; inf is worse
                     worse.append(f"{method} on {workload} ({_ratio(ratio)}x XGB's latency)")
             lines.append(
                 f"| {workload} | {method} | {n} | {sum(cols['trials']) / n:.0f} | {sum(cols['best']) / n:.2f} "
