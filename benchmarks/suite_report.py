@@ -33,17 +33,17 @@ def slug(workload: str) -> str:
 
 def arms(*folders: Path) -> dict[str, dict[str, dict[int, list[dict]]]]:
     """workload slug -> method -> seed -> curve rows, over one results folder or several. A workload's
-    arms must all be in one folder: they are compared side by side, so they ran under one setting."""
+    seeds may come from several folders (seeds added by later calls), but one arm (workload, method,
+    seed) from two is refused: which of the two ran is not for the report to guess."""
     out: dict = defaultdict(lambda: defaultdict(dict))
-    home: dict[str, Path] = {}
+    home: dict[tuple[str, str, int], Path] = {}
     for folder in map(Path, folders):
         for path in sorted(folder.glob("*/*-s*.csv")):
             workload = path.parent.name
-            if home.setdefault(workload, folder) != folder:
-                raise ValueError(
-                    f"{path}: {workload} has arms in {home[workload]} too; a workload's arms must be in one folder"
-                )
             method, _, seed = path.stem.rpartition("-s")
+            key = (workload, method, int(seed))
+            if home.setdefault(key, path) != path:
+                raise ValueError(f"{path}: arm {method} seed {seed} of {workload} is in {home[key]} too")
             out[workload][method][int(seed)] = read_rounds(path)
     return out
 
@@ -182,6 +182,7 @@ def report(results: Path, plot: str | None = None, baseline: str = "xgb", also: 
     ]
     if spread:
         lines.append(f"- {baseline}'s final latency across seeds: {', '.join(spread)}")
+    lines += _against(data, baseline)
     lines += _per_seed(data, baseline)
     if plot:
         _plot(data, plot)
@@ -203,6 +204,33 @@ def _pair(base: list[dict], rows: list[dict]) -> dict[str, float]:
         "trials_to": trials_to(rows, final),
         "speedup": time_to(base, final) / (t if math.isfinite(t) else rows[-1]["elapsed_s"]),
     }
+
+
+def _against(data: dict, baseline: str, reference: str = "pruner") -> list[str]:
+    """Each other method against `reference` on the seeds where both ran beside the baseline: a mean
+    over each method's own seeds can compare different draws of XGB, so this pairs them seed by seed."""
+    lines = []
+    for method in sorted({m for methods in data.values() for m in methods} - {baseline, reference}):
+        sooner = later = lower = n = 0
+        logs = []
+        for methods in data.values():
+            for seed, base in methods.get(baseline, {}).items():
+                rows, ref = methods.get(method, {}).get(seed), methods.get(reference, {}).get(seed)
+                if not (base and rows and ref):
+                    continue
+                a, b = _pair(base, rows), _pair(base, ref)
+                n += 1
+                sooner += a["time"] < b["time"]
+                later += a["time"] > b["time"]  # both never: neither
+                lower += a["best"] < b["best"]
+                logs.append(math.log(a["speedup"] / b["speedup"]))
+        if n:
+            lines.append(
+                f"- {method} against {reference}, seed by seed ({n} seeds where both ran): reached {baseline}'s "
+                f"final sooner on {sooner}, later on {later}; speedup {math.exp(sum(logs) / n):.2f}x {reference}'s "
+                f"(geometric mean); lower latency at equal time on {lower} of {n}"
+            )
+    return lines
 
 
 def _per_seed(data: dict, baseline: str) -> list[str]:

@@ -82,6 +82,29 @@ def test_report_counts_the_seeds_that_reached_xgbs_final(tmp_path):
     assert "| never | never | <" in suite_report.report(tmp_path)
 
 
+def test_report_pairs_each_method_with_pruner_seed_by_seed(tmp_path):
+    # seed 0: XGB's final 0.02 at 80 s; pruner reaches it at 40 s (2x), moa at 20 s (4x).
+    # seed 1: XGB's final 0.04 at 60 s; pruner at 20 s (3x), moa never (60/100 = 0.6x); seed 2 has no moa arm.
+    write_arm(tmp_path / "op" / "xgb-s0.csv", [(20, 16, 0.05), (80, 48, 0.02), (100, 64, 0.02)])
+    write_arm(tmp_path / "op" / "pruner-s0.csv", [(40, 16, 0.02), (100, 64, 0.018)])
+    write_arm(tmp_path / "op" / "moa-s0.csv", [(20, 16, 0.02), (100, 64, 0.019)])
+    write_arm(tmp_path / "op" / "xgb-s1.csv", [(30, 16, 0.05), (60, 32, 0.04), (100, 48, 0.04)])
+    write_arm(tmp_path / "op" / "pruner-s1.csv", [(20, 16, 0.035), (100, 64, 0.03)])
+    write_arm(tmp_path / "op" / "moa-s1.csv", [(20, 16, 0.045), (100, 64, 0.041)])
+    write_arm(tmp_path / "op" / "xgb-s2.csv", [(30, 16, 0.05), (100, 48, 0.04)])
+    write_arm(tmp_path / "op" / "pruner-s2.csv", [(20, 16, 0.035), (100, 64, 0.03)])
+    text = suite_report.report(tmp_path)
+    ratio = math.sqrt((4 / 2) * (0.6 / 3))
+    line = (
+        "- moa against pruner, seed by seed (2 seeds where both ran): reached xgb's final sooner on 1, later on 1; "
+        f"speedup {ratio:.2f}x pruner's (geometric mean); lower latency at equal time on 0 of 2"
+    )
+    assert line in text, text
+    assert "pruner against pruner" not in text and "xgb against" not in text
+    write_arm(tmp_path / "op" / "pruner-s1.csv", [(20, 16, 0.045), (100, 64, 0.042)])  # both never on seed 1: a tie
+    assert "sooner on 1, later on 0;" in suite_report.report(tmp_path)
+
+
 def test_time_and_trials_to_a_latency():
     rows = [
         {"elapsed_s": 5.0, "total_trials": 8.0, "estimated_ms": 2.0},
@@ -180,7 +203,7 @@ def test_lanes_sharing_a_results_folder_keep_every_eager_time(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["eager.json"]  # no lock file left behind
 
 
-def test_report_over_several_folders_takes_each_workload_from_one(tmp_path, capsys):
+def test_report_over_several_folders_takes_each_arm_from_one(tmp_path, capsys):
     first, second = tmp_path / "seeds", tmp_path / "convs"
     write_arm(first / "op_a" / "xgb-s0.csv", [(10, 16, 0.05), (90, 48, 0.02), (120, 64, 0.02)])
     write_arm(first / "op_a" / "pruner-s0.csv", [(30, 32, 0.019), (120, 96, 0.015)])
@@ -196,13 +219,19 @@ def test_report_over_several_folders_takes_each_workload_from_one(tmp_path, caps
     assert "| op_a | torch eager (cuBLAS/cuDNN) | | | 100.00 |" in text  # the first folder's time
     assert "| op_b | torch eager (cuBLAS/cuDNN) | | | 200.00 |" in text
     assert "op_b" not in suite_report.report(first)
-    write_arm(second / "op_a" / "moa-s0.csv", [(20, 16, 0.02), (100, 64, 0.01)])
-    with pytest.raises(ValueError, match=r"moa-s0.csv: op_a has arms in .*seeds too"):
+    write_arm(second / "op_a" / "pruner-s1.csv", [(20, 16, 0.02), (100, 64, 0.01)])  # a later seed, elsewhere
+    write_arm(second / "op_a" / "xgb-s1.csv", [(10, 16, 0.05), (60, 48, 0.02), (120, 64, 0.02)])
+    text = suite_report.report(first, also=(second,))  # seed 1: XGB's final 0.02 at 60 s, pruner's at 20 s
+    assert "| op_a | pruner | 2 | 80 | 12.50 | 0.625 |" in text
+    assert "| op_a | 1 | 20.00 | 60 s | 20 s | 3.00x |" in text
+    write_arm(second / "op_a" / "pruner-s0.csv", [(20, 16, 0.02), (100, 64, 0.01)])
+    with pytest.raises(ValueError, match=r"convs/op_a/pruner-s0.csv: arm pruner seed 0 of op_a is in .*seeds/op_a/pruner-s0.csv too"):
         suite_report.report(first, also=(second,))
+    for name in ("pruner-s0", "pruner-s1", "xgb-s1"):
+        (second / "op_a" / f"{name}.csv").unlink()
     with pytest.raises(FileNotFoundError, match="nowhere"):
         suite_report.report(first, also=(tmp_path / "nowhere",))
     with pytest.raises(ValueError, match="it needs --report"):  # without --report it would run arms
         tuning.main(["--results", str(first), "--also", str(second)])
-    (second / "op_a" / "moa-s0.csv").unlink()
     tuning.main(["--report", "--results", str(first), "--also", str(second)])
     assert f"{math.sqrt(12):.2f}x over 2 workloads" in capsys.readouterr().out
