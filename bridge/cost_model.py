@@ -206,14 +206,22 @@ class PrunerCostModel(ms.cost_model.PyCostModel):
         if not self.trained:
             return np.ones(len(candidates), dtype=np.float64)
         self._warmed()
-        tags = self.tags[self._task(context)]
-        feats = self._featurize(context, candidates)
-        ok = [i for i, f in enumerate(feats) if f is not None]
-        scores = np.full(len(candidates), np.finfo(np.float64).tiny)
-        if ok:
-            raw = self._score([feats[i][0] for i in ok], np.stack([feats[i][1] for i in ok]), tags)
-            scores[ok] = np.maximum(np.logaddexp(0.0, raw), np.finfo(np.float64).tiny)
-        return scores
+        key = self._task(context)
+        return self.score_features(key, self._featurize(context, candidates))
+
+    @torch.no_grad()
+    def score_features(self, key: str, feats: Sequence[tuple[np.ndarray, np.ndarray] | None]) -> np.ndarray:
+        """`predict` on featurized candidates of task `key` ((stmt rows, gemm matrix), None where featurizing
+        failed), e.g. records read back from shards by an offline replay (`self.tags[key]` set first)."""
+        with self._lock:
+            if not self.trained:
+                return np.ones(len(feats), dtype=np.float64)
+            ok = [i for i, f in enumerate(feats) if f is not None]
+            scores = np.full(len(feats), np.finfo(np.float64).tiny)
+            if ok:
+                raw = self._score([feats[i][0] for i in ok], np.stack([feats[i][1] for i in ok]), self.tags[key])
+                scores[ok] = np.maximum(np.logaddexp(0.0, raw), np.finfo(np.float64).tiny)
+            return scores
 
     def _score(self, stmt: list[np.ndarray], gemm: np.ndarray, tags: np.ndarray, chunk: int = 4096) -> np.ndarray:
         self.net.eval()
@@ -235,17 +243,32 @@ class PrunerCostModel(ms.cost_model.PyCostModel):
             self._update(context, list(candidates), list(results))
 
     def _update(self, context, candidates: list, results: list) -> None:
-        key = self._task(context)
-        task = self.data.setdefault(key, {"stmt": [], "gemm": [], "latency": []})
-        newest = []
+        feats, latencies = [], []
         for feat, result in zip(self._featurize(context, candidates), results):
             if feat is None:
                 continue
             run_secs = None if result.run_secs is None else [float(s) for s in result.run_secs]
+            feats.append(feat)
+            latencies.append(mean_latency(run_secs))
+        self.learn(self._task(context), feats, latencies)
+
+    def learn(self, key: str, feats: Sequence[tuple[np.ndarray, np.ndarray]], latencies: Sequence[float]) -> None:
+        """`update` on one measured batch of task `key`, featurized ((stmt rows, gemm matrix) and mean latency
+        in seconds, inf if failed, a record each): record it, then train per the mode. An offline replay
+        calls this with records read back from shards (`self.tags[key]` set first)."""
+        if self.mode.endswith("no-update"):
+            return
+        with self._lock:
+            self._learn(key, feats, latencies)
+
+    def _learn(self, key: str, feats: Sequence[tuple[np.ndarray, np.ndarray]], latencies: Sequence[float]) -> None:
+        task = self.data.setdefault(key, {"stmt": [], "gemm": [], "latency": []})
+        newest = []
+        for (stmt, gemm), latency in zip(feats, latencies, strict=True):
             newest.append((key, len(task["latency"])))
-            task["stmt"].append(feat[0])
-            task["gemm"].append(feat[1])
-            task["latency"].append(mean_latency(run_secs))
+            task["stmt"].append(stmt)
+            task["gemm"].append(gemm)
+            task["latency"].append(float(latency))
         self.rounds += 1
         self._pending.extend(newest)
         if self.mode == "pam-siamese-update" and self.rounds % self.adapt_every:

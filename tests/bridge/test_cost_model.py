@@ -100,6 +100,30 @@ def test_siamese_mode_adapts_every_fourth_round_with_momentum(measured_matmul, a
     np.testing.assert_array_equal(again.predict(context, candidates), model.predict(context, candidates))
 
 
+def test_learn_on_featurized_records_is_update_without_tvm(measured_matmul, artifacts):
+    # An offline replay feeds records read back from shards: learn / score_features must do what
+    # update / predict do with the same features, in every mode.
+    context, candidates, results = measured_matmul
+    for mode, artifact in (("pam", None), ("pam-siamese-update", artifacts["PAMModule"]), ("pam-no-update", artifacts["PAMModule"])):
+        live = PrunerCostModel(mode=mode, artifact=artifact, epochs=3, adapt_every=1, device="cpu")
+        replay = PrunerCostModel(mode=mode, artifact=artifact, epochs=3, adapt_every=1, device="cpu")
+        key = live._task(context)
+        replay.tags[key] = live.tags[key]
+        feats = live._featurize(context, candidates)
+        np.testing.assert_array_equal(replay.score_features(key, feats), live.predict(context, candidates))
+        live.update(context, candidates[:12], results[:12])
+        replay.learn(key, feats[:12], latencies(results[:12]))
+        assert replay.rounds == live.rounds and replay.trained == live.trained
+        np.testing.assert_allclose(replay.score_features(key, feats), live.predict(context, candidates), rtol=1e-6)
+        if mode == "pam-no-update":
+            assert replay.data == {}
+        else:
+            assert len(replay.data[key]["latency"]) == 12
+    with pytest.raises(ValueError, match="zip"):  # a latency for each record
+        replay = PrunerCostModel(mode="pam", epochs=1, device="cpu")
+        replay.learn("k", feats[:3], [1e-3, 2e-3])
+
+
 def test_loading_a_state_of_another_mode_fails(tmp_path, measured_matmul):
     PrunerCostModel(mode="mlp").save(str(tmp_path / "mlp.bin"))
     with pytest.raises(ValueError, match="saved in mode 'mlp'"):

@@ -1,0 +1,174 @@
+"""Does a pretrained verifier that adapts online rank a run's next batch better than one learned from
+nothing? An offline replay of online learning on a finished tuning run's database.
+
+The measured records of one tuning database (a work dir) are taken in the order they were measured
+(their line order), in batches of `--batch`. Before each batch is learned from, every variant scores
+it, the way `bridge.verify_gate` judges a batch; then each variant learns from it through the cost
+model a tuning run uses (`bridge.cost_model.PrunerCostModel.learn`, the code path of `update`, with
+the records' features read back from the shards). Variants:
+
+- `pam`: Pruner online, a PAM from nothing, retrained every batch (bounded as in tuning). Until it has
+  learned from a batch it ranks as PSA, as the search's cold start does.
+- `moa-K`: MoA, the pretrained `--artifact` adapted every K-th batch (`pam-siamese-update`, the
+  paper's K is 4).
+- `pretrained`: the artifact, never adapted (`pam-no-update`).
+- `psa`: the draft model alone.
+
+Printed per database and variant, over the first `--rounds` batches: the pairwise accuracy within
+the batches (pairs of one task with different latencies) and the batches' peak@1 (the batch's best
+latency / the latency of the variant's top pick, a mean over batches). The batches were picked by
+the run's own search, so this compares the verifiers on the schedules one run measured, not on what
+each would have picked.
+
+    python -m data.featurize benchmarks/results/suite_databases/defaults/*/pruner-s0 --out runs/suite_shards --workers 2
+    python benchmarks/adapt_replay.py --shards runs/suite_shards --artifact benchmarks/weights/pam-suite-holdout-sm_90a.pt \\
+        --databases "[benchmarks/results/suite_databases/defaults/dense_128x3072x768/pruner-s0]" --rounds 12
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from jsonargparse import CLI  # noqa: E402 - after the path insert, as the other benchmarks
+
+from bridge.psa import get_device, psa_scores  # noqa: E402
+from bridge.verify_gate import concordant_pairs  # noqa: E402
+from data.shards import ShardData, read_shards  # noqa: E402
+
+__all__ = ["adapt_replay", "replay_database"]
+
+
+def _variant(name: str, artifact: str | None, seed: int, epochs: int):
+    from bridge.cost_model import PrunerCostModel
+
+    if name == "pam":
+        return PrunerCostModel(mode="pam", device="cpu", seed=seed, epochs=epochs, workers=1)
+    if name == "pretrained":
+        return PrunerCostModel(mode="pam-no-update", artifact=artifact, device="cpu", seed=seed, workers=1)
+    if name.startswith("moa-") and name[4:].isdigit() and int(name[4:]) >= 1:
+        return PrunerCostModel(
+            mode="pam-siamese-update",
+            artifact=artifact,
+            device="cpu",
+            seed=seed,
+            epochs=epochs,
+            adapt_every=int(name[4:]),
+            workers=1,
+        )
+    if name == "psa":
+        return None
+    raise ValueError(f"variant {name!r}: one of pam, pretrained, psa, moa-K (K >= 1)")
+
+
+def _features(data: ShardData, i: int) -> tuple[np.ndarray, np.ndarray]:
+    return data.stmt[data.stmt_ptr[i] : data.stmt_ptr[i + 1]], data.gemm[i]
+
+
+def replay_database(
+    data: ShardData, records: np.ndarray, psa: np.ndarray, models: dict, batch: int, rounds: int
+) -> dict[str, dict[str, float]]:
+    """Score, then learn, batch by batch; returns {variant: {"pairwise", "peak1", "batches"}}.
+
+    Args:
+        data: the shards holding `records`.
+        records: indices into `data`, in measurement order.
+        psa: PSA scores of every record of `data`.
+        models: variant name -> a fresh `PrunerCostModel` (None: PSA alone).
+        batch, rounds: records a batch; batches replayed at most.
+    """
+    right = {name: 0.0 for name in models}
+    peaks = {name: [] for name in models}
+    pairs = 0
+    for model in (m for m in models.values() if m is not None):
+        for t in np.unique(data.record_task[records]):
+            model.tags[str(data.task_key[t])] = data.task_tags[t]
+    done = 0
+    for start in range(0, len(records), batch):
+        if done == rounds:
+            break
+        part = records[start : start + batch]
+        for t in np.unique(data.record_task[part]):
+            mine = part[data.record_task[part] == t]
+            latency = np.asarray(data.latency[mine], dtype=np.float64)
+            finite = np.isfinite(latency)
+            key, feats = str(data.task_key[t]), [_features(data, i) for i in mine]
+            n = concordant_pairs(psa[mine], latency)[1]
+            pairs += n
+            for name, model in models.items():
+                scores = psa[mine] if model is None or not model.trained else model.score_features(key, feats)
+                right[name] += concordant_pairs(scores, latency)[0]
+                if finite.sum() >= 2:
+                    top = int(np.argmax(scores))  # a pick that fails counts 0, as it would in tuning
+                    peaks[name].append(latency[finite].min() / latency[top] if np.isfinite(latency[top]) else 0.0)
+            for model in (m for m in models.values() if m is not None):
+                model.learn(key, feats, latency)
+        done += 1
+    return {
+        name: {
+            "pairwise": right[name] / pairs if pairs else float("nan"),
+            "peak1": float(np.mean(peaks[name])) if peaks[name] else float("nan"),
+            "batches": float(done),
+        }
+        for name in models
+    }
+
+
+def adapt_replay(
+    shards: str,
+    databases: tuple[str, ...],
+    artifact: str,
+    variants: tuple[str, ...] = ("psa", "pam", "pretrained", "moa-4", "moa-1"),
+    device: str = "h100",
+    batch: int = 32,
+    rounds: int = 12,
+    epochs: int = 50,
+    seed: int = 0,
+    json_out: str | None = None,
+) -> dict[str, dict[str, dict[str, float]]]:
+    """Replay online learning on each database's records (found in `shards` by their source file).
+
+    Args:
+        shards: shards featurized from the databases (`python -m data.featurize`).
+        databases: tuning work dirs whose records to replay, each on its own.
+        artifact: the pretrained model (`bridge.export` file or train.py checkpoint) of the moa-K and
+            pretrained variants.
+        variants: see the module docstring.
+        device: PSA's device row.
+        batch: records a batch (a tuning round).
+        rounds: batches replayed at most, from the run's start.
+        epochs: maximum epochs of each online training (tuning's default 50).
+        seed: seeds the online trainings.
+        json_out: also write the results here.
+    """
+    if batch < 2 or rounds < 1:
+        raise ValueError(f"batch={batch!r} must be >= 2 and rounds={rounds!r} >= 1")
+    data = read_shards([shards])
+    psa = psa_scores(data.psa_programs(), get_device(device))
+    source = [str(s).rsplit(":", 1) for s in data.record_source]
+    out = {}
+    for db in databases:
+        mine = [i for i, (path, _) in enumerate(source) if Path(path).parent == Path(db)]
+        if not mine:
+            raise ValueError(f"{shards} holds no record of {db} (featurize it first)")
+        mine.sort(key=lambda i: int(source[i][1]))  # measurement order
+        models = {name: _variant(name, artifact, seed, epochs) for name in variants}
+        out[db] = replay_database(data, np.asarray(mine), psa, models, batch, rounds)
+        cells = ", ".join(f"{n} {r['pairwise']:.3f} / {r['peak1']:.3f}" for n, r in out[db].items())
+        print(f"{db} ({int(next(iter(out[db].values()))['batches'])} batches of {batch}; pairwise / peak@1): {cells}")
+    if json_out:
+        Path(json_out).write_text(json.dumps(out, indent=1))
+    return out
+
+
+def main(argv: list[str] | None = None) -> dict:
+    return CLI(adapt_replay, args=argv, as_positional=False)
+
+
+if __name__ == "__main__":
+    main()
