@@ -1,6 +1,5 @@
 """benchmarks/adapt_replay.py: online learning replayed on a featurized tuning database."""
 
-import numpy as np
 import pytest
 from benchmark_files import REPO, load_benchmark
 
