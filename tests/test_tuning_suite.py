@@ -225,7 +225,9 @@ def test_report_over_several_folders_takes_each_arm_from_one(tmp_path, capsys):
     assert "| op_a | pruner | 2 | 80 | 12.50 | 0.625 |" in text
     assert "| op_a | 1 | 20.00 | 60 s | 20 s | 3.00x |" in text
     write_arm(second / "op_a" / "pruner-s0.csv", [(20, 16, 0.02), (100, 64, 0.01)])
-    with pytest.raises(ValueError, match=r"convs/op_a/pruner-s0.csv: arm pruner seed 0 of op_a is in .*seeds/op_a/pruner-s0.csv too"):
+    with pytest.raises(
+        ValueError, match=r"convs/op_a/pruner-s0.csv: arm pruner seed 0 of op_a is in .*seeds/op_a/pruner-s0.csv too"
+    ):
         suite_report.report(first, also=(second,))
     for name in ("pruner-s0", "pruner-s1", "xgb-s1"):
         (second / "op_a" / f"{name}.csv").unlink()

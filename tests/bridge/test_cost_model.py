@@ -104,7 +104,11 @@ def test_learn_on_featurized_records_is_update_without_tvm(measured_matmul, arti
     # An offline replay feeds records read back from shards: learn / score_features must do what
     # update / predict do with the same features, in every mode.
     context, candidates, results = measured_matmul
-    for mode, artifact in (("pam", None), ("pam-siamese-update", artifacts["PAMModule"]), ("pam-no-update", artifacts["PAMModule"])):
+    for mode, artifact in (
+        ("pam", None),
+        ("pam-siamese-update", artifacts["PAMModule"]),
+        ("pam-no-update", artifacts["PAMModule"]),
+    ):
         live = PrunerCostModel(mode=mode, artifact=artifact, epochs=3, adapt_every=1, device="cpu")
         replay = PrunerCostModel(mode=mode, artifact=artifact, epochs=3, adapt_every=1, device="cpu")
         key = live._task(context)
