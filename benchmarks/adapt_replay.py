@@ -14,6 +14,9 @@ the records' features read back from the shards). Variants:
 - `pretrained`: the artifact, never adapted (`pam-no-update`).
 - `psa`: the draft model alone.
 
+With `--psa_weight w`, each learned variant is also ranked blended with PSA (`<variant>+psa`:
+z(scores) + w z(log PSA) within the batch, tuning's `--psa-weight`).
+
 Printed per database and variant, over the first `--rounds` batches: the pairwise accuracy within
 the batches (pairs of one task with different latencies) and the batches' peak@1 (the batch's best
 latency / the latency of the variant's top pick, a mean over batches). The batches were picked by
@@ -40,6 +43,7 @@ from jsonargparse import CLI  # noqa: E402 - after the path insert, as the other
 from bridge.psa import get_device, psa_scores  # noqa: E402
 from bridge.verify_gate import concordant_pairs  # noqa: E402
 from data.shards import ShardData, read_shards  # noqa: E402
+from pruner_models.blend import blend_with_psa, check_weight  # noqa: E402
 
 __all__ = ["adapt_replay", "replay_database"]
 
@@ -71,7 +75,13 @@ def _features(data: ShardData, i: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def replay_database(
-    data: ShardData, records: np.ndarray, psa: np.ndarray, models: dict, batch: int, rounds: int
+    data: ShardData,
+    records: np.ndarray,
+    psa: np.ndarray,
+    models: dict,
+    batch: int,
+    rounds: int,
+    psa_weight: float | None = None,
 ) -> dict[str, dict[str, float]]:
     """Score, then learn, batch by batch; returns {variant: {"pairwise", "peak1", "batches"}}.
 
@@ -81,9 +91,12 @@ def replay_database(
         psa: PSA scores of every record of `data`.
         models: variant name -> a fresh `PrunerCostModel` (None: PSA alone).
         batch, rounds: records a batch; batches replayed at most.
+        psa_weight: also rank each learned variant's scores blended with PSA's within the batch
+            (`pruner_models.blend`, tuning's `--psa-weight`), as "<variant>+psa".
     """
-    right = {name: 0.0 for name in models}
-    peaks = {name: [] for name in models}
+    names = [*models, *(f"{n}+psa" for n, m in models.items() if m is not None and psa_weight is not None)]
+    right = {name: 0.0 for name in names}
+    peaks = {name: [] for name in names}
     pairs = 0
     for model in (m for m in models.values() if m is not None):
         for t in np.unique(data.record_task[records]):
@@ -100,8 +113,14 @@ def replay_database(
             key, feats = str(data.task_key[t]), [_features(data, i) for i in mine]
             n = concordant_pairs(psa[mine], latency)[1]
             pairs += n
+            ranked = {}
             for name, model in models.items():
-                scores = psa[mine] if model is None or not model.trained else model.score_features(key, feats)
+                ranked[name] = psa[mine] if model is None or not model.trained else model.score_features(key, feats)
+                if f"{name}+psa" in right:  # a cold model's equal scores leave the order to PSA, as in tuning
+                    ranked[f"{name}+psa"] = blend_with_psa(
+                        model.score_features(key, feats), psa[mine], weight=psa_weight
+                    )
+            for name, scores in ranked.items():
                 right[name] += concordant_pairs(scores, latency)[0]
                 if finite.sum() >= 2:
                     top = int(np.argmax(scores))  # a pick that fails counts 0, as it would in tuning
@@ -115,7 +134,7 @@ def replay_database(
             "peak1": float(np.mean(peaks[name])) if peaks[name] else float("nan"),
             "batches": float(done),
         }
-        for name in models
+        for name in names
     }
 
 
@@ -129,6 +148,7 @@ def adapt_replay(
     rounds: int = 12,
     epochs: int = 50,
     seed: int = 0,
+    psa_weight: float | None = None,
     json_out: str | None = None,
 ) -> dict[str, dict[str, dict[str, float]]]:
     """Replay online learning on each database's records (found in `shards` by their source file).
@@ -144,10 +164,13 @@ def adapt_replay(
         rounds: batches replayed at most, from the run's start.
         epochs: maximum epochs of each online training (tuning's default 50).
         seed: seeds the online trainings.
+        psa_weight: also report each learned variant blended with PSA at this weight ("<variant>+psa").
         json_out: also write the results here.
     """
     if batch < 2 or rounds < 1:
         raise ValueError(f"batch={batch!r} must be >= 2 and rounds={rounds!r} >= 1")
+    if psa_weight is not None:
+        check_weight(psa_weight, f"--psa_weight {psa_weight!r}")
     data = read_shards([shards])
     psa = psa_scores(data.psa_programs(), get_device(device))
     source = [str(s).rsplit(":", 1) for s in data.record_source]
@@ -158,7 +181,7 @@ def adapt_replay(
             raise ValueError(f"{shards} holds no record of {db} (featurize it first)")
         mine.sort(key=lambda i: int(source[i][1]))  # measurement order
         models = {name: _variant(name, artifact, seed, epochs) for name in variants}
-        out[db] = replay_database(data, np.asarray(mine), psa, models, batch, rounds)
+        out[db] = replay_database(data, np.asarray(mine), psa, models, batch, rounds, psa_weight)
         cells = ", ".join(f"{n} {r['pairwise']:.3f} / {r['peak1']:.3f}" for n, r in out[db].items())
         print(f"{db} ({int(next(iter(out[db].values()))['batches'])} batches of {batch}; pairwise / peak@1): {cells}")
     if json_out:

@@ -37,6 +37,12 @@ def test_each_variant_scores_a_batch_before_learning_from_it(shards, monkeypatch
     assert every["psa"]["batches"] == -(-records // 8)  # all the batches there are
     for r in (*one.values(), *every.values()):
         assert 0.0 <= r["pairwise"] <= 1.0 and 0.0 <= r["peak1"] <= 1.0
+    blended = adapt_replay.adapt_replay(
+        shards, (TASK,), ARTIFACT, variants=("psa", "pam", "pretrained"), batch=8, rounds=1, epochs=3, psa_weight=1.0
+    )[TASK]
+    assert sorted(blended) == ["pam", "pam+psa", "pretrained", "pretrained+psa", "psa"]
+    assert blended["pam+psa"] == blended["psa"]  # a cold model's equal scores leave the order to PSA
+    assert blended["pretrained"] == one["pretrained"]
 
 
 def test_bad_arguments_are_refused(shards):
@@ -44,5 +50,7 @@ def test_bad_arguments_are_refused(shards):
         adapt_replay.adapt_replay(shards, (TASK,), ARTIFACT, variants=("moa-0",))
     with pytest.raises(ValueError, match="batch=1"):
         adapt_replay.adapt_replay(shards, (TASK,), ARTIFACT, batch=1)
+    with pytest.raises(ValueError, match="--psa_weight -1.0 must be finite"):
+        adapt_replay.adapt_replay(shards, (TASK,), ARTIFACT, psa_weight=-1.0)
     with pytest.raises(ValueError, match="holds no record of nowhere"):
         adapt_replay.adapt_replay(shards, ("nowhere",), ARTIFACT, variants=("psa",))
