@@ -15,7 +15,9 @@ the records' features read back from the shards). Variants:
 - `psa`: the draft model alone.
 
 With `--psa_weight w`, each learned variant is also ranked blended with PSA (`<variant>+psa`:
-z(scores) + w z(log PSA) within the batch, tuning's `--psa-weight`).
+z(scores) + w z(log PSA) within the batch, tuning's `--psa-weight`). With `--gate true`, each is also
+ranked behind the verify gate (`<variant>+gate`: PSA's order while PSA ordered the task's earlier
+batches better, `bridge.verify_gate`; on by default for MoA in tuning).
 
 Printed per database and variant, over the first `--rounds` batches: the pairwise accuracy within
 the batches (pairs of one task with different latencies) and the batches' peak@1 (the batch's best
@@ -41,7 +43,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from jsonargparse import CLI  # noqa: E402 - after the path insert, as the other benchmarks
 
 from bridge.psa import get_device, psa_scores  # noqa: E402
-from bridge.verify_gate import concordant_pairs  # noqa: E402
+from bridge.verify_gate import VerifyGate, concordant_pairs  # noqa: E402
 from data.shards import ShardData, read_shards  # noqa: E402
 from pruner_models.blend import blend_with_psa, check_weight  # noqa: E402
 
@@ -82,6 +84,7 @@ def replay_database(
     batch: int,
     rounds: int,
     psa_weight: float | None = None,
+    gate: bool = False,
 ) -> dict[str, dict[str, float]]:
     """Score, then learn, batch by batch; returns {variant: {"pairwise", "peak1", "batches"}}.
 
@@ -93,8 +96,12 @@ def replay_database(
         batch, rounds: records a batch; batches replayed at most.
         psa_weight: also rank each learned variant's scores blended with PSA's within the batch
             (`pruner_models.blend`, tuning's `--psa-weight`), as "<variant>+psa".
+        gate: also rank each learned variant behind the verify gate (`bridge.verify_gate.VerifyGate`, one
+            a task, as in tuning: PSA's order while PSA ordered the earlier batches better), as "<variant>+gate".
     """
-    names = [*models, *(f"{n}+psa" for n, m in models.items() if m is not None and psa_weight is not None)]
+    learned = [n for n, m in models.items() if m is not None]
+    names = [*models, *(f"{n}+psa" for n in learned if psa_weight is not None), *(f"{n}+gate" for n in learned if gate)]
+    gates: dict[tuple[str, str], VerifyGate] = {}
     right = {name: 0.0 for name in names}
     peaks = {name: [] for name in names}
     pairs = 0
@@ -120,6 +127,10 @@ def replay_database(
                     ranked[f"{name}+psa"] = blend_with_psa(
                         model.score_features(key, feats), psa[mine], weight=psa_weight
                     )
+                if f"{name}+gate" in right:
+                    judge = gates.setdefault((name, key), VerifyGate())
+                    ranked[f"{name}+gate"] = psa[mine] if judge.use_draft() else ranked[name]
+                    judge.observe(ranked[name], psa[mine], latency)  # scored before the verifier learns
             for name, scores in ranked.items():
                 right[name] += concordant_pairs(scores, latency)[0]
                 if finite.sum() >= 2:
@@ -149,6 +160,7 @@ def adapt_replay(
     epochs: int = 50,
     seed: int = 0,
     psa_weight: float | None = None,
+    gate: bool = False,
     json_out: str | None = None,
 ) -> dict[str, dict[str, dict[str, float]]]:
     """Replay online learning on each database's records (found in `shards` by their source file).
@@ -165,6 +177,7 @@ def adapt_replay(
         epochs: maximum epochs of each online training (tuning's default 50).
         seed: seeds the online trainings.
         psa_weight: also report each learned variant blended with PSA at this weight ("<variant>+psa").
+        gate: also report each learned variant behind the verify gate ("<variant>+gate"; MoA's default).
         json_out: also write the results here.
     """
     if batch < 2 or rounds < 1:
@@ -181,7 +194,7 @@ def adapt_replay(
             raise ValueError(f"{shards} holds no record of {db} (featurize it first)")
         mine.sort(key=lambda i: int(source[i][1]))  # measurement order
         models = {name: _variant(name, artifact, seed, epochs) for name in variants}
-        out[db] = replay_database(data, np.asarray(mine), psa, models, batch, rounds, psa_weight)
+        out[db] = replay_database(data, np.asarray(mine), psa, models, batch, rounds, psa_weight, gate)
         cells = ", ".join(f"{n} {r['pairwise']:.3f} / {r['peak1']:.3f}" for n, r in out[db].items())
         print(f"{db} ({int(next(iter(out[db].values()))['batches'])} batches of {batch}; pairwise / peak@1): {cells}")
     if json_out:

@@ -43,6 +43,13 @@ def test_each_variant_scores_a_batch_before_learning_from_it(shards, monkeypatch
     assert sorted(blended) == ["pam", "pam+psa", "pretrained", "pretrained+psa", "psa"]
     assert blended["pam+psa"] == blended["psa"]  # a cold model's equal scores leave the order to PSA
     assert blended["pretrained"] == one["pretrained"]
+    gated = lambda rounds: adapt_replay.adapt_replay(  # noqa: E731
+        shards, (TASK,), ARTIFACT, variants=("psa", "pretrained"), batch=8, rounds=rounds, epochs=3, gate=True
+    )[TASK]
+    first = gated(1)
+    assert sorted(first) == ["pretrained", "pretrained+gate", "psa"]
+    assert first["pretrained+gate"] == first["pretrained"]  # no pair judged before the first batch: the verifier ranks
+    assert 0.0 <= gated(99)["pretrained+gate"]["pairwise"] <= 1.0
 
 
 def test_bad_arguments_are_refused(shards):
