@@ -42,6 +42,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from jsonargparse import CLI  # noqa: E402 - after the path insert, as the other benchmarks
 
+from benchmarks.gate_replay import database_records  # noqa: E402
 from bridge.psa import get_device, psa_scores  # noqa: E402
 from bridge.verify_gate import VerifyGate, concordant_pairs  # noqa: E402
 from data.shards import ShardData, read_shards  # noqa: E402
@@ -186,15 +187,11 @@ def adapt_replay(
         check_weight(psa_weight, f"--psa_weight {psa_weight!r}")
     data = read_shards([shards])
     psa = psa_scores(data.psa_programs(), get_device(device))
-    source = [str(s).rsplit(":", 1) for s in data.record_source]
     out = {}
     for db in databases:
-        mine = [i for i, (path, _) in enumerate(source) if Path(path).parent == Path(db)]
-        if not mine:
-            raise ValueError(f"{shards} holds no record of {db} (featurize it first)")
-        mine.sort(key=lambda i: int(source[i][1]))  # measurement order
+        mine = database_records(data, db, shards)
         models = {name: _variant(name, artifact, seed, epochs) for name in variants}
-        out[db] = replay_database(data, np.asarray(mine), psa, models, batch, rounds, psa_weight, gate)
+        out[db] = replay_database(data, mine, psa, models, batch, rounds, psa_weight, gate)
         cells = ", ".join(f"{n} {r['pairwise']:.3f} / {r['peak1']:.3f}" for n, r in out[db].items())
         print(f"{db} ({int(next(iter(out[db].values()))['batches'])} batches of {batch}; pairwise / peak@1): {cells}")
     if json_out:

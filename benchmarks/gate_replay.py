@@ -30,7 +30,7 @@ from bridge.evaluate import score_shard_data
 from bridge.export import load_model
 from bridge.psa import get_device, psa_scores
 from bridge.verify_gate import VerifyGate
-from data.shards import read_shards
+from data.shards import ShardData, read_shards
 
 
 def replay(scores_model: np.ndarray, scores_psa: np.ndarray, latency: np.ndarray, batch: int) -> dict:
@@ -51,6 +51,20 @@ def replay(scores_model: np.ndarray, scores_psa: np.ndarray, latency: np.ndarray
     }
 
 
+def database_records(data: ShardData, db: str, shards: str) -> np.ndarray:
+    """Indices of `data`'s records featurized from tuning database `db` (a work dir), in the order
+    they were measured (their line order in its records file).
+
+    Raises:
+        ValueError: naming `shards`, when none of its records came from `db`.
+    """
+    source = [str(s).rsplit(":", 1) for s in data.record_source]
+    mine = [i for i, (path, _) in enumerate(source) if Path(path).parent == Path(db)]
+    if not mine:
+        raise ValueError(f"{shards} holds no record of {db} (featurize it first)")
+    return np.asarray(sorted(mine, key=lambda i: int(source[i][1])))
+
+
 def gate_replay(
     shards: str, databases: tuple[str, ...], artifact: str, device: str = "h100", batch: int = 16
 ) -> dict[str, dict]:
@@ -66,14 +80,9 @@ def gate_replay(
     data = read_shards([shards])
     psa = psa_scores(data.psa_programs(), get_device(device))
     model = score_shard_data(load_model(artifact).net, data)
-    source = [str(s).rsplit(":", 1) for s in data.record_source]
     out = {}
     for db in databases:
-        mine = [i for i, (path, _) in enumerate(source) if Path(path).parent == Path(db)]
-        if not mine:
-            raise ValueError(f"{shards} holds no record of {db} (featurize it first)")
-        mine.sort(key=lambda i: int(source[i][1]))  # measurement order
-        idx = np.asarray(mine)
+        idx = database_records(data, db, shards)
         out[db] = replay(model[idx], psa[idx], np.asarray(data.latency[idx], dtype=np.float64), batch)
         r = out[db]
         print(
