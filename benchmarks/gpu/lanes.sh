@@ -10,6 +10,8 @@
 # workload, then another arm on another seed: tuning.py crosses ARMS x WORKLOADS x SEEDS, so one job
 # cannot say that); each job has its own settings and gets the call's time left. The lane's tars are
 # its last job's, so the jobs of a lane must share RES (WORK is the lane's). The lane's log holds all.
+# Each job pays its own start-up (50-60 s: build workers, NVRTC, eager timing), so two 225 s arms fit a
+# 588 s call only as one job (ARMS='xgb pruner', or SEEDS='0 1'), not as two jobs joined by " ;; ".
 # A job with less time left than its BUDGET + 90 s is not started (it would start no arm). Two lanes
 # that would write the same arm (RES, workload, ARMS or LABEL, seed) are refused before any starts:
 # both would run, and the later would overwrite the other's CSV in the shared results folder.
