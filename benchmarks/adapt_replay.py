@@ -23,10 +23,11 @@ Printed per database and variant, over the first `--rounds` batches: the pairwis
 the batches (pairs of one task with different latencies) and the batches' peak@1 (the batch's best
 latency / the latency of the variant's top pick, a mean over batches). The batches were picked by
 the run's own search, so this compares the verifiers on the schedules one run measured, not on what
-each would have picked.
+each would have picked. The online fits' results depend on torch's CPU thread count (the
+floating-point order of their sums), so compare runs made with the same `OMP_NUM_THREADS`.
 
     python -m data.featurize benchmarks/results/suite_databases/defaults/*/pruner-s0 --out runs/suite_shards --workers 2
-    python benchmarks/adapt_replay.py --shards runs/suite_shards --artifact benchmarks/weights/pam-suite-holdout-sm_90a.pt \\
+    OMP_NUM_THREADS=1 python benchmarks/adapt_replay.py --shards runs/suite_shards --artifact benchmarks/weights/pam-suite-holdout-sm_90a.pt \\
         --databases "[benchmarks/results/suite_databases/defaults/dense_128x3072x768/pruner-s0]" --rounds 12
 """
 
@@ -100,13 +101,17 @@ def replay_database(
         gate: also rank each learned variant behind the verify gate (`bridge.verify_gate.VerifyGate`, one
             a task, as in tuning: PSA's order while PSA ordered the earlier batches better), as "<variant>+gate".
     """
-    learned = [n for n, m in models.items() if m is not None]
-    names = [*models, *(f"{n}+psa" for n in learned if psa_weight is not None), *(f"{n}+gate" for n in learned if gate)]
+    learners = {n: m for n, m in models.items() if m is not None}
+    names = [
+        *models,
+        *(f"{n}+psa" for n in learners if psa_weight is not None),
+        *(f"{n}+gate" for n in learners if gate),
+    ]
     gates: dict[tuple[str, str], VerifyGate] = {}
     right = {name: 0.0 for name in names}
     peaks = {name: [] for name in names}
     pairs = 0
-    for model in (m for m in models.values() if m is not None):
+    for model in learners.values():
         for t in np.unique(data.record_task[records]):
             model.tags[str(data.task_key[t])] = data.task_tags[t]
     done = 0
@@ -121,13 +126,12 @@ def replay_database(
             key, feats = str(data.task_key[t]), [_features(data, i) for i in mine]
             n = concordant_pairs(psa[mine], latency)[1]
             pairs += n
-            ranked = {}
-            for name, model in models.items():
-                ranked[name] = psa[mine] if model is None or not model.trained else model.score_features(key, feats)
+            ranked = {name: psa[mine] for name in models if name not in learners}
+            for name, model in learners.items():
+                own = model.score_features(key, feats)  # all equal before any training
+                ranked[name] = own if model.trained else psa[mine]  # the cold start ranks as PSA
                 if f"{name}+psa" in right:  # a cold model's equal scores leave the order to PSA, as in tuning
-                    ranked[f"{name}+psa"] = blend_with_psa(
-                        model.score_features(key, feats), psa[mine], weight=psa_weight
-                    )
+                    ranked[f"{name}+psa"] = blend_with_psa(own, psa[mine], weight=psa_weight)
                 if f"{name}+gate" in right:
                     judge = gates.setdefault((name, key), VerifyGate())
                     ranked[f"{name}+gate"] = psa[mine] if judge.use_draft() else ranked[name]
@@ -137,7 +141,7 @@ def replay_database(
                 if finite.sum() >= 2:
                     top = int(np.argmax(scores))  # a pick that fails counts 0, as it would in tuning
                     peaks[name].append(latency[finite].min() / latency[top] if np.isfinite(latency[top]) else 0.0)
-            for model in (m for m in models.values() if m is not None):
+            for model in learners.values():
                 model.learn(key, feats, latency)
         done += 1
     return {

@@ -60,21 +60,22 @@ def task_peak(
     if len(checkpoints) != len(seeds) or not checkpoints:
         raise ValueError(f"{len(checkpoints)} checkpoints for {len(seeds)} seeds: give one seed a checkpoint")
     rows: dict[str, dict] = {}
-    for ckpt, seed in zip(checkpoints, seeds):
+    for i, (ckpt, seed) in enumerate(zip(checkpoints, seeds)):
         data_args = ["--data.shards", shards, "--data.split", "hold-out"]
         data_args += ["--data.test_networks", json.dumps(test_networks), "--data.seed", str(seed)]
         dm = reference_datamodule(REPO / "configs" / "pam.yaml", [*data_args, "--seed_everything", str(seed)], [])
         test = torch.from_numpy(dm.splits["test"])
         labels, task = dm.store.label[test].double().numpy(), dm.store.record_task[test].numpy()
         columns = {f"s{seed}": checkpoint_test_scores(dm, ckpt)}
-        if psa_device and "psa" not in next(iter(rows.values()), {}):
+        if psa_device and i == 0:  # PSA does not train: one split's test records are every split's
             data = read_shards(dm.hparams.shards, networks=dm.hparams.networks)
             columns["psa"] = psa_test_scores(dm, data, psa_device)
         for name, scores in columns.items():
             for t, peak in task_peaks(scores, labels, task).items():
                 key = str(dm.tasks["task_key"][t])
-                row = rows.setdefault(key, {"networks": str(dm.tasks["task_networks"][t]), "records": 0})
-                row["records"] = int((task == t).sum())
+                row = rows.setdefault(
+                    key, {"networks": str(dm.tasks["task_networks"][t]), "records": int((task == t).sum())}
+                )
                 row[name] = peak
     fits = [f"s{s}" for s in seeds]
     records = {k: r["records"] for k, r in rows.items()}

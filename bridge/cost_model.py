@@ -259,39 +259,36 @@ class PrunerCostModel(ms.cost_model.PyCostModel):
         if self.mode.endswith("no-update"):
             return
         with self._lock:
-            self._learn(key, feats, latencies)
-
-    def _learn(self, key: str, feats: Sequence[tuple[np.ndarray, np.ndarray]], latencies: Sequence[float]) -> None:
-        task = self.data.setdefault(key, {"stmt": [], "gemm": [], "latency": []})
-        newest = []
-        for (stmt, gemm), latency in zip(feats, latencies, strict=True):
-            newest.append((key, len(task["latency"])))
-            task["stmt"].append(stmt)
-            task["gemm"].append(gemm)
-            task["latency"].append(float(latency))
-        self.rounds += 1
-        self._pending.extend(newest)
-        if self.mode == "pam-siamese-update" and self.rounds % self.adapt_every:
-            return
-        batches = self._batches(self._pending)
-        self._pending = []
-        if not batches:
-            return
-        self._warmed()
-        on_device = [{k: v.to(self.device) for k, v in b.items()} for b in batches]
-        seed = self.seed + self.rounds
-        if self.mode == "pam-siamese-update":
-            self.net.adapt(on_device, epochs=self.epochs, seed=seed, **self.train_options)
-            return
-        if self.trained and self.measured() > self.replay:
-            net, epochs = copy.deepcopy(self.net), self.warm_epochs  # warm: continue the current network
-        else:
-            torch.manual_seed(seed)
-            net, epochs = _MODES[self.mode][0].new(), self.epochs
-            net.set_scales(*compute_scales(batches))
-            net = net.to(self.device)
-        train_online(net, on_device, epochs=epochs, seed=seed, **self.train_options)
-        self.net, self.trained = net.eval(), True
+            task = self.data.setdefault(key, {"stmt": [], "gemm": [], "latency": []})
+            newest = []
+            for (stmt, gemm), latency in zip(feats, latencies, strict=True):
+                newest.append((key, len(task["latency"])))
+                task["stmt"].append(stmt)
+                task["gemm"].append(gemm)
+                task["latency"].append(float(latency))
+            self.rounds += 1
+            self._pending.extend(newest)
+            if self.mode == "pam-siamese-update" and self.rounds % self.adapt_every:
+                return
+            batches = self._batches(self._pending)
+            self._pending = []
+            if not batches:
+                return
+            self._warmed()
+            on_device = [{k: v.to(self.device) for k, v in b.items()} for b in batches]
+            seed = self.seed + self.rounds
+            if self.mode == "pam-siamese-update":
+                self.net.adapt(on_device, epochs=self.epochs, seed=seed, **self.train_options)
+                return
+            if self.trained and self.measured() > self.replay:
+                net, epochs = copy.deepcopy(self.net), self.warm_epochs  # warm: continue the current network
+            else:
+                torch.manual_seed(seed)
+                net, epochs = _MODES[self.mode][0].new(), self.epochs
+                net.set_scales(*compute_scales(batches))
+                net = net.to(self.device)
+            train_online(net, on_device, epochs=epochs, seed=seed, **self.train_options)
+            self.net, self.trained = net.eval(), True
 
     def _warmed(self) -> None:
         if self._warming is not None:
