@@ -95,10 +95,17 @@ def _ratio(x: float) -> str:
     return "n/a" if math.isnan(x) else ("inf" if math.isinf(x) else f"{x:.3f}")
 
 
-def report(results: Path, plot: str | None = None, baseline: str = "xgb", also: tuple[Path, ...] = ()) -> str:
+def report(
+    results: Path,
+    plot: str | None = None,
+    baseline: str = "xgb",
+    also: tuple[Path, ...] = (),
+    against: tuple[str, ...] = ("pruner",),
+) -> str:
     """The markdown tables of every workload with a baseline arm; with `plot`, the figure too. `also`:
     more results folders read beside `results` (e.g. workloads that ran under the same settings in
-    another folder), each workload from one folder; eager times from the first folder that has them."""
+    another folder), each workload from one folder; eager times from the first folder that has them.
+    `against`: the methods every other method is paired with, seed by seed."""
     import json
 
     folders = [Path(results), *map(Path, also)]
@@ -182,7 +189,8 @@ def report(results: Path, plot: str | None = None, baseline: str = "xgb", also: 
     ]
     if spread:
         lines.append(f"- {baseline}'s final latency across seeds: {', '.join(spread)}")
-    lines += _against(data, baseline)
+    for reference in against:
+        lines += _against(data, baseline, reference)
     lines += _per_seed(data, baseline)
     if plot:
         _plot(data, plot)
@@ -212,7 +220,7 @@ def _against(data: dict, baseline: str, reference: str = "pruner") -> list[str]:
     lines = []
     for method in sorted({m for methods in data.values() for m in methods} - {baseline, reference}):
         sooner = later = lower = n = 0
-        logs = []
+        logs, best_logs = [], []
         for methods in data.values():
             for seed, base in methods.get(baseline, {}).items():
                 rows, ref = methods.get(method, {}).get(seed), methods.get(reference, {}).get(seed)
@@ -224,11 +232,13 @@ def _against(data: dict, baseline: str, reference: str = "pruner") -> list[str]:
                 later += a["time"] > b["time"]  # both never: neither
                 lower += a["best"] < b["best"]
                 logs.append(math.log(a["speedup"] / b["speedup"]))
+                best_logs.append(math.log(a["best"] / b["best"]))
         if n:
             lines.append(
                 f"- {method} against {reference}, seed by seed ({n} seeds where both ran): reached {baseline}'s "
                 f"final sooner on {sooner}, later on {later}; speedup {math.exp(sum(logs) / n):.2f}x {reference}'s "
-                f"(geometric mean); lower latency at equal time on {lower} of {n}"
+                f"(geometric mean); lower latency at equal time on {lower} of {n}, "
+                f"{math.exp(sum(best_logs) / n):.3f}x {reference}'s (geometric mean)"
             )
     return lines
 

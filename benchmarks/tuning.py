@@ -249,6 +249,12 @@ def main(argv: list[str] | None = None) -> None:
         default=[],
         help="with --report: more results folders read beside --results, each workload from one folder",
     )
+    p.add_argument(
+        "--against",
+        nargs="+",
+        default=["pruner"],
+        help="with --report: methods (or labels) every other method is paired with, seed by seed",
+    )
     p.add_argument("--workloads", nargs="+", default=list(WORKLOADS))
     p.add_argument("--arms", nargs="+", default=["xgb", "pruner", "moa"], choices=METHODS, help="methods to run")
     p.add_argument(
@@ -298,10 +304,12 @@ def main(argv: list[str] | None = None) -> None:
         if len(args.arms) != 1:
             raise ValueError(f"--label {args.label!r} names one method's arms; --arms gave {args.arms}")
         arm_name(args.arms[0], args.label)  # a bad label fails before any arm runs
+    if args.against != ["pruner"] and not args.report:
+        raise ValueError(f"--against {args.against}: methods to pair with in the report; it needs --report")
     if args.also and not args.report:
         raise ValueError(f"--also {args.also}: more folders to report on; it needs --report")
     if args.report:
-        print(report(results, plot=args.plot, also=tuple(args.also)))
+        print(report(results, plot=args.plot, also=tuple(args.also), against=tuple(args.against)))
         return
     start = time.perf_counter()
     if args.shard:

@@ -97,9 +97,18 @@ def test_report_pairs_each_method_with_pruner_seed_by_seed(tmp_path):
     ratio = math.sqrt((4 / 2) * (0.6 / 3))
     line = (
         "- moa against pruner, seed by seed (2 seeds where both ran): reached xgb's final sooner on 1, later on 1; "
-        f"speedup {ratio:.2f}x pruner's (geometric mean); lower latency at equal time on 0 of 2"
+        f"speedup {ratio:.2f}x pruner's (geometric mean); lower latency at equal time on 0 of 2, "
+        f"{math.sqrt((0.019 / 0.018) * (0.041 / 0.03)):.3f}x pruner's (geometric mean)"
     )
     assert line in text, text
+    # another reference: pruner against moa is the same pairing the other way round
+    text = suite_report.report(tmp_path, against=("pruner", "moa"))
+    assert (
+        line in text
+        and "- pruner against moa, seed by seed (2 seeds where both ran): reached xgb's final "
+        f"sooner on 1, later on 1; speedup {1 / ratio:.2f}x moa's"
+        in text
+    ), text
     assert "pruner against pruner" not in text and "xgb against" not in text
     write_arm(tmp_path / "op" / "pruner-s1.csv", [(20, 16, 0.045), (100, 64, 0.042)])  # both never on seed 1: a tie
     assert "sooner on 1, later on 0;" in suite_report.report(tmp_path)
