@@ -99,7 +99,10 @@ def configs(method: str, args):
     if method == "moa":
         if not args.checkpoint:
             raise ValueError("the moa arm needs --checkpoint (a pretrained PAM artifact)")
-        return CostModelConfig(name="pam-siamese-update", checkpoint=args.checkpoint, seed=args.seed_value), search
+        moa = CostModelConfig(
+            name="pam-siamese-update", checkpoint=args.checkpoint, adapt_every=args.adapt_every, seed=args.seed_value
+        )
+        return moa, search
     return CostModelConfig(name="pam", seed=args.seed_value), search
 
 
@@ -269,6 +272,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--target", default="nvidia/nvidia-h100")
     p.add_argument("--psa", default="auto", help="PSA device row ('auto': this GPU)")
     p.add_argument("--checkpoint", default=None, help="pretrained PAM artifact for the moa arm")
+    p.add_argument("--adapt-every", type=int, default=4, help="the moa arm adapts after every this-many rounds")
     p.add_argument("--psa-formula", default=None, help="PSA formula of the draft (unset: bridge.psa.DEFAULT_FORMULA)")
     p.add_argument("--population", type=int, default=None, help="draft population (unset: the default)")
     p.add_argument("--potential", type=int, default=512, help="potential-space size of the draft")

@@ -136,11 +136,16 @@ class CostModelConfig:
     )
     checkpoint: str | None = _knob(None, "artifact (bridge.export) or train.py .ckpt for the pretrained modes")
     epochs: int = _knob(50, "online-training epochs of our cost models")
+    adapt_every: int = _knob(
+        4, "pam-siamese-update: adapt the pretrained model after every this-many rounds (published: 4)"
+    )
     seed: int = _knob(0, "seed of the cost model (the CLI's --seed sets it)", cli=False)
 
     def __post_init__(self) -> None:
         if self.epochs < 1:
             raise ValueError(f"--epochs {self.epochs!r} must be >= 1")
+        if self.adapt_every < 1:
+            raise ValueError(f"--adapt-every {self.adapt_every!r} must be >= 1")
 
 
 @dataclasses.dataclass

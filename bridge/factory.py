@@ -103,7 +103,14 @@ def make_cost_model(config: CostModelConfig, *, target: Any = None, cores: int =
             )
             warnings.warn(message, UserWarning, stacklevel=2)
             log.warning(message)
-    return PrunerCostModel(mode=name, artifact=artifact, epochs=config.epochs, seed=config.seed, features=features)
+    return PrunerCostModel(
+        mode=name,
+        artifact=artifact,
+        epochs=config.epochs,
+        adapt_every=config.adapt_every,
+        seed=config.seed,
+        features=features,
+    )
 
 
 def state_file(out: str | os.PathLike, name: str) -> Path:

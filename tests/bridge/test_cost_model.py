@@ -100,6 +100,26 @@ def test_siamese_mode_adapts_every_fourth_round_with_momentum(measured_matmul, a
     np.testing.assert_array_equal(again.predict(context, candidates), model.predict(context, candidates))
 
 
+def test_the_tuning_config_sets_how_often_moa_adapts(measured_matmul, artifacts):
+    from bridge.config import CostModelConfig
+    from bridge.factory import make_cost_model
+
+    context, candidates, results = measured_matmul
+    changed = {}
+    for every in (1, 4):
+        config = CostModelConfig(
+            name="pam-siamese-update", checkpoint=artifacts["PAMModule"], epochs=3, adapt_every=every
+        )
+        model = make_cost_model(config)
+        assert model.adapt_every == every
+        first = model.predict(context, candidates)
+        model.update(context, candidates[:6], results[:6])  # one round: adapts only when every round does
+        changed[every] = not np.array_equal(model.predict(context, candidates), first)
+    assert changed == {1: True, 4: False}
+    with pytest.raises(ValueError, match="--adapt-every 0 must be >= 1"):
+        CostModelConfig(adapt_every=0)
+
+
 def test_learn_on_featurized_records_is_update_without_tvm(measured_matmul, artifacts):
     # An offline replay feeds records read back from shards: learn / score_features must do what
     # update / predict do with the same features, in every mode.
