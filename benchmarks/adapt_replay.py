@@ -13,6 +13,8 @@ the records' features read back from the shards). Variants:
   paper's K is 4).
 - `pretrained`: the artifact, never adapted (`pam-no-update`).
 - `psa`: the draft model alone.
+- `pam&moa-K`: both learners side by side, each learning as above; their scores standardized within
+  the batch and summed (the cold `pam` adds nothing until it has learned from a batch).
 
 With `--psa_weight w`, each learned variant is also ranked blended with PSA (`<variant>+psa`:
 z(scores) + w z(log PSA) within the batch, tuning's `--psa-weight`). With `--gate true`, each is also
@@ -47,14 +49,43 @@ from benchmarks.gate_replay import database_records  # noqa: E402
 from bridge.psa import get_device, psa_scores  # noqa: E402
 from bridge.verify_gate import VerifyGate, concordant_pairs  # noqa: E402
 from data.shards import ShardData, read_shards  # noqa: E402
-from pruner_models.blend import blend_with_psa, check_weight  # noqa: E402
+from pruner_models.blend import blend_with_psa, check_weight, standardize  # noqa: E402
 
 __all__ = ["adapt_replay", "replay_database"]
+
+
+class _Ensemble:
+    """Two or more learners scored as one: z(scores) within the batch, summed over the trained members.
+    The members share one `tags` dict, so a replay that sets a task's tags sets them for all."""
+
+    def __init__(self, *members):
+        self.members, self.tags = members, {}
+        for member in members:
+            member.tags = self.tags
+
+    @property
+    def trained(self) -> bool:
+        return any(m.trained for m in self.members)
+
+    def score_features(self, key: str, feats) -> np.ndarray:
+        trained = [m for m in self.members if m.trained]
+        if not trained:
+            return np.ones(len(feats))
+        return np.sum([standardize(m.score_features(key, feats)) for m in trained], axis=0)
+
+    def learn(self, key: str, feats, latencies) -> None:
+        for member in self.members:
+            member.learn(key, feats, latencies)
 
 
 def _variant(name: str, artifact: str | None, seed: int, epochs: int):
     from bridge.cost_model import PrunerCostModel
 
+    if "&" in name:
+        members = [_variant(part, artifact, seed, epochs) for part in name.split("&")]
+        if None in members:
+            raise ValueError(f"variant {name!r}: only learners join with & (psa is the draft model, not a learner)")
+        return _Ensemble(*members)
     if name == "pam":
         return PrunerCostModel(mode="pam", device="cpu", seed=seed, epochs=epochs, workers=1)
     if name == "pretrained":
@@ -71,7 +102,7 @@ def _variant(name: str, artifact: str | None, seed: int, epochs: int):
         )
     if name == "psa":
         return None
-    raise ValueError(f"variant {name!r}: one of pam, pretrained, psa, moa-K (K >= 1)")
+    raise ValueError(f"variant {name!r}: one of pam, pretrained, psa, moa-K (K >= 1), or learners joined by &")
 
 
 def _features(data: ShardData, i: int) -> tuple[np.ndarray, np.ndarray]:

@@ -52,7 +52,22 @@ def test_each_variant_scores_a_batch_before_learning_from_it(shards, monkeypatch
     assert 0.0 <= gated(99)["pretrained+gate"]["pairwise"] <= 1.0
 
 
+def test_an_ensemble_of_learners_ranks_as_its_trained_members(shards, monkeypatch):
+    monkeypatch.chdir(REPO)
+    variants = ("pam", "moa-1", "pam&moa-1", "pam&pam")
+    run = lambda rounds: adapt_replay.adapt_replay(  # noqa: E731
+        shards, (TASK,), ARTIFACT, variants=variants, batch=8, rounds=rounds, epochs=3
+    )[TASK]
+    one = run(1)
+    assert one["pam&moa-1"] == one["moa-1"]  # the cold pam adds nothing: the pretrained member's order
+    three = run(3)
+    assert three["pam&pam"] == three["pam"]  # two identical learners (same seed): z + z keeps the one's order
+    assert three["pam&moa-1"]["batches"] == 3.0 and 0.0 <= three["pam&moa-1"]["pairwise"] <= 1.0
+
+
 def test_bad_arguments_are_refused(shards):
+    with pytest.raises(ValueError, match="only learners join"):
+        adapt_replay.adapt_replay(shards, (TASK,), ARTIFACT, variants=("psa&pam",))
     with pytest.raises(ValueError, match="variant 'moa-0'"):
         adapt_replay.adapt_replay(shards, (TASK,), ARTIFACT, variants=("moa-0",))
     with pytest.raises(ValueError, match="batch=1"):
