@@ -51,7 +51,7 @@ from bridge.verify_gate import VerifyGate, concordant_pairs  # noqa: E402
 from data.shards import ShardData, read_shards  # noqa: E402
 from pruner_models.blend import blend_with_psa, check_weight, standardize  # noqa: E402
 
-__all__ = ["adapt_replay", "replay_database"]
+__all__ = ["adapt_replay", "replay_database", "workload_means"]
 
 
 class _Ensemble:
@@ -185,6 +185,23 @@ def replay_database(
     }
 
 
+def workload_means(results: dict[str, dict[str, dict[str, float]]]) -> dict[str, dict[str, float]]:
+    """{variant: {"pairwise", "peak1", "workloads"}}: the mean over workloads (a database's parent folder,
+    e.g. dense_128x3072x768) of the mean over that workload's databases (its seeds)."""
+    by_workload: dict[str, list[dict]] = {}
+    for db, rows in results.items():
+        by_workload.setdefault(Path(db).parent.name, []).append(rows)
+    out = {}
+    for name in next(iter(results.values())):
+        cells = [[r[name] for r in rows] for rows in by_workload.values()]
+        out[name] = {
+            metric: float(np.mean([np.mean([c[metric] for c in cell]) for cell in cells]))
+            for metric in ("pairwise", "peak1")
+        }
+        out[name]["workloads"] = float(len(cells))
+    return out
+
+
 def adapt_replay(
     shards: str,
     databases: tuple[str, ...],
@@ -229,6 +246,10 @@ def adapt_replay(
         out[db] = replay_database(data, mine, psa, models, batch, rounds, psa_weight, gate)
         cells = ", ".join(f"{n} {r['pairwise']:.3f} / {r['peak1']:.3f}" for n, r in out[db].items())
         print(f"{db} ({int(next(iter(out[db].values()))['batches'])} batches of {batch}; pairwise / peak@1): {cells}")
+    if len(out) > 1:
+        means = workload_means(out)
+        cells = ", ".join(f"{n} {r['pairwise']:.3f} / {r['peak1']:.3f}" for n, r in means.items())
+        print(f"mean over {int(next(iter(means.values()))['workloads'])} workloads of their databases: {cells}")
     if json_out:
         Path(json_out).write_text(json.dumps(out, indent=1))
     return out

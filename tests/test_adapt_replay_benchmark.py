@@ -65,6 +65,14 @@ def test_an_ensemble_of_learners_ranks_as_its_trained_members(shards, monkeypatc
     assert three["pam&moa-1"]["batches"] == 3.0 and 0.0 <= three["pam&moa-1"]["pairwise"] <= 1.0
 
 
+def test_workload_means_average_seeds_first():
+    row = lambda p, k: {"v": {"pairwise": p, "peak1": k, "batches": 3.0}}  # noqa: E731
+    results = {"r/a/x-s0": row(0.5, 1.0), "r/a/x-s1": row(0.7, 0.0), "r/b/x-s0": row(0.9, 0.4)}
+    means = adapt_replay.workload_means(results)["v"]
+    assert means["workloads"] == 2.0
+    assert means["pairwise"] == pytest.approx((0.6 + 0.9) / 2) and means["peak1"] == pytest.approx((0.5 + 0.4) / 2)
+
+
 def test_bad_arguments_are_refused(shards):
     with pytest.raises(ValueError, match="only learners join"):
         adapt_replay.adapt_replay(shards, (TASK,), ARTIFACT, variants=("psa&pam",))
