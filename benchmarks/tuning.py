@@ -44,7 +44,7 @@ from jsonargparse import ArgumentParser
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.suite_report import report, slug
-from bridge.config import MeasureConfig, SearchConfig
+from bridge.config import CostModelConfig, MeasureConfig, SearchConfig
 from data.atomic import atomic_write_text
 
 WORKLOADS = (
@@ -86,8 +86,6 @@ def tasks_of(workload: str, target):
 
 
 def configs(method: str, args):
-    from bridge.config import CostModelConfig
-
     if method == "xgb":
         return CostModelConfig(name="xgb", seed=args.seed_value), SearchConfig()
     if method == "mlp":
@@ -272,7 +270,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--target", default="nvidia/nvidia-h100")
     p.add_argument("--psa", default="auto", help="PSA device row ('auto': this GPU)")
     p.add_argument("--checkpoint", default=None, help="pretrained PAM artifact for the moa arm")
-    p.add_argument("--adapt-every", type=int, default=4, help="the moa arm adapts after every this-many rounds")
+    (adapt,) = (f for f in dataclasses.fields(CostModelConfig) if f.name == "adapt_every")  # as tune.py has it
+    p.add_argument("--adapt-every", type=int, default=adapt.default, help=f"{adapt.metadata['help']}; the moa arm")
     p.add_argument("--psa-formula", default=None, help="PSA formula of the draft (unset: bridge.psa.DEFAULT_FORMULA)")
     p.add_argument("--population", type=int, default=None, help="draft population (unset: the default)")
     p.add_argument("--potential", type=int, default=512, help="potential-space size of the draft")
@@ -308,7 +307,7 @@ def main(argv: list[str] | None = None) -> None:
         if len(args.arms) != 1:
             raise ValueError(f"--label {args.label!r} names one method's arms; --arms gave {args.arms}")
         arm_name(args.arms[0], args.label)  # a bad label fails before any arm runs
-    if args.against != ["pruner"] and not args.report:
+    if args.against != p.get_default("against") and not args.report:
         raise ValueError(f"--against {args.against}: methods to pair with in the report; it needs --report")
     if args.also and not args.report:
         raise ValueError(f"--also {args.also}: more folders to report on; it needs --report")
