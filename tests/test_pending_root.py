@@ -103,3 +103,23 @@ def test_parts_split_the_tasks_over_roots(tmp_path):
         cwd=REPO, capture_output=True, text=True,
     )  # fmt: skip
     assert bad.returncode == 2 and "parts=0 must be at least 1" in bad.stderr
+
+
+def test_networks_and_without_networks_choose_the_tasks(tmp_path):
+    root = _tree(tmp_path)  # matmul: net_a only; conv2d: net_a and net_b
+    args = [sys.executable, "benchmarks/gpu/pending_root.py", "--root", str(root), "--per_task", "1000"]
+    only_b = subprocess.run([*args, "--out", str(tmp_path / "b"), "--networks", "[net_b]"],
+                            cwd=REPO, capture_output=True, text=True, check=True)  # fmt: skip
+    assert "1 unfinished tasks copied" in only_b.stdout
+    assert json.loads((tmp_path / "b" / DEVICE / "index.json").read_text())["networks"] == {
+        "net_a": [["conv2d_nhwc_e7d8f54e", 1]],
+        "net_b": [["conv2d_nhwc_e7d8f54e", 1]],
+    }
+    a_not_b = subprocess.run([*args, "--out", str(tmp_path / "a"), "--networks", "[net_a]", "--without_networks", "[net_b]"],
+                             cwd=REPO, capture_output=True, text=True, check=True)  # fmt: skip
+    assert "1 unfinished tasks copied" in a_not_b.stdout
+    assert sorted(p.name for p in (tmp_path / "a" / DEVICE).iterdir()) == ["index.json", "matmul_e87e4aed"]
+    unknown = subprocess.run([*args, "--out", str(tmp_path / "c"), "--networks", "[net_z]"],
+                             cwd=REPO, capture_output=True, text=True)  # fmt: skip
+    assert unknown.returncode == 2 and "no network 'net_z'" in unknown.stderr and "net_a, net_b" in unknown.stderr
+    assert not (tmp_path / "c").exists()

@@ -13,6 +13,13 @@ tasks keep their stored records, so nothing already stored is drawn again); back
 `--parts N` splits the tasks over N roots (OUT1 ... OUTN, every N-th task in each), one for each of N
 device calls in a row: each call tops up its own part, so no call repeats another's tasks, and the
 parts need no merging in between (they all travel, if they fit: the device tool's carry limit).
+
+`--networks` keeps only the tasks of those networks, and `--without_networks` drops every task that one
+of those networks also has: e.g. more records for the networks that train a model tested on ResNet-50,
+none of them ResNet-50's own (its tasks are held out, so topping them up would not reach training):
+
+    python benchmarks/gpu/pending_root.py --root data/h100 --out pend --per_task 320 \
+        --networks "[resnext_50, wide_resnet_50, resnet_18]" --without_networks "[resnet_50]"
 """
 
 from __future__ import annotations
@@ -27,7 +34,14 @@ from data.collect import count_records
 from data.record_tree import read_index, task_dirs, write_index
 
 
-def pending_root(root: Path, out: Path, per_task: int, parts: int = 1) -> list[str]:
+def pending_root(
+    root: Path,
+    out: Path,
+    per_task: int,
+    parts: int = 1,
+    networks: list[str] | None = None,
+    without_networks: list[str] | None = None,
+) -> list[str]:
     """The task folders copied from each device folder of `root` into `out` (with `parts` > 1: into
     `out`1 ... `out`N, every N-th unfinished task in each).
 
@@ -36,6 +50,8 @@ def pending_root(root: Path, out: Path, per_task: int, parts: int = 1) -> list[s
         out: the new root (must not hold the device folder yet).
         per_task: tasks with fewer records than this are copied.
         parts: split the tasks over this many roots, one a device call.
+        networks: copy only the tasks of these networks (default: every network's).
+        without_networks: copy no task that one of these networks has.
     """
     if parts < 1:
         raise ValueError(f"parts={parts!r} must be at least 1")
@@ -43,9 +59,16 @@ def pending_root(root: Path, out: Path, per_task: int, parts: int = 1) -> list[s
     copied = []
     for device in sorted(p for p in root.iterdir() if (p / "index.json").exists()):
         index = read_index(device)
-        pending = sorted(
-            t.name for t in task_dirs(device) if count_records(t)[0] < per_task and t.name in index["tasks"]
-        )
+        for name in (*(networks or ()), *(without_networks or ())):
+            if name not in index["networks"]:
+                raise ValueError(f"{device / 'index.json'}: no network {name!r} (it has {', '.join(sorted(index['networks']))})")
+        nets_of: dict[str, set[str]] = {}
+        for net, rows in index["networks"].items():
+            for row in rows:
+                nets_of.setdefault(row[0], set()).add(net)
+        wanted = {t for t in index["tasks"] if networks is None or nets_of.get(t, set()) & set(networks)}
+        wanted -= {t for t in wanted if nets_of.get(t, set()) & set(without_networks or ())}
+        pending = sorted(t.name for t in task_dirs(device) if t.name in wanted and count_records(t)[0] < per_task)
         for dest in outs:
             if (dest / device.name).exists():
                 raise FileExistsError(f"{dest / device.name} exists; remove it first")
