@@ -133,7 +133,9 @@ def main(argv: Sequence[str] | None = None) -> Any:
         tasks = [zoo.operator_task(args.workload)]
     if not tasks:
         raise ValueError(f"no tunable tasks in {args.network or args.workload}")
-    configs["search"] = resolve_verify_gate(configs["search"], configs["cost_model"].name)  # said and recorded
+    configs["search"] = resolve_verify_gate(
+        configs["search"], configs["cost_model"].name, configs["cost_model"].adapt_every
+    )  # said and recorded
     search, cost_model, out = configs["search"], configs["cost_model"], configs["config"].out
     workload = args.network or args.workload
     options = (", verify gate on" if search.verify_gate else "") + (

@@ -94,7 +94,7 @@ class PrunerCostModel(ms.cost_model.PyCostModel):
         weight_decay: float = 1e-6,
         loss: str = "lambdarank",
         patience: int | None = 5,
-        adapt_every: int = 4,
+        adapt_every: int = 1,
         momentum: float = 0.99,
         batch_size: int = 512,
         seed: int = 0,
@@ -112,7 +112,7 @@ class PrunerCostModel(ms.cost_model.PyCostModel):
             epochs: maximum epochs of each online training (docs/pruner.md: 50).
             lr, weight_decay, loss: Adam learning rate and weight decay, ranking loss of online training.
             patience: early stop of online training on the training loss (None: never).
-            adapt_every: pam-siamese-update adapts after every this-many rounds (docs/pruner.md: 4).
+            adapt_every: pam-siamese-update adapts after every this-many rounds (published: 4; docs/pruner.md).
             momentum: MoA target momentum (docs/pruner.md: 0.99) when the artifact is a plain PAM.
             batch_size: records per training batch (whole tasks are kept together when they fit).
             seed: seeds network initialization and batch order.

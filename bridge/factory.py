@@ -50,12 +50,22 @@ def is_pretrained(name: str) -> bool:
     return mode is not None and mode[1] != "scratch"
 
 
-def resolve_verify_gate(search: SearchConfig, cost_model: str) -> SearchConfig:
-    """`search` with an unset `verify_gate` decided: on for a pretrained `cost_model` (`is_pretrained`),
-    off otherwise, and off for MetaSchedule's evolution (no draft to gate to)."""
+def resolve_verify_gate(search: SearchConfig, cost_model: str, adapt_every: int | None = None) -> SearchConfig:
+    """`search` with an unset `verify_gate` decided: on for a pretrained `cost_model` (`is_pretrained`)
+    that does not adapt every round (the `*-no-update` modes, and `pam-siamese-update` with
+    `adapt_every` > 1; None: `CostModelConfig`'s default), off otherwise, and off for MetaSchedule's
+    evolution (no draft to gate to).
+
+    MoA adapting every 4th round did better with the gate (docs/benchmarks.md, "The verify gate on the
+    GPU"); adapting every round without it reached XGB's final 1.19x sooner than that, over 15 seeds
+    ("MoA adapting every round, on the GPU"), and replayed, the gate cost it peak@1."""
     if search.verify_gate is not None:
         return search
-    return dataclasses.replace(search, verify_gate=search.psa is not None and is_pretrained(cost_model))
+    if adapt_every is None:
+        adapt_every = CostModelConfig().adapt_every
+    adapts = is_pretrained(cost_model) and cost_model.endswith("-siamese-update") and adapt_every == 1
+    gated = search.psa is not None and is_pretrained(cost_model) and not adapts
+    return dataclasses.replace(search, verify_gate=gated)
 
 
 def make_cost_model(config: CostModelConfig, *, target: Any = None, cores: int = 1, features: Any = None) -> Any:
@@ -139,15 +149,20 @@ def load_state(model: Any, out: str | os.PathLike, name: str) -> bool:
 
 
 def make_strategy(
-    search: SearchConfig, *, cost_model: str = "pam", log: Any = None, features: Any = None, pipeline: Any = None
+    search: SearchConfig,
+    *,
+    cost_model: str = "pam",
+    adapt_every: int | None = None,
+    log: Any = None,
+    features: Any = None,
+    pipeline: Any = None,
 ) -> Any:
     """DraftVerifySearch with PSA on device row `search.psa`, or MetaSchedule's evolutionary search.
 
-    `cost_model` is the verifier's `--cost-model` name: an unset `search.verify_gate` turns the gate on
-    for a pretrained one (`is_pretrained`). A pretrained PAM ranked the schedules a run measures on a
-    new operator worse than PSA, and MoA with the gate beat MoA without it on all three workloads of a
-    GPU A/B (docs/benchmarks.md, "The verify gate on the GPU"); a verifier that starts from nothing is
-    not asked before it has data anyway.
+    `cost_model` is the verifier's `--cost-model` name and `adapt_every` how often MoA adapts: an unset
+    `search.verify_gate` turns the gate on for a pretrained verifier that does not adapt every round
+    (`resolve_verify_gate`). A pretrained PAM ranked the schedules a run measures on a new operator
+    worse than PSA; a verifier that starts from nothing is not asked before it has data anyway.
 
     `search.population` defaults to 512 for both draft-then-verify (published: 1536) and
     MetaSchedule's evolutionary search; the other knobs concern draft-then-verify only. `features` (the
@@ -160,7 +175,7 @@ def make_strategy(
     if search.psa is None:
         return ResumableEvolutionarySearch(log=log, population_size=search.population or 512)
     return DraftVerifySearch.from_config(
-        resolve_verify_gate(search, cost_model),
+        resolve_verify_gate(search, cost_model, adapt_every),
         log=log,
         features=features,
         pipeline=pipeline if search.pipeline else None,

@@ -317,7 +317,14 @@ def tune_tasks(
     pipeline = Pipeline(prefetch)
     model = make_cost_model(cost_model, target=target, cores=cores, features=features)
     load_state(model, out, cost_model.name)
-    strategy = make_strategy(search, cost_model=cost_model.name, log=search_log, features=features, pipeline=pipeline)
+    strategy = make_strategy(
+        search,
+        cost_model=cost_model.name,
+        adapt_every=cost_model.adapt_every,
+        log=search_log,
+        features=features,
+        pipeline=pipeline,
+    )
     loggers = task_loggers(str(out), [t.name for t in tasks])
     contexts = [
         task_context(task.mod, target, strategy, task.name, threads=cores, seed=rand_state, logger=logger).clone()

@@ -91,8 +91,15 @@ def test_each_cost_model_mode_runs_a_short_tune(mode, artifacts, builder, tmp_pa
 def test_cli_says_and_records_the_verify_gate_and_the_psa_blend(artifacts, tmp_path, capsys):
     args = ["--workload", WORKLOAD, "--target", TARGET, "--cost-model", "pam-no-update", "--psa", "a100"]
     args += ["--checkpoint", str(artifacts["PAMModule"]), "--trials", "3", "--trials-per-round", "3", *QUICK]
-    for extra, on, weight in (([], True, 0.0), (["--verify-gate", "false", "--psa-weight", "1"], False, 1.0)):
-        out_dir = tmp_path / str(on)
+    moa = ["--cost-model", "pam-siamese-update"]  # adapts every round by default: ungated unless it adapts less
+    cases = (
+        ([], True, 0.0),
+        (["--verify-gate", "false", "--psa-weight", "1"], False, 1.0),
+        (moa, False, 0.0),
+        ([*moa, "--adapt-every", "4"], True, 0.0),
+    )
+    for k, (extra, on, weight) in enumerate(cases):
+        out_dir = tmp_path / str(k)
         tune.main([*args, *extra, "--work-dir", str(out_dir), "--potential", "8"])
         printed = capsys.readouterr().out
         assert ("verify gate on" in printed) is on and ("PSA blend 1" in printed) is (weight > 0)

@@ -82,7 +82,9 @@ def test_no_update_modes_score_like_the_artifact_and_never_train(measured_matmul
 
 def test_siamese_mode_adapts_every_fourth_round_with_momentum(measured_matmul, artifacts, tmp_path):
     context, candidates, results = measured_matmul
-    model = PrunerCostModel(mode="pam-siamese-update", artifact=artifacts["PAMModule"], epochs=3, device="cpu")
+    model = PrunerCostModel(  # the published rate (the default adapts every round)
+        mode="pam-siamese-update", artifact=artifacts["PAMModule"], epochs=3, adapt_every=4, device="cpu"
+    )
     pretrained = {k: v.clone() for k, v in model.net.target.state_dict().items()}
     first = model.predict(context, candidates)
     for r in range(3):

@@ -98,7 +98,8 @@ def test_a_verifier_that_ranks_worse_than_the_draft_is_set_aside_until_it_is_bet
 @pytest.mark.parametrize(
     ("cost_model", "setting", "gated"),
     [
-        ("pam-siamese-update", None, True),  # MoA: a pretrained verifier, gated unless told
+        ("pam-siamese-update", None, False),  # MoA adapts every round by default: not gated
+        ("pam-siamese-update@4", None, True),  # adapting every 4th round (the published rate): gated
         ("pam-no-update", None, True),
         ("mlp-no-update", None, True),
         ("pam", None, False),  # learns from nothing: not asked before it has data anyway
@@ -111,10 +112,12 @@ def test_tune_runs_gate_a_pretrained_verifier_unless_told_otherwise(cost_model, 
     from bridge.config import SearchConfig
     from bridge.factory import make_strategy, resolve_verify_gate
 
-    strategy = make_strategy(SearchConfig(psa="a100", verify_gate=setting), cost_model=cost_model)
+    cost_model, _, every = cost_model.partition("@")  # "name@K": --adapt-every K
+    every = int(every) if every else None
+    strategy = make_strategy(SearchConfig(psa="a100", verify_gate=setting), cost_model=cost_model, adapt_every=every)
     assert strategy.verify_gate is gated
     strategy = make_strategy(SearchConfig(verify_gate=setting), cost_model=cost_model)  # evolution: no gate
     assert not hasattr(strategy, "verify_gate")
     # what tune.py prints and records: the same decision, and off without a draft
-    assert resolve_verify_gate(SearchConfig(psa="a100", verify_gate=setting), cost_model).verify_gate is gated
-    assert resolve_verify_gate(SearchConfig(verify_gate=None), cost_model).verify_gate is False
+    assert resolve_verify_gate(SearchConfig(psa="a100", verify_gate=setting), cost_model, every).verify_gate is gated
+    assert resolve_verify_gate(SearchConfig(verify_gate=None), cost_model, every).verify_gate is False
