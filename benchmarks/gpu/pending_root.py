@@ -61,7 +61,9 @@ def pending_root(
         index = read_index(device)
         for name in (*(networks or ()), *(without_networks or ())):
             if name not in index["networks"]:
-                raise ValueError(f"{device / 'index.json'}: no network {name!r} (it has {', '.join(sorted(index['networks']))})")
+                raise ValueError(
+                    f"{device / 'index.json'}: no network {name!r} (it has {', '.join(sorted(index['networks']))})"
+                )
         nets_of: dict[str, set[str]] = {}
         for net, rows in index["networks"].items():
             for row in rows:
