@@ -42,12 +42,18 @@ COST_MODELS = _modes()
 """pam, pam-siamese-update, pam-no-update, mlp, mlp-no-update, xgb, random."""
 
 
-def is_pretrained(name: str) -> bool:
-    """Whether cost model `name` starts from a pretrained model (not from nothing, as pam, mlp and xgb)."""
+def _policy(name: str) -> str:
+    """Cost model `name`'s tuning policy (`pruner_models.registry.tuning_modes`): "scratch",
+    "siamese-update" or "no-update"; "scratch" for MetaSchedule's models (xgb, random)."""
     from pruner_models.registry import tuning_modes
 
     mode = tuning_modes().get(name)
-    return mode is not None and mode[1] != "scratch"
+    return "scratch" if mode is None else mode[1]
+
+
+def is_pretrained(name: str) -> bool:
+    """Whether cost model `name` starts from a pretrained model (not from nothing, as pam, mlp and xgb)."""
+    return _policy(name) != "scratch"
 
 
 def resolve_verify_gate(search: SearchConfig, cost_model: str, adapt_every: int | None = None) -> SearchConfig:
@@ -62,9 +68,10 @@ def resolve_verify_gate(search: SearchConfig, cost_model: str, adapt_every: int 
     if search.verify_gate is not None:
         return search
     if adapt_every is None:
-        adapt_every = CostModelConfig().adapt_every
-    adapts = is_pretrained(cost_model) and cost_model.endswith("-siamese-update") and adapt_every == 1
-    gated = search.psa is not None and is_pretrained(cost_model) and not adapts
+        adapt_every = CostModelConfig.adapt_every  # the dataclass field's default
+    policy = _policy(cost_model)
+    adapts_every_round = policy == "siamese-update" and adapt_every == 1
+    gated = search.psa is not None and policy != "scratch" and not adapts_every_round
     return dataclasses.replace(search, verify_gate=gated)
 
 

@@ -31,7 +31,7 @@ from pathlib import Path
 from jsonargparse import CLI
 
 from data.collect import count_records
-from data.record_tree import read_index, task_dirs, write_index
+from data.record_tree import index_weights, read_index, task_dirs, write_index
 
 
 def pending_root(
@@ -64,12 +64,13 @@ def pending_root(
                 raise ValueError(
                     f"{device / 'index.json'}: no network {name!r} (it has {', '.join(sorted(index['networks']))})"
                 )
-        nets_of: dict[str, set[str]] = {}
-        for net, rows in index["networks"].items():
-            for row in rows:
-                nets_of.setdefault(row[0], set()).add(net)
-        wanted = {t for t in index["tasks"] if networks is None or nets_of.get(t, set()) & set(networks)}
-        wanted -= {t for t in wanted if nets_of.get(t, set()) & set(without_networks or ())}
+        nets_of = index_weights(index)  # task_dir -> {network: weight}
+        wanted = {
+            t
+            for t in index["tasks"]
+            if (networks is None or nets_of.get(t, {}).keys() & set(networks))
+            and not nets_of.get(t, {}).keys() & set(without_networks or ())
+        }
         pending = sorted(t.name for t in task_dirs(device) if t.name in wanted and count_records(t)[0] < per_task)
         for dest in outs:
             if (dest / device.name).exists():
