@@ -72,6 +72,7 @@ SEARCH_KNOBS = (
     "straggler_grace",
     "draft_ahead",
     "first_drafts_ahead",
+    "search_ahead",
 )
 """The draft-then-verify settings this CLI passes to `bridge.config.SearchConfig` as they are."""
 

@@ -108,6 +108,12 @@ class SearchConfig:
         "k: with a pipeline, up to k tasks of a run draft their first potential space at once from the run's start, "
         "each on a thread of its own, instead of each when its first round comes (a network's tasks; 0: off)",
     )
+    search_ahead: int = _knob(
+        1,
+        "with a pipeline, how many rounds ahead of the batch on the device the search works: 1, the next batch is "
+        "searched then built while the current one runs; 2, the batch after the next is searched while the next "
+        "one builds, so a round lasts the longer of search and build, not their sum (one more round of staleness)",
+    )
     straggler_grace: float | None = _knob(
         0.5,
         "g: a batch built ahead waits, once 90% of it is built in t s, at most g x t s more; picks still building "
@@ -120,6 +126,8 @@ class SearchConfig:
         check_weight(self.psa_weight, f"--psa-weight {self.psa_weight!r}")
         if self.redraft_min_samples < 1:
             raise ValueError(f"--redraft-min-samples {self.redraft_min_samples!r} must be >= 1")
+        if self.search_ahead not in (1, 2):
+            raise ValueError(f"--search-ahead {self.search_ahead!r} must be 1 or 2")
         if self.first_drafts_ahead < 0:
             raise ValueError(f"--first-drafts-ahead {self.first_drafts_ahead!r} must be >= 0 (0: off)")
         if self.fill_device < 0:

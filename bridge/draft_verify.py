@@ -96,6 +96,7 @@ class DraftVerifySearch(_ResumableSearch):
         fill_device: int = 64,
         draft_ahead: bool = True,
         first_drafts_ahead: int = 2,
+        search_ahead: int = 1,
         pipeline: Pipeline | None = None,
         log: SearchLog | None = None,
     ):
@@ -154,6 +155,12 @@ class DraftVerifySearch(_ResumableSearch):
                 after another as their first rounds come (ResNet-50's four drafted 12-21 s each, and
                 its first batches ended 88-90 s into the run on an H200 machine; with k = 2 it reached
                 XGB's final 3.36x sooner against 2.52x, three seeds). 0: in turn. One task: no change.
+            search_ahead: with a pipeline, how many rounds ahead of the batch running on the device the
+                search works. 1: the next batch is searched, then built, while the current one runs,
+                so a round lasts at least its search plus its build. 2: the batch after the next is
+                searched while the next one builds (`PrefetchBuilder.start`), so a round lasts the
+                longer of the two; the price is one more round of staleness (the verifier picks a
+                batch without the last two batches' results).
             pipeline: search (and build) the next round in the background (`bridge.pipeline`);
                 None: rounds in turn, as MetaSchedule runs them.
             log: where rounds are logged (None: nowhere).
@@ -188,6 +195,8 @@ class DraftVerifySearch(_ResumableSearch):
             if not 0.0 <= value <= 1.0:
                 raise ValueError(f"{name}={value!r} must be in [0, 1]")
         check_weight(psa_weight, f"psa_weight={psa_weight!r}")
+        if search_ahead not in (1, 2):
+            raise ValueError(f"search_ahead={search_ahead!r} must be 1 or 2")
         if potential_size > population_size:
             raise ValueError(f"potential_size={potential_size!r} must be <= population_size={population_size!r}")
         self.draft, self.pipeline = draft, pipeline
@@ -213,6 +222,7 @@ class DraftVerifySearch(_ResumableSearch):
             fill_device=fill_device,
             draft_ahead=draft_ahead,
             first_drafts_ahead=first_drafts_ahead,
+            search_ahead=search_ahead,
         )
         self.__dict__.update(self.options)
 
@@ -254,6 +264,7 @@ class DraftVerifySearch(_ResumableSearch):
             fill_device=search.fill_device,
             draft_ahead=search.draft_ahead,
             first_drafts_ahead=search.first_drafts_ahead,
+            search_ahead=search.search_ahead,
             pipeline=pipeline,
             log=log,
         )
@@ -284,6 +295,8 @@ class DraftVerifySearch(_ResumableSearch):
         self._population: list = []  # the last draft's evolved population, seed of the next draft
         self._samples: Pairs = []  # the last draft's fresh samples, for the epsilon-greedy share
         self._ready: tuple[list | None, dict] | None = None  # a batch searched ahead, with its stats
+        self._queued: tuple[list | None, dict] | None = None  # the batch after it (`search_ahead` 2), unbuilt
+        self._reserved: set[int] = set()  # keys of picks searched ahead and not yet handed out
         self._deferred: Pairs = []  # picks whose build a prefetch left running, for the next batch
         self._background: Draft | None = None  # a stall draft running alongside (`draft_ahead`)
         self._best: dict[int, tuple[float, Any]] = {}  # measured schedules: key -> (latency, schedule)
@@ -309,31 +322,49 @@ class DraftVerifySearch(_ResumableSearch):
         self._waited = 0.0
         start = time.perf_counter()
         ready, self._ready = self._ready, None
+        if ready is None:  # no job ran ahead for this batch: the one searched ahead of it, if any
+            ready, self._queued = self._queued, None
+        self._reserved = set()
         picks, stats = ready if ready is not None else self._search(n)
         if self.log is not None:
             self.log.note_search(self.task_name, wait_s=waited + time.perf_counter() - start, **stats)
         return picks
 
-    def _ahead(self, n: int) -> None:
+    def _ahead(self, n: int, later: int = 0) -> None:
         if self.pipeline is None:
             return
         target, builder = self.context.target, self.pipeline.builder
-
+        queued, self._queued = self._queued, None
         start = time.perf_counter()
+        build_start = start
 
         def search() -> None:
-            self._ready = self._search(n)
+            nonlocal build_start
+            ready = queued if queued is not None else self._search(n)
+            build_start = time.perf_counter()
+            if self.search_ahead == 1:
+                self._ready = ready
+                return
+            picks, stats = ready
+            self._ready = (picks[:n] if picks else picks, stats)
+            self._reserved = {_key(s) for s in self._ready[0] or []}
+            if self._ready[0] and builder is not None:  # it builds while the batch after it is searched
+                builder.start([s.mod for s in self._ready[0]], target)
+            if self._ready[0] and later > 0 and not self._expired():
+                self._queued = self._search(min(self.batch, later))
 
         def build(_) -> None:
             picks, stats = self._ready
             if picks and builder is not None:
-                stats["prebuild_s"], pending = builder.prefetch([s.mod for s in picks], target)
-                stats.update(builder.last_batch, deferred=len(pending))
+                _, pending = builder.prefetch([s.mod for s in picks], target)
+                stats.update(builder.last_batch, prebuild_s=time.perf_counter() - build_start, deferred=len(pending))
                 if pending:  # still building: they go first in the next batch (`_search`)
                     left = set(pending)
                     self._deferred = [(_key(s), s) for i, s in enumerate(picks) if i in left]
                     self._ready = ([s for i, s in enumerate(picks) if i not in left], stats)
-            self._fill.observe_job(time.perf_counter() - start)
+                    self._reserved -= {k for k, _ in self._deferred}
+            stats["job_s"] = time.perf_counter() - start
+            self._fill.observe_job(stats["job_s"])
 
         self.pipeline.submit(search, build)
 
@@ -361,7 +392,7 @@ class DraftVerifySearch(_ResumableSearch):
         self._join()
         if self._background is not None:  # its C++ evolution must end before the drafter's state does
             self._background.result()
-        self._ready, self._deferred, self._background = None, [], None
+        self._ready, self._queued, self._deferred, self._background = None, None, [], None
         self.drafter.post_tuning()
         if self.resampler is not self.drafter:
             self.resampler.post_tuning()
@@ -510,7 +541,8 @@ class DraftVerifySearch(_ResumableSearch):
         return {k: v for k, v in result.stats.items() if k != "draft_s"}
 
     def _unmeasured(self, pairs: Sequence[tuple[int, Any]]) -> Pairs:
-        return [(k, s) for k, s in pairs if k not in self.measured]
+        """`pairs` less what was measured and what is searched ahead for a batch not yet handed out."""
+        return [(k, s) for k, s in pairs if k not in self.measured and k not in self._reserved]
 
     def _verify(self) -> tuple[Pairs, bool]:
         """The potential space ranked by the verify model; (ranking, whether it was a cold start)."""

@@ -70,7 +70,11 @@ class PrefetchBuilder(ms.builder.PyBuilder):
     `prefetch` or `build` of the same schedules takes them over. A batch of 64 otherwise waited on
     a kernel or two that took 5-15 s to compile while the rest took 2-4 s (docs/benchmarks.md).
 
-    Thread-safe: `prefetch` (background) and `build` (main thread) never build at the same time.
+    `start` begins a batch without waiting for it, so that a search can run while it builds
+    (`DraftVerifySearch.search_ahead`); the `prefetch` of the same schedules then waits for it.
+
+    Thread-safe: `start` and `prefetch` (background) and `build` (main thread) take one lock; a
+    `build` takes over what is still building before it builds anything itself.
 
     Attributes:
         last_batch: the wrapped builder's `last_batch` (`tvm_env.builder.BATCH_KEYS`) for what the
@@ -90,30 +94,48 @@ class PrefetchBuilder(ms.builder.PyBuilder):
         self.hits = self.misses = 0
         self.last_batch: dict[str, float] = {}
         self._built: dict[int, Any] = {}
-        self._running: dict[int, Future] = {}  # builds left going by a prefetch
+        self._running: dict[int, Future] = {}  # builds started and not yet taken (`start`, a prefetch's stragglers)
+        self._thread = ThreadPoolExecutor(1, thread_name_prefix="pruner-build")  # `start` without `submit`
         self._lock = threading.Lock()
 
-    def prefetch(self, mods: Sequence[Any], target: Any) -> tuple[float, list[int]]:
-        """Build `mods` for `target` now and keep the results; (seconds it took, the indices of `mods`
-        still building when it returned: none without a `straggler_grace`)."""
-        start = time.perf_counter()
+    def start(self, mods: Sequence[Any], target: Any) -> None:
+        """Start building `mods` for `target` and return at once; a later `prefetch` (or `build`) of
+        the same schedules waits for them. A builder without `submit` builds them on a thread of
+        this builder's own, the batch in one call."""
         keys = [schedule_key(m) for m in mods]
         with self._lock:
-            if not hasattr(self.builder, "submit"):
-                results = self.builder.build([ms.builder.BuilderInput(m, target) for m in mods])
-                self._built.update(zip(keys, results))
-                self.last_batch = dict(getattr(self.builder, "last_batch", {}))
-                return time.perf_counter() - start, []
             todo = [i for i, k in enumerate(keys) if k not in self._built and k not in self._running]
-            for i, future in zip(todo, self.builder.submit([ms.builder.BuilderInput(mods[i], target) for i in todo])):
+            inputs = [ms.builder.BuilderInput(mods[i], target) for i in todo]
+            if not todo:
+                return
+            if hasattr(self.builder, "submit"):
+                futures = self.builder.submit(inputs)
+            else:
+                futures = [Future() for _ in todo]
+                self._thread.submit(_build_into, self.builder, inputs, futures)
+            for i, future in zip(todo, futures):
                 self._running[keys[i]] = future
+
+    def prefetch(self, mods: Sequence[Any], target: Any) -> tuple[float, list[int]]:
+        """Build `mods` for `target` now (or wait for what `start` began) and keep the results;
+        (seconds it took, the indices of `mods` still building when it returned: none without a
+        `straggler_grace`)."""
+        start = time.perf_counter()
+        keys = [schedule_key(m) for m in mods]
+        self.start(mods, target)
+        with self._lock:
             waiting = [i for i, k in enumerate(keys) if k in self._running]
             done, pending = wait_most([self._running[keys[i]] for i in waiting], self.straggler_grace)
             done_keys = [keys[waiting[j]] for j in done]
-            results = self.builder.finish([self._running.pop(k) for k in done_keys])
+            results = self._finish([self._running.pop(k) for k in done_keys])
             self._built.update(zip(done_keys, results))
-            self.last_batch = dict(self.builder.last_batch)
+            self.last_batch = dict(getattr(self.builder, "last_batch", {}))
         return time.perf_counter() - start, [waiting[j] for j in pending]
+
+    def _finish(self, futures: Sequence[Future]) -> list:
+        if hasattr(self.builder, "finish"):
+            return self.builder.finish(futures)
+        return [f.result() for f in futures]
 
     def build(self, build_inputs):
         keys = [schedule_key(b.mod) for b in build_inputs]
@@ -126,7 +148,7 @@ class PrefetchBuilder(ms.builder.PyBuilder):
             running = [i for i in todo if keys[i] in self._running]  # builds a prefetch left going
             fresh = [i for i in todo if keys[i] not in self._running]
             if running:
-                for i, result in zip(running, self.builder.finish([self._running.pop(keys[i]) for i in running])):
+                for i, result in zip(running, self._finish([self._running.pop(keys[i]) for i in running])):
                     out[i] = result
             if fresh:
                 for i, result in zip(fresh, self.builder.build([build_inputs[i] for i in fresh])):
@@ -140,11 +162,23 @@ class PrefetchBuilder(ms.builder.PyBuilder):
         still running are waited for, so that the builder is idle for whoever uses it next."""
         with self._lock:
             running, self._running = list(self._running.values()), {}
-            results = [*self._built.values(), *(self.builder.finish(running) if running else [])]
+            results = [*self._built.values(), *(self._finish(running) if running else [])]
             for result in results:
                 if result.error_msg is None and result.artifact_path:
                     shutil.rmtree(os.path.dirname(str(result.artifact_path)), ignore_errors=True)
             self._built.clear()
+
+
+def _build_into(builder: Any, inputs: list, futures: Sequence[Future]) -> None:
+    """`builder.build(inputs)`, its results (or its error) set on `futures`, one an input."""
+    try:
+        results = builder.build(inputs)
+    except BaseException as err:  # the waiter re-raises it
+        for future in futures:
+            future.set_exception(err)
+        return
+    for future, result in zip(futures, results):
+        future.set_result(result)
 
 
 class Pipeline:

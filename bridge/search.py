@@ -192,7 +192,7 @@ class _ResumableSearch(ms.search_strategy.PySearchStrategy):
         self.batch = self._next_batch(len(picked))
         upcoming = min(self.batch, self.budget - self.done - len(picked))
         if upcoming > 0 and not self._expired():
-            self._ahead(upcoming)
+            self._ahead(upcoming, later=self.budget - self.done - len(picked) - upcoming)
         self.handed_out_at = time.perf_counter()
         return [candidate(sch) for sch in picked]
 
@@ -219,9 +219,10 @@ class _ResumableSearch(ms.search_strategy.PySearchStrategy):
         run's trials per round; `DraftVerifySearch` may grow it, `bridge.fill_rule`)."""
         return self.per_round
 
-    def _ahead(self, n: int) -> None:
+    def _ahead(self, n: int, later: int = 0) -> None:
         """Called after a batch was handed out (and its schedules marked measured) when another batch
-        of `n` will follow: a pipelined strategy starts searching for it here."""
+        of `n` will follow, and `later` trials of the budget after that one: a pipelined strategy
+        starts searching for it here."""
         return None
 
     def _finish(self) -> None:

@@ -137,7 +137,8 @@ class SearchLog:
         "verifier_acc",  # the gate's running pairwise accuracy of the verifier on measured batches
         "draft_acc",  # the same of the draft model
         "wait_s",
-        "prebuild_s",
+        "prebuild_s",  # seconds from starting the batch's build ahead until the job found its picks built
+        "job_s",  # seconds of the background job that built the batch (with search_ahead 2, beside the next search)
         "build_cpu_s",  # CPU seconds the build workers spent on the batch (built ahead or not)
         "build_work_s",  # the build workers' summed wall seconds on it (tvm_env.builder.BATCH_KEYS)
         "deferred",  # picks searched for this batch whose build was still running when it was due (in the next batch)

@@ -23,13 +23,15 @@ def builder():
     return PooledLocalBuilder(max_workers=2)
 
 
-def run(tmp_path, builder, pipeline: bool, trials=12, fill_device=0):
+def run(tmp_path, builder, pipeline: bool, trials=12, fill_device=0, search_ahead=1):
     return tune_tasks(
         [zoo.operator_task("matmul:64,64,64")],
         json.loads(TARGET),
         TuneConfig(out=str(tmp_path), trials=trials, trials_per_round=4),
         cost_model=CostModelConfig(name="pam", epochs=3),
-        search=SearchConfig(psa="a100", population=48, potential=12, pipeline=pipeline, fill_device=fill_device),
+        search=SearchConfig(
+            psa="a100", population=48, potential=12, pipeline=pipeline, fill_device=fill_device, search_ahead=search_ahead
+        ),
         measure=MeasureConfig(number=2, min_repeat_ms=5),
         builder=builder,
         progress=False,
@@ -86,6 +88,33 @@ def test_fill_device_grows_the_batches_while_the_host_outlasts_the_device(tmp_pa
     # rounds in turn have no background job to cover: every batch keeps its 4 trials
     rows = run(tmp_path / "fill-off", builder, pipeline=False, trials=12, fill_device=12).rows
     assert [r["trials"] for r in rows] == [4, 4, 4]
+
+
+@pytest.mark.parametrize("pooled", [True, False], ids=["pooled", "in-one-call"])
+def test_searching_two_rounds_ahead_overlaps_search_and_build_and_measures_each_once(tmp_path, builder, pooled):
+    """With `search_ahead` 2, a round's batch is searched one job earlier, and built while the batch
+    after it is searched: from the third round on, each batch's build starts with its job (no
+    search of its own before it), and the job lasts as long as that build, the next batch's search
+    inside it. A builder without `submit` (one that sleeps 1 s a call, then builds the batch in one
+    call) builds on a thread of the PrefetchBuilder's own. Nothing is measured twice, and the budget
+    is met."""
+    b = builder if pooled else SlowBuilder(builder, delay_s=1.0)
+    result = run(tmp_path / "ahead", b, pipeline=True, trials=20, search_ahead=2)
+    rows = result.rows
+    assert [r["total_trials"] for r in rows] == [4, 8, 12, 16, 20]
+    records = result.database.get_all_tuning_records()
+    assert len({int(tvm_ffi.structural_hash(r.as_measure_candidate().sch.mod)) for r in records}) == 20
+    assert math.isnan(rows[0]["prebuild_s"]) and all(r["prebuild_s"] > 0 for r in rows[1:])
+    for r in rows[1:]:
+        assert r["build_s"] < 0.5 * r["prebuild_s"], r  # built ahead
+        assert r["job_s"] >= r["prebuild_s"] - 1e-6, r
+    for r in rows[2:]:  # searched in the job before: the build is the whole job
+        assert r["job_s"] - r["prebuild_s"] < 0.05, r
+    assert sum(r["draft_s"] + r["verify_s"] for r in rows[2:]) > 0  # those searches ran, inside earlier jobs
+    if not pooled:
+        assert all(r["prebuild_s"] >= 1.0 for r in rows[1:]), rows  # the 1 s of every call
+    with pytest.raises(ValueError, match="search-ahead 3"):
+        SearchConfig(psa="a100", search_ahead=3)
 
 
 def test_unpipelined_rounds_wait_for_the_whole_search(tmp_path, builder):
