@@ -101,11 +101,14 @@ def report(
     baseline: str = "xgb",
     also: tuple[Path, ...] = (),
     against: tuple[str, ...] = ("pruner",),
+    baseline_from: tuple[Path, ...] = (),
 ) -> str:
     """The markdown tables of every workload with a baseline arm; with `plot`, the figure too. `also`:
     more results folders read beside `results` (e.g. workloads that ran under the same settings in
     another folder), each workload from one folder; eager times from the first folder that has them.
-    `against`: the methods every other method is paired with, seed by seed."""
+    `against`: the methods every other method is paired with, seed by seed. `baseline_from`: folders
+    whose baseline arms only are read, for the workloads and seeds the other folders have and whose
+    baseline they lack (an A/B of two settings run without XGB, against XGB runs of another call)."""
     import json
 
     folders = [Path(results), *map(Path, also)]
@@ -113,6 +116,13 @@ def report(
         if not folder.is_dir():
             raise FileNotFoundError(f"{folder}: no such results folder (run benchmarks/tuning.py first)")
     data = arms(*folders)
+    if baseline_from:
+        extra = arms(*baseline_from)
+        for workload, methods in data.items():
+            seeds = {seed for runs in methods.values() for seed in runs}
+            for seed, rows in extra.get(workload, {}).get(baseline, {}).items():
+                if seed in seeds:
+                    methods[baseline].setdefault(seed, rows)
     eager: dict = {}
     for folder in reversed(folders):  # the first folder's time wins
         if (folder / "eager.json").exists():

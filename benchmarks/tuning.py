@@ -99,10 +99,14 @@ def configs(method: str, args):
         if not args.checkpoint:
             raise ValueError("the moa arm needs --checkpoint (a pretrained PAM artifact)")
         moa = CostModelConfig(
-            name="pam-siamese-update", checkpoint=args.checkpoint, adapt_every=args.adapt_every, seed=args.seed_value
+            name="pam-siamese-update",
+            checkpoint=args.checkpoint,
+            adapt_every=args.adapt_every,
+            seed=args.seed_value,
+            background_update=args.background_update,
         )
         return moa, search
-    return CostModelConfig(name="pam", seed=args.seed_value), search
+    return CostModelConfig(name="pam", seed=args.seed_value, background_update=args.background_update), search
 
 
 def run_arm(workload: str, method: str, seed: int, args, builder, walk_pool=None) -> list[dict]:
@@ -252,6 +256,13 @@ def main(argv: list[str] | None = None) -> None:
         help="with --report: more results folders read beside --results, each workload from one folder",
     )
     p.add_argument(
+        "--xgb-from",
+        nargs="+",
+        default=[],
+        help="with --report: folders whose xgb arms only are read, for the workloads and seeds of the others "
+        "that lack one (an A/B run without XGB, against XGB runs of another call)",
+    )
+    p.add_argument(
         "--against",
         nargs="+",
         default=["pruner"],
@@ -273,6 +284,10 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--checkpoint", default=None, help="pretrained PAM artifact for the moa arm")
     (adapt,) = (f for f in dataclasses.fields(CostModelConfig) if f.name == "adapt_every")  # as tune.py has it
     p.add_argument("--adapt-every", type=int, default=adapt.default, help=f"{adapt.metadata['help']}; the moa arm")
+    (behind,) = (f for f in dataclasses.fields(CostModelConfig) if f.name == "background_update")
+    p.add_argument(
+        "--background-update", type=bool, default=behind.default, help=f"{behind.metadata['help']}; pruner and moa"
+    )
     p.add_argument("--psa-formula", default=None, help="PSA formula of the draft (unset: bridge.psa.DEFAULT_FORMULA)")
     p.add_argument("--population", type=int, default=None, help="draft population (unset: the default)")
     p.add_argument("--potential", type=int, default=512, help="potential-space size of the draft")
@@ -310,10 +325,20 @@ def main(argv: list[str] | None = None) -> None:
         arm_name(args.arms[0], args.label)  # a bad label fails before any arm runs
     if args.against != p.get_default("against") and not args.report:
         raise ValueError(f"--against {args.against}: methods to pair with in the report; it needs --report")
+    if args.xgb_from and not args.report:
+        raise ValueError(f"--xgb-from {args.xgb_from}: folders of XGB arms to report against; it needs --report")
     if args.also and not args.report:
         raise ValueError(f"--also {args.also}: more folders to report on; it needs --report")
     if args.report:
-        print(report(results, plot=args.plot, also=tuple(args.also), against=tuple(args.against)))
+        print(
+            report(
+                results,
+                plot=args.plot,
+                also=tuple(args.also),
+                against=tuple(args.against),
+                baseline_from=tuple(args.xgb_from),
+            )
+        )
         return
     start = time.perf_counter()
     if args.shard:
