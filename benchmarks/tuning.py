@@ -99,14 +99,10 @@ def configs(method: str, args):
         if not args.checkpoint:
             raise ValueError("the moa arm needs --checkpoint (a pretrained PAM artifact)")
         moa = CostModelConfig(
-            name="pam-siamese-update",
-            checkpoint=args.checkpoint,
-            adapt_every=args.adapt_every,
-            seed=args.seed_value,
-            background_update=args.background_update,
+            name="pam-siamese-update", checkpoint=args.checkpoint, adapt_every=args.adapt_every, seed=args.seed_value
         )
         return moa, search
-    return CostModelConfig(name="pam", seed=args.seed_value, background_update=args.background_update), search
+    return CostModelConfig(name="pam", seed=args.seed_value), search
 
 
 def run_arm(workload: str, method: str, seed: int, args, builder, walk_pool=None) -> list[dict]:
@@ -284,10 +280,6 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--checkpoint", default=None, help="pretrained PAM artifact for the moa arm")
     (adapt,) = (f for f in dataclasses.fields(CostModelConfig) if f.name == "adapt_every")  # as tune.py has it
     p.add_argument("--adapt-every", type=int, default=adapt.default, help=f"{adapt.metadata['help']}; the moa arm")
-    (behind,) = (f for f in dataclasses.fields(CostModelConfig) if f.name == "background_update")
-    p.add_argument(
-        "--background-update", type=bool, default=behind.default, help=f"{behind.metadata['help']}; pruner and moa"
-    )
     p.add_argument("--psa-formula", default=None, help="PSA formula of the draft (unset: bridge.psa.DEFAULT_FORMULA)")
     p.add_argument("--population", type=int, default=None, help="draft population (unset: the default)")
     p.add_argument("--potential", type=int, default=512, help="potential-space size of the draft")

@@ -150,11 +150,6 @@ class CostModelConfig:
         "pam-siamese-update: adapt the pretrained model after every this-many rounds (published: 4; every round "
         "reached XGB's final 1.19x sooner on the GPU suite, docs/benchmarks.md)",
     )
-    background_update: bool = _knob(
-        False,
-        "our cost models train on a measured batch on a thread of their own: the next batch, built ahead, goes to "
-        "the device while the model trains, and the next search waits for the training",
-    )
     seed: int = _knob(0, "seed of the cost model (the CLI's --seed sets it)", cli=False)
 
     def __post_init__(self) -> None:

@@ -31,14 +31,11 @@ would not lower) get the smallest positive float.
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import io
 import os
 import threading
-import time
 from collections.abc import Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
 
 import numpy as np
 import torch
@@ -105,7 +102,6 @@ class PrunerCostModel(ms.cost_model.PyCostModel):
         features: FeatureCache | None = None,
         replay: int = 1024,
         warm_epochs: int = 10,
-        background: bool = False,
     ):
         """
         Args:
@@ -126,12 +122,6 @@ class PrunerCostModel(ms.cost_model.PyCostModel):
                 already saves this model the work); None: a cache of its own.
             replay: records one update trains on at most (the newest batch plus a random sample).
             warm_epochs: maximum epochs of a warm update (from-scratch modes past `replay` records).
-            background: `update` records the batch and returns; the training runs on a thread of
-                this model's own, and the next `predict`, `update` or `save` waits for it (so every
-                score comes from the model trained on every batch recorded before it). The tuning
-                loop then hands out the next batch, built ahead, while the model trains, instead of
-                after (`CostModelConfig.background_update`). An error of the training is raised by the
-                call that waits for it.
         """
         super().__init__()
         if mode not in MODES:
@@ -182,9 +172,6 @@ class PrunerCostModel(ms.cost_model.PyCostModel):
         self._pending: list[tuple[str, int]] = []  # records not trained on yet (MoA adapts every few rounds)
         # predict may run on a search's background thread while update runs on the main one
         self._lock = threading.RLock()
-        self._trainer = ThreadPoolExecutor(1, thread_name_prefix="pruner-train") if background else None
-        self._training: Future | None = None  # the background training in flight
-        self.train_seconds = 0.0  # seconds spent training, in the background or not
         # A first CUDA training step pays seconds of start-up (context, cuBLAS, autograd kernels):
         # pay it on a thread while the first batch is searched, built and run.
         self._warming = None
@@ -212,7 +199,7 @@ class PrunerCostModel(ms.cost_model.PyCostModel):
     @torch.no_grad()
     def predict(self, context, candidates) -> np.ndarray:
         """(n,) float64 positive scores, higher = faster; all equal before any training."""
-        with self._settled():
+        with self._lock:
             return self._predict(context, list(candidates))
 
     def _predict(self, context, candidates: list) -> np.ndarray:
@@ -226,7 +213,7 @@ class PrunerCostModel(ms.cost_model.PyCostModel):
     def score_features(self, key: str, feats: Sequence[tuple[np.ndarray, np.ndarray] | None]) -> np.ndarray:
         """`predict` on featurized candidates of task `key` ((stmt rows, gemm matrix), None where featurizing
         failed), e.g. records read back from shards by an offline replay (`self.tags[key]` set first)."""
-        with self._settled():
+        with self._lock:
             if not self.trained:
                 return np.ones(len(feats), dtype=np.float64)
             ok = [i for i, f in enumerate(feats) if f is not None]
@@ -252,7 +239,7 @@ class PrunerCostModel(ms.cost_model.PyCostModel):
         """Record the measured batch, then train per the mode (see the module docstring)."""
         if self.mode.endswith("no-update"):
             return
-        with self._settled():
+        with self._lock:
             self._update(context, list(candidates), list(results))
 
     def _update(self, context, candidates: list, results: list) -> None:
@@ -271,7 +258,7 @@ class PrunerCostModel(ms.cost_model.PyCostModel):
         calls this with records read back from shards (`self.tags[key]` set first)."""
         if self.mode.endswith("no-update"):
             return
-        with self._settled():
+        with self._lock:
             task = self.data.setdefault(key, {"stmt": [], "gemm": [], "latency": []})
             newest = []
             for (stmt, gemm), latency in zip(feats, latencies, strict=True):
@@ -287,59 +274,21 @@ class PrunerCostModel(ms.cost_model.PyCostModel):
             self._pending = []
             if not batches:
                 return
-            if self._trainer is not None:
-                self._training = self._trainer.submit(self._train, batches)
+            self._warmed()
+            on_device = [{k: v.to(self.device) for k, v in b.items()} for b in batches]
+            seed = self.seed + self.rounds
+            if self.mode == "pam-siamese-update":
+                self.net.adapt(on_device, epochs=self.epochs, seed=seed, **self.train_options)
+                return
+            if self.trained and self.measured() > self.replay:
+                net, epochs = copy.deepcopy(self.net), self.warm_epochs  # warm: continue the current network
             else:
-                self._train(batches)
-
-    def settle(self) -> None:
-        """Wait for a background training in flight (`background`), raising what it raised."""
-        training = self._training
-        if training is not None:
-            training.result()
-
-    @contextlib.contextmanager
-    def _settled(self):
-        """This model's lock, taken with no background training pending: one submitted between a
-        caller's `settle` and its taking the lock is waited for, the lock given back meanwhile."""
-        while True:
-            self.settle()
-            self._lock.acquire()
-            training = self._training
-            if training is None or training.done():
-                break
-            self._lock.release()
-        try:
-            if training is not None:
-                training.result()
-            yield
-        finally:
-            self._lock.release()
-
-    def _train(self, batches: list[dict[str, torch.Tensor]]) -> None:
-        start = time.perf_counter()
-        try:
-            with self._lock:
-                self._fit(batches)
-        finally:
-            self.train_seconds += time.perf_counter() - start
-
-    def _fit(self, batches: list[dict[str, torch.Tensor]]) -> None:
-        self._warmed()
-        on_device = [{k: v.to(self.device) for k, v in b.items()} for b in batches]
-        seed = self.seed + self.rounds
-        if self.mode == "pam-siamese-update":
-            self.net.adapt(on_device, epochs=self.epochs, seed=seed, **self.train_options)
-            return
-        if self.trained and self.measured() > self.replay:
-            net, epochs = copy.deepcopy(self.net), self.warm_epochs  # warm: continue the current network
-        else:
-            torch.manual_seed(seed)
-            net, epochs = _MODES[self.mode][0].new(), self.epochs
-            net.set_scales(*compute_scales(batches))
-            net = net.to(self.device)
-        train_online(net, on_device, epochs=epochs, seed=seed, **self.train_options)
-        self.net, self.trained = net.eval(), True
+                torch.manual_seed(seed)
+                net, epochs = _MODES[self.mode][0].new(), self.epochs
+                net.set_scales(*compute_scales(batches))
+                net = net.to(self.device)
+            train_online(net, on_device, epochs=epochs, seed=seed, **self.train_options)
+            self.net, self.trained = net.eval(), True
 
     def _warmed(self) -> None:
         if self._warming is not None:
@@ -402,10 +351,6 @@ class PrunerCostModel(ms.cost_model.PyCostModel):
     def save(self, path: str) -> None:
         """Write the mode, the network (`pruner_models.registry.net_state`, if any) and this run's
         records, atomically (torch.save of tensors and plain types; `load` reads it with weights_only)."""
-        with self._settled():
-            self._save(path)
-
-    def _save(self, path: str) -> None:
         state = {
             "mode": self.mode,
             "rounds": self.rounds,

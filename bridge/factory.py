@@ -127,7 +127,6 @@ def make_cost_model(config: CostModelConfig, *, target: Any = None, cores: int =
         adapt_every=config.adapt_every,
         seed=config.seed,
         features=features,
-        background=config.background_update,
     )
 
 

@@ -199,38 +199,3 @@ def test_online_updates_stay_bounded_past_the_replay_size(measured_matmul, monke
     for name, value in calls[2][0].items():  # the warm update started from the trained network
         torch.testing.assert_close(value, trained[name])
     assert model.measured() == 12 and np.isfinite(model.predict(context, candidates)).all()
-
-
-@pytest.mark.parametrize("mode", ["pam", "pam-siamese-update"])
-def test_a_background_update_scores_as_the_update_in_turn(measured_matmul, artifacts, mode, tmp_path):
-    """`background=True`: `update` returns before the model has trained (the training is in flight on
-    the model's own thread), and the next `predict` waits for it, so the scores are those of the same
-    model trained in turn, round after round; `save` waits too."""
-    context, candidates, results = measured_matmul
-    artifact = artifacts["PAMModule"] if mode == "pam-siamese-update" else None
-    opts = dict(mode=mode, artifact=artifact, epochs=20, patience=None, device="cpu", seed=3)
-    in_turn, behind = PrunerCostModel(**opts), PrunerCostModel(**opts, background=True)
-    for start in range(0, 24, 8):
-        for model in (in_turn, behind):
-            model.update(context, candidates[start : start + 8], results[start : start + 8])
-        assert behind._training is not None  # submitted; predict below waits for it
-        np.testing.assert_allclose(behind.predict(context, candidates), in_turn.predict(context, candidates), rtol=1e-6)
-    assert behind._training.done() and behind.train_seconds > 0 and behind.rounds == in_turn.rounds == 3
-    in_turn.update(context, candidates[24:], results[24:])
-    behind.update(context, candidates[24:], results[24:])
-    behind.save(str(tmp_path / "state.bin"))  # waits for the training; then nothing is in flight
-    assert behind._training.done()
-    np.testing.assert_allclose(behind.predict(context, candidates), in_turn.predict(context, candidates), rtol=1e-6)
-
-
-def test_a_background_training_error_is_raised_by_the_next_call(measured_matmul, monkeypatch):
-    context, candidates, results = measured_matmul
-    model = PrunerCostModel(mode="pam", epochs=2, device="cpu", background=True)
-
-    def fail(*args, **kwargs):
-        raise RuntimeError("out of memory in training")
-
-    monkeypatch.setattr("bridge.cost_model.train_online", fail)
-    model.update(context, candidates[:8], results[:8])  # returns: the error is on the training thread
-    with pytest.raises(RuntimeError, match="out of memory in training"):
-        model.predict(context, candidates)
