@@ -31,8 +31,9 @@ Per method, on each workload, in one process, same trials, same seed:
 - pruner-fill: pruner-r16 whose batches grow (up to 64 trials) until running one lasts as long as
   the search and build of the next (`fill_device`, `bridge.fill_rule`), as `fill.json` ran it; since
   2026-11-27 pruner does so too, with `straggler_grace` 0.5 and `draft_ahead`;
-- pruner-ahead2: pruner searching two rounds ahead (`search_ahead` 2): a batch is searched while the
-  one before it builds, so a round lasts the longer of search and build instead of their sum;
+- pruner-ahead1: pruner searching one round ahead (`search_ahead` 1, the default before 2026-11-27,
+  tenth session): a batch is searched, then built, while the one before it runs (pruner searches
+  while the batch before builds, so a round lasts the longer of search and build, not their sum);
 - pruner-r16: pruner as it was before 2026-11-27: rounds of --trials-per-round, drafts in turn;
 - pruner-published: the published schedule (a new draft every 2nd round from a fresh population,
   whole potential space evolved by the verifier, in turn) and PSA's published formula.
@@ -90,7 +91,7 @@ METHODS = {
     "pruner-first2": (CostModelConfig(name="pam"), SearchConfig(psa="h100", first_drafts_ahead=2)),
     "pruner-first4": (CostModelConfig(name="pam"), SearchConfig(psa="h100", first_drafts_ahead=4)),
     "pruner-blend": (CostModelConfig(name="pam"), SearchConfig(psa="h100", psa_weight=1.0)),
-    "pruner-ahead2": (CostModelConfig(name="pam"), SearchConfig(psa="h100", search_ahead=2)),
+    "pruner-ahead1": (CostModelConfig(name="pam"), SearchConfig(psa="h100", search_ahead=1)),
     "pruner-fill": (
         CostModelConfig(name="pam"),
         SearchConfig(psa="h100", fill_device=64, straggler_grace=None, draft_ahead=False, first_drafts_ahead=0),

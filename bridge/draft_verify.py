@@ -96,7 +96,7 @@ class DraftVerifySearch(_ResumableSearch):
         fill_device: int = 64,
         draft_ahead: bool = True,
         first_drafts_ahead: int = 2,
-        search_ahead: int = 1,
+        search_ahead: int = 2,
         pipeline: Pipeline | None = None,
         log: SearchLog | None = None,
     ):
@@ -156,11 +156,15 @@ class DraftVerifySearch(_ResumableSearch):
                 its first batches ended 88-90 s into the run on an H200 machine; with k = 2 it reached
                 XGB's final 3.36x sooner against 2.52x, three seeds). 0: in turn. One task: no change.
             search_ahead: with a pipeline, how many rounds ahead of the batch running on the device the
-                search works. 1: the next batch is searched, then built, while the current one runs,
-                so a round lasts at least its search plus its build. 2: the batch after the next is
-                searched while the next one builds (`PrefetchBuilder.start`), so a round lasts the
-                longer of the two; the price is one more round of staleness (the verifier picks a
-                batch without the last two batches' results).
+                search works. 2: the batch after the next is searched while the next one builds
+                (`PrefetchBuilder.start`), so a round lasts the longer of the two; the price is one
+                more round of staleness (the verifier picks a batch without the last two batches'
+                results). On the GPU suite (7 seed pairs, one call each) the device idled 5-23
+                points less on 6 of 7 seeds, the arms measured 1.07-1.9x the trials, and the
+                latency at equal time was level (1.003x) (docs/benchmarks.md, "Searching while the
+                batch before builds"). 1: the next batch is searched, then built, while the current
+                one runs, so a round lasts at least its search plus its build (the default before
+                2026-11-27).
             pipeline: search (and build) the next round in the background (`bridge.pipeline`);
                 None: rounds in turn, as MetaSchedule runs them.
             log: where rounds are logged (None: nowhere).
@@ -346,12 +350,14 @@ class DraftVerifySearch(_ResumableSearch):
                 self._ready = ready
                 return
             picks, stats = ready
-            self._ready = (picks[:n] if picks else picks, stats)
-            self._reserved = {_key(s) for s in self._ready[0] or []}
-            if self._ready[0] and builder is not None:  # it builds while the batch after it is searched
-                builder.start([s.mod for s in self._ready[0]], target)
-            if self._ready[0] and later > 0 and not self._expired():
-                self._queued = self._search(min(self.batch, later))
+            picks = picks[:n] if picks else picks
+            self._ready = (picks, stats)
+            self._reserved = {_key(s) for s in picks or []}
+            if picks and builder is not None:  # it builds while the batch after it is searched
+                builder.start([s.mod for s in picks], target)
+            left = later + n - len(picks or [])  # a batch searched ahead before the batches grew is smaller
+            if picks and left > 0 and not self._expired():
+                self._queued = self._search(min(self.batch, left))
 
         def build(_) -> None:
             picks, stats = self._ready

@@ -125,8 +125,12 @@ class PrefetchBuilder(ms.builder.PyBuilder):
         self.start(mods, target)
         with self._lock:
             waiting = [i for i, k in enumerate(keys) if k in self._running]
-            done, pending = wait_most([self._running[keys[i]] for i in waiting], self.straggler_grace)
-            done_keys = [keys[waiting[j]] for j in done]
+            futures = [self._running[keys[i]] for i in waiting]
+        # not under the lock: MetaSchedule's `build` of the batch on the device (built already) must not
+        # wait for this one
+        done, pending = wait_most(futures, self.straggler_grace)
+        with self._lock:
+            done_keys = [k for k in (keys[waiting[j]] for j in done) if k in self._running]
             results = self._finish([self._running.pop(k) for k in done_keys])
             self._built.update(zip(done_keys, results))
             self.last_batch = dict(getattr(self.builder, "last_batch", {}))

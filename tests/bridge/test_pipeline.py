@@ -23,7 +23,7 @@ def builder():
     return PooledLocalBuilder(max_workers=2)
 
 
-def run(tmp_path, builder, pipeline: bool, trials=12, fill_device=0, search_ahead=1):
+def run(tmp_path, builder, pipeline: bool, trials=12, fill_device=0, search_ahead=2):
     return tune_tasks(
         [zoo.operator_task("matmul:64,64,64")],
         json.loads(TARGET),
