@@ -67,6 +67,20 @@ Pairs = list[tuple[int, Any]]
 """(schedule key, schedule) pairs, so a schedule is hashed once however many rounds it waits."""
 
 
+_SUMMED = ("draft_scored", "verify_scored", "draft_s", "sample_s", "samples", "verify_s", "psa_s", "verifier_s")
+"""Search statistics that add up over two searches of one batch (the rest: the first search's, `drafted` either's)."""
+
+
+def _merged(stats: dict, extra: dict) -> dict:
+    """The statistics of a batch searched in two parts (`search_ahead` 2 topping up a queued batch)."""
+    out = dict(stats)
+    for key in _SUMMED:
+        if key in extra:
+            out[key] = out.get(key, 0.0) + extra[key]
+    out["drafted"] = max(out.get("drafted", 0), extra.get("drafted", 0))
+    return out
+
+
 @derived_object
 class DraftVerifySearch(_ResumableSearch):
     """Pruner's draft-then-verify search (module docstring); the tuning run's cost model verifies."""
@@ -351,13 +365,17 @@ class DraftVerifySearch(_ResumableSearch):
                 return
             picks, stats = ready
             picks = picks[:n] if picks else picks
-            self._ready = (picks, stats)
             self._reserved = {_key(s) for s in picks or []}
+            if picks and len(picks) < n:  # searched before the batches grew (`fill_device`): top it up
+                more, extra = self._search(n - len(picks))
+                picks = picks + (more or [])
+                stats = _merged(stats, extra)
+                self._reserved |= {_key(s) for s in more or []}
+            self._ready = (picks, stats)
             if picks and builder is not None:  # it builds while the batch after it is searched
                 builder.start([s.mod for s in picks], target)
-            left = later + n - len(picks or [])  # a batch searched ahead before the batches grew is smaller
-            if picks and left > 0 and not self._expired():
-                self._queued = self._search(min(self.batch, left))
+            if picks and later > 0 and not self._expired():
+                self._queued = self._search(min(self.batch, later))
 
         def build(_) -> None:
             picks, stats = self._ready

@@ -44,7 +44,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-LossName = Literal["lambdarank", "ranknet", "mse", "lambdarank+mse"]
+LossName = Literal["lambdarank", "ranknet", "mse", "lambdarank+mse", "listnet", "lambdarank+listnet"]
 """The names accepted by `LOSSES` (use as the type of a LightningCLI `loss:` argument)."""
 
 Reduction = Literal["mean", "sum"]
@@ -416,14 +416,65 @@ def lambda_rank_mse_loss(
     )
 
 
+LISTNET_TEMPERATURE = 0.1
+"""ListNet's label temperature: a record at 80% of its task's best throughput gets exp(-2) = 0.14 of the
+best one's target share."""
+
+
+def listnet_loss(
+    preds: Tensor,
+    labels: Tensor,
+    task: Tensor,
+    reduction: Reduction = "mean",
+    *,
+    dense: bool | None = None,
+    temperature: float = LISTNET_TEMPERATURE,
+) -> Tensor:
+    """ListNet (top-one probabilities): cross-entropy between softmax(labels / T) and softmax(scores)
+    within each task. A small T puts the target's mass on the task's fastest records, so the loss
+    spends itself on the top of each list rather than on every pair.
+
+    loss_task = -sum_i softmax(y / T)_i log softmax(s)_i; tasks of one record give 0 and are not
+    counted in the "mean". No host sync on either path (per-task max by `scatter_reduce`).
+
+    Returns:
+        () scalar loss.
+    """
+    _check_inputs(preds, labels, task)
+    if not temperature > 0:
+        raise ValueError(f"temperature must be > 0, got {temperature!r}")
+    tasks = _tasks(task, dense)
+    group, slots = tasks.group, tasks.sizes.numel()
+
+    def log_softmax(x: Tensor) -> Tensor:
+        top = x.detach().new_full((slots,), -math.inf).scatter_reduce(0, group, x.detach(), "amax")
+        shifted = x - top.index_select(0, group)
+        return shifted - torch.log(tasks.per_task_sum(torch.exp(shifted))).index_select(0, group)
+
+    target = torch.exp(log_softmax(labels.to(preds.dtype) / temperature))
+    per_task = tasks.per_task_sum(-target * log_softmax(preds))
+    return _reduce(per_task, tasks.sizes > 1, reduction)
+
+
+def lambda_rank_listnet_loss(
+    preds: Tensor, labels: Tensor, task: Tensor, reduction: Reduction = "mean", *, dense: bool | None = None, **gain
+) -> Tensor:
+    """LambdaRank plus ListNet, summed: pairs ordered over the whole list, and the top pulled out."""
+    return lambda_rank_loss(preds, labels, task, reduction, dense=dense, **gain) + listnet_loss(
+        preds, labels, task, reduction, dense=dense
+    )
+
+
 LOSSES: dict[str, Callable[..., Tensor]] = {
     "lambdarank": lambda_rank_loss,
     "ranknet": ranknet_loss,
     "mse": mse_loss,
     "lambdarank+mse": lambda_rank_mse_loss,
+    "listnet": listnet_loss,
+    "lambdarank+listnet": lambda_rank_listnet_loss,
 }
 """Loss by name (`LossName`); every entry has the signature `(preds, labels, task, reduction="mean", *, dense=None)`,
 and the LambdaRank ones also take `gain_scale` and `truncation` (`GAIN_LOSSES`)."""
 
-GAIN_LOSSES = frozenset({"lambdarank", "lambdarank+mse"})
+GAIN_LOSSES = frozenset({"lambdarank", "lambdarank+mse", "lambdarank+listnet"})
 """The losses whose NDCG gain `gain_scale` sharpens and `truncation` cuts to the top k."""
