@@ -87,7 +87,23 @@ def reduce_ref(values: list[float | None], reduction: str) -> float:
     return sum(present) / len(present) if present else 0.0
 
 
-REFERENCES = {"lambdarank": ref_lambdarank_task, "ranknet": ref_ranknet_task, "mse": ref_mse_task}
+def ref_listnet_task(s, y, t=0.1):
+    """-sum softmax(y / t) log softmax(s); None for a task of one record."""
+    if len(s) < 2:
+        return None
+    target = [math.exp(v / t) for v in y]
+    target = [v / sum(target) for v in target]
+    top = max(s)
+    log_z = top + math.log(sum(math.exp(v - top) for v in s))
+    return -sum(p * (v - log_z) for p, v in zip(target, s))
+
+
+REFERENCES = {
+    "lambdarank": ref_lambdarank_task,
+    "ranknet": ref_ranknet_task,
+    "mse": ref_mse_task,
+    "listnet": ref_listnet_task,
+}
 
 
 @pytest.mark.parametrize("name", sorted(REFERENCES))
@@ -162,6 +178,21 @@ def test_lambdarank_plus_mse_is_the_sum_of_both_references(reduction):
     assert got.item() == pytest.approx(want, rel=1e-10, abs=1e-12)
 
 
+@pytest.mark.parametrize("seed", [0, 1])
+def test_listnet_is_the_same_on_both_paths_and_adds_to_lambdarank(seed):
+    preds, labels, task = make_batch(seed)
+    preds.requires_grad_(True)
+    dense, sparse = (LOSSES["listnet"](preds, labels, task, dense=d) for d in (True, False))
+    assert dense.item() == pytest.approx(sparse.item(), rel=1e-10)
+    (grad,) = torch.autograd.grad(dense, preds)
+    assert torch.isfinite(grad).all() and grad.abs().sum() > 0
+    both = LOSSES["lambdarank+listnet"](preds, labels, task, gain_scale=2.0)
+    want = LOSSES["lambdarank"](preds, labels, task, gain_scale=2.0) + sparse
+    assert both.item() == pytest.approx(want.item(), rel=1e-10)
+    with pytest.raises(ValueError, match="temperature"):
+        LOSSES["listnet"](preds, labels, task, temperature=0.0)
+
+
 def test_registry_matches_config_names():
     assert set(LOSSES) == set(get_args(LossName))
 
@@ -203,7 +234,9 @@ def test_extreme_scores_stay_finite(name):
     loss = LOSSES[name](preds, labels, task)
     loss.backward()
     assert torch.isfinite(loss) and torch.isfinite(preds.grad).all()
-    if name != "mse":
+    if name == "listnet":  # listwise: the record that takes the whole softmax (3e4) goes down, the best up
+        assert preds.grad[1] < 0 < preds.grad[3], "the wrong top of the list keeps a useful gradient"
+    elif name != "mse":
         assert preds.grad[1] < 0 < preds.grad[0], "a badly ordered pair keeps a useful gradient"
 
 
