@@ -30,7 +30,12 @@ def run(tmp_path, builder, pipeline: bool, trials=12, fill_device=0, search_ahea
         TuneConfig(out=str(tmp_path), trials=trials, trials_per_round=4),
         cost_model=CostModelConfig(name="pam", epochs=3),
         search=SearchConfig(
-            psa="a100", population=48, potential=12, pipeline=pipeline, fill_device=fill_device, search_ahead=search_ahead
+            psa="a100",
+            population=48,
+            potential=12,
+            pipeline=pipeline,
+            fill_device=fill_device,
+            search_ahead=search_ahead,
         ),
         measure=MeasureConfig(number=2, min_repeat_ms=5),
         builder=builder,
