@@ -340,8 +340,6 @@ class DraftVerifySearch(_ResumableSearch):
         self._waited = 0.0
         start = time.perf_counter()
         ready, self._ready = self._ready, None
-        if ready is None:  # no job ran ahead for this batch: the one searched ahead of it, if any
-            ready, self._queued = self._queued, None
         self._reserved = set()
         picks, stats = ready if ready is not None else self._search(n)
         if self.log is not None:
@@ -386,7 +384,6 @@ class DraftVerifySearch(_ResumableSearch):
                     left = set(pending)
                     self._deferred = [(_key(s), s) for i, s in enumerate(picks) if i in left]
                     self._ready = ([s for i, s in enumerate(picks) if i not in left], stats)
-                    self._reserved -= {k for k, _ in self._deferred}
             stats["job_s"] = time.perf_counter() - start
             self._fill.observe_job(stats["job_s"])
 

@@ -105,9 +105,9 @@ class PrefetchBuilder(ms.builder.PyBuilder):
         keys = [schedule_key(m) for m in mods]
         with self._lock:
             todo = [i for i, k in enumerate(keys) if k not in self._built and k not in self._running]
-            inputs = [ms.builder.BuilderInput(mods[i], target) for i in todo]
             if not todo:
                 return
+            inputs = [ms.builder.BuilderInput(mods[i], target) for i in todo]
             if hasattr(self.builder, "submit"):
                 futures = self.builder.submit(inputs)
             else:
