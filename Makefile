@@ -42,7 +42,9 @@ lint: setup
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
+# A test that hangs inside a C call leaves every thread's stack in runs/test-hangs (tests/conftest.py).
 test: setup lint
-	$(BIN)/python -m pytest -q -x -n 2 --durations=15
+	rm -rf runs/test-hangs
+	$(BIN)/python -m pytest -q -x -n 2 --durations=15 || { cat runs/test-hangs/*.txt 2>/dev/null; exit 1; }
 
 .PHONY: setup demo lint test

@@ -719,14 +719,16 @@ def main(argv: Sequence[str] | None = None) -> list[TaskResult]:
     # (a non-interactive shell starts background jobs with SIGINT ignored).
     global _stop_requested, _interrupted
     _stop_requested = _interrupted = False
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, _on_signal)
+    before = {sig: signal.signal(sig, _on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
     start, times = time.time(), StageTimes()
     try:
         cfg = CollectConfig(**args)
         results = collect(cfg, times)
     except ValueError as err:
         parser.error(str(err))
+    finally:  # a caller in the same process (a test, a notebook) gets its own handlers back
+        for sig, handler in before.items():
+            signal.signal(sig, handler)
     device_path = Path(cfg.out) / target_device_name(parse_target(cfg.target))
     print(_summary(cfg, results, device_path, time.time() - start))
     if times.records:

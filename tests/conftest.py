@@ -1,5 +1,7 @@
 """Suite-wide set-up."""
 
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -12,3 +14,37 @@ def one_torch_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(threads)
+
+
+
+BACKSTOP_S = 120
+"""`setup.cfg`'s pytest-timeout raises in the main thread (`timeout_method = signal`), which reports
+every thread's stack, but only once the main thread runs Python again. A test stuck inside a C call
+is ended this much later by faulthandler, which writes every thread's stack to `HANGS/<worker>.txt`
+(`make test` prints it) and exits the process: the run reports the worker as crashed while running
+that test, instead of hanging until CI's own limit."""
+HANGS = Path(__file__).resolve().parents[1] / "runs" / "test-hangs"
+
+
+@pytest.fixture(scope="session")
+def _hang_file(worker_id):
+    HANGS.mkdir(parents=True, exist_ok=True)
+    with open(HANGS / f"{worker_id}.txt", "w") as f:
+        yield f
+
+
+@pytest.fixture(autouse=True)
+def hang_backstop(request, _hang_file):
+    import faulthandler
+
+    timeout = request.config.getoption("timeout", None) or request.config.getini("timeout")
+    if not timeout or float(timeout) <= 0:
+        yield
+        return
+    _hang_file.write(f"{request.node.nodeid}: no answer {float(timeout) + BACKSTOP_S:.0f} s after it started\n")
+    _hang_file.flush()
+    faulthandler.dump_traceback_later(float(timeout) + BACKSTOP_S, exit=True, file=_hang_file)
+    yield
+    faulthandler.cancel_dump_traceback_later()
+    _hang_file.seek(0)
+    _hang_file.truncate()

@@ -3,6 +3,7 @@
 import json
 import lzma
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -265,7 +266,6 @@ def test_sigterm_stops_after_the_batch_in_flight_and_rerun_resumes(tmp_path):
     """`kill`/`timeout` (SIGTERM) ends a real collector process cleanly: the batch being measured is
     stored, the summary prints, and a rerun tops up to --per-task without re-measuring."""
     import os
-    import signal
 
     out = tmp_path / "ds"
     cmd = [
@@ -298,6 +298,7 @@ def test_deadline_stops_before_the_next_batch(tmp_path):
     """The deadline passes before any batch: nothing is measured, and every task (the one sampled and
     queued as well as the one the stop came before) reports "interrupted", not "complete"."""
     other = "matmul:16,16,16"
+    before_term, before_int = signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)
     results = main(
         [
             "--target",
@@ -315,6 +316,8 @@ def test_deadline_stops_before_the_next_batch(tmp_path):
         ]
     )
     assert [(r.new, r.status) for r in results] == [(0, "interrupted"), (0, "interrupted")]
+    # the caller's signal handlers are back: a later SIGTERM to this process is not swallowed
+    assert signal.getsignal(signal.SIGTERM) is before_term and signal.getsignal(signal.SIGINT) is before_int
     assert count_records(_task_dir(tmp_path))[0] == 0
     assert count_records(tmp_path / DEVICE / operator_task(other).task_dir)[0] == 0
 
@@ -340,7 +343,6 @@ def test_kill_9_mid_collect_then_rerun_completes_without_duplicates(tmp_path):
     """`kill -9` (no chance to clean up) after the first batches: every line on disk is whole, and a
     rerun of the same command tops the task up to --per-task distinct schedules."""
     import os
-    import signal
 
     out = tmp_path / "ds"
     cmd = [sys.executable, "-m", "data.collect", "--target", TARGET, "--workload", SPEC, "--per-task", "24",
