@@ -16,7 +16,6 @@ def one_torch_thread():
     torch.set_num_threads(threads)
 
 
-
 BACKSTOP_S = 120
 """`setup.cfg`'s pytest-timeout raises in the main thread (`timeout_method = signal`), which reports
 every thread's stack, but only once the main thread runs Python again. A test stuck inside a C call
