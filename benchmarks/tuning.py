@@ -64,6 +64,7 @@ SEARCH_KNOBS = (
     "redraft_every",
     "redraft_stall",
     "redraft_backoff",
+    "redraft_share",
     "redraft_min_samples",
     "verify_gate",
     "psa_weight",

@@ -71,6 +71,11 @@ class SearchConfig:
     redraft_backoff: bool = _knob(
         False, "double the wait for the next stall re-draft after each one that found nothing better"
     )
+    redraft_share: float | None = _knob(
+        0.15,
+        "a draft due on a stall waits while it would take the run's drafting over this share of the run's time "
+        "(null: no limit; drafts for a potential space that ran low are never held)",
+    )
     resample_ratio: float = _knob(0.25, "share of a re-draft's population sampled afresh (the rest evolves on)")
     redraft_min_samples: int = _knob(
         8,
@@ -125,6 +130,8 @@ class SearchConfig:
         if self.population is not None and self.population < 1:
             raise ValueError(f"--population {self.population!r} must be >= 1")
         check_weight(self.psa_weight, f"--psa-weight {self.psa_weight!r}")
+        if self.redraft_share is not None and not 0.0 < self.redraft_share <= 1.0:
+            raise ValueError(f"--redraft-share {self.redraft_share!r} must be in (0, 1] (null: no limit)")
         if self.redraft_min_samples < 1:
             raise ValueError(f"--redraft-min-samples {self.redraft_min_samples!r} must be >= 1")
         if self.search_ahead not in (1, 2):

@@ -7,7 +7,8 @@ Per task and round:
    `redraft_below` x `potential_size`, or than one batch; or every `redraft_every`-th round when
    that is set, as published; or, with `redraft_stall`, when the task's best latency has not
    improved for that many measured rounds, a wait that `redraft_backoff` doubles after each such
-   draft that found nothing better, `bridge.stall_rule`; with `draft_ahead` such a stall draft runs
+   draft that found nothing better, `bridge.stall_rule`, and held while it would take the run's
+   drafting over `redraft_share` of its time; with `draft_ahead` such a stall draft runs
    alongside the rounds, `bridge.drafting`): evolve a population for `draft_generations` generations scored by
    the draft model (PSA) and keep the best `potential_size` distinct, never-measured schedules as
    the potential space. The first draft samples the whole population from the design space (a
@@ -49,7 +50,7 @@ from bridge.fill_rule import FillRule
 from bridge.pipeline import Pipeline
 from bridge.search import _UNLIMITED, CountingCostModel, _key, _ResumableSearch, candidate
 from bridge.search_log import SearchLog
-from bridge.stall_rule import StallRule
+from bridge.stall_rule import DraftLedger, StallRule
 from bridge.verify_gate import VerifyGate
 from data.labels import mean_latency
 from pruner_models.blend import check_weight
@@ -99,6 +100,7 @@ class DraftVerifySearch(_ResumableSearch):
         redraft_below: float = 0.5,
         redraft_stall: int = 3,
         redraft_backoff: bool = False,
+        redraft_share: float | None = 0.15,
         resample_ratio: float = 0.25,
         redraft_min_samples: int = 8,
         init_measured_ratio: float = 0.2,
@@ -113,6 +115,7 @@ class DraftVerifySearch(_ResumableSearch):
         search_ahead: int = 2,
         pipeline: Pipeline | None = None,
         log: SearchLog | None = None,
+        ledger: DraftLedger | None = None,
     ):
         """
         Args:
@@ -134,6 +137,11 @@ class DraftVerifySearch(_ResumableSearch):
                 from it), so without this a run may spend its budget around its first draft.
             redraft_backoff: double the wait for the next draft on a stall after each one that found
                 nothing better; back to `redraft_stall` on a new best (`bridge.stall_rule`).
+            redraft_share: a draft due on a stall waits while it would take the run's drafting (every
+                draft's own seconds, all tasks') over this share of the run's time, the next draft
+                reckoned to last as long as the task's last one (`bridge.stall_rule.DraftLedger`,
+                shared by this strategy's clones); None: no limit. The first draft and drafts for a
+                potential space that ran low are never held.
             resample_ratio: share of the population sampled afresh by a re-draft (the rest is the
                 previous draft's evolved population and the best measured schedules).
             redraft_min_samples: a re-draft samples `resample_ratio` of the population afresh again
@@ -182,6 +190,7 @@ class DraftVerifySearch(_ResumableSearch):
             pipeline: search (and build) the next round in the background (`bridge.pipeline`);
                 None: rounds in turn, as MetaSchedule runs them.
             log: where rounds are logged (None: nowhere).
+            ledger: the run's drafting account (None: a new one; clones share it).
         """
         super().__init__(log=log)
         for name, value in [
@@ -215,9 +224,12 @@ class DraftVerifySearch(_ResumableSearch):
         check_weight(psa_weight, f"psa_weight={psa_weight!r}")
         if search_ahead not in (1, 2):
             raise ValueError(f"search_ahead={search_ahead!r} must be 1 or 2")
+        if redraft_share is not None and not 0.0 < redraft_share <= 1.0:
+            raise ValueError(f"redraft_share={redraft_share!r} must be in (0, 1] (None: no limit)")
         if potential_size > population_size:
             raise ValueError(f"potential_size={potential_size!r} must be <= population_size={population_size!r}")
         self.draft, self.pipeline = draft, pipeline
+        self.ledger = ledger if ledger is not None else DraftLedger()
         self.options = dict(
             population_size=population_size,
             potential_size=potential_size,
@@ -229,6 +241,7 @@ class DraftVerifySearch(_ResumableSearch):
             redraft_below=redraft_below,
             redraft_stall=redraft_stall,
             redraft_backoff=redraft_backoff,
+            redraft_share=redraft_share,
             resample_ratio=resample_ratio,
             redraft_min_samples=redraft_min_samples,
             init_measured_ratio=init_measured_ratio,
@@ -245,7 +258,9 @@ class DraftVerifySearch(_ResumableSearch):
         self.__dict__.update(self.options)
 
     def clone(self) -> DraftVerifySearch:
-        return DraftVerifySearch(draft=self.draft, pipeline=self.pipeline, log=self.log, **self.options)
+        return DraftVerifySearch(
+            draft=self.draft, pipeline=self.pipeline, log=self.log, ledger=self.ledger, **self.options
+        )
 
     @classmethod
     def from_config(
@@ -273,6 +288,7 @@ class DraftVerifySearch(_ResumableSearch):
             redraft_every=search.redraft_every,
             redraft_stall=search.redraft_stall,
             redraft_backoff=search.redraft_backoff,
+            redraft_share=search.redraft_share,
             resample_ratio=search.resample_ratio,
             redraft_min_samples=search.redraft_min_samples,
             eps_greedy=search.eps_greedy,
@@ -291,6 +307,7 @@ class DraftVerifySearch(_ResumableSearch):
     # Frame hooks
 
     def _start(self) -> None:
+        self.ledger.open()
         self.draft_model = CountingCostModel(model=self.draft)  # the drafts' own: a draft may run alongside
         self.verify_model = CountingCostModel(model=self.cost_model)
         self.ranker = (  # what ranks the potential space and scores the verifier's generations
@@ -321,6 +338,7 @@ class DraftVerifySearch(_ResumableSearch):
         self._seeded = False  # whether `_best` holds the database's best records of earlier runs
         self._waited = 0.0  # seconds the loop waited on the search since the last batch was handed out
         self._drafts = 0
+        self._last_draft_s = 0.0  # the task's last draft's own seconds, what the next is reckoned to take
         self._stall = StallRule(self.redraft_stall, backoff=self.redraft_backoff, best=self.best_before)
         self._unevolved = False  # the potential space is a quick start's unevolved samples
         self._gate = VerifyGate() if self.verify_gate else None
@@ -410,6 +428,7 @@ class DraftVerifySearch(_ResumableSearch):
         self._stall.observe(latencies)
 
     def _finish(self) -> None:
+        self.ledger.close()
         self._join()
         if self._background is not None:  # its C++ evolution must end before the drafter's state does
             self._background.result()
@@ -439,7 +458,10 @@ class DraftVerifySearch(_ResumableSearch):
         low = len(self._potential) < max(n, self.redraft_below * self.potential_size)
         due = self.redraft_every > 0 and self.round % self.redraft_every == 0
         other = low or due or not self._drafts or self._unevolved
-        if other or (not stats["drafted"] and self._stall.due()):
+        stalled = not other and not stats["drafted"]
+        if stalled and not self._share_allows():
+            stats["draft_held"] = int(self._stall.rounds > 0 and self._stall.stalled >= self._stall.window)
+        elif other or (stalled and self._stall.due()):
             self._stall.drafted(on_stall=not other)
             draft = self._new_draft()
             if self.draft_ahead and not other:  # this round verifies the current space meanwhile
@@ -559,7 +581,13 @@ class DraftVerifySearch(_ResumableSearch):
         self._potential = self._unmeasured(result.evolved)[: self.potential_size]
         self._unevolved = result.unevolved
         self._drafts += 1
+        self._last_draft_s = result.stats["draft_s"]
+        self.ledger.note(result.stats["draft_s"])
         return {k: v for k, v in result.stats.items() if k != "draft_s"}
+
+    def _share_allows(self) -> bool:
+        """Whether a stall draft now keeps the run's drafting within `redraft_share` of its time."""
+        return self.ledger.allows(self._last_draft_s, self.redraft_share)
 
     def _unmeasured(self, pairs: Sequence[tuple[int, Any]]) -> Pairs:
         """`pairs` less what was measured and what is searched ahead for a batch not yet handed out."""

@@ -132,6 +132,7 @@ class SearchLog:
         "drafted",  # 1: the batch came from a new draft (drafted in turn, or taken up from the background)
         "draft_started",  # 1: the round started a draft alongside (draft_ahead); the next round takes it up
         "draft_wait_s",  # seconds the round's search waited for a draft started alongside
+        "draft_held",  # 1: a draft was due on a stall, held since it would take drafting over redraft_share of the run
         "cold_start",
         "gated",  # 1: ranked by the draft model, the verify gate's choice (verify_gate)
         "verifier_acc",  # the gate's running pairwise accuracy of the verifier on measured batches

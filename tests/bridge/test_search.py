@@ -15,6 +15,7 @@ from bridge.draft_verify import DraftVerifySearch
 from bridge.psa import PSACostModel
 from bridge.search import CountingCostModel, ResumableEvolutionarySearch
 from bridge.search_log import SearchLog, read_rounds
+from bridge.stall_rule import share_allows
 from tvm_env import PooledLocalBuilder, ms, parse_target, setup, task_context, tvm, tvm_ffi
 
 TARGET = {"kind": "llvm", "mcpu": "native", "num-cores": 2}
@@ -246,6 +247,47 @@ def test_a_stalled_task_is_drafted_again():
     # rounds: improve, stall 1, stall 2 (failed) -> draft before round 4; improve, improve, then stall 1
     assert drafts == [1, 1, 1, 2, 2, 2]
     strategy.post_tuning()
+
+
+def test_a_stall_draft_waits_while_drafting_is_over_its_share_of_the_run():
+    """redraft_share: with the run's drafting far over its share, every stall draft is held and the
+    round says so; with a share of the whole run (drafts in turn never take more), each stall drafts. The account is shared by the
+    strategy's clones (a run's tasks) and starts afresh for the next run."""
+    counts = {}
+    for name, share in (("room", 1.0), ("over", 0.15)):
+        log = SearchLog()
+        strategy = _stall_search(40, 4, redraft_stall=1, redraft_share=share, log=log)
+        drafts, held = [], []
+        for i in range(5):
+            batch = strategy.generate_measure_candidates()
+            if i == 0 and name == "over":
+                strategy.ledger.note(1e6)  # as if the run had drafted for 11 days already
+            drafts.append(strategy._drafts)
+            held.append(log.searched(strategy.task_name).get("draft_held", 0))
+            strategy.notify_runner_results(batch, [ms.runner.RunnerResult([1e-3], None)] * len(batch))
+        counts[name] = (drafts, held)
+        assert strategy.ledger.drafted_s > (1e6 if name == "over" else 0.0)  # every draft's own seconds
+        strategy.post_tuning()
+    # round 1 sets the best; from round 2 on, every round is a stall: a draft is due before rounds 3-5
+    assert counts["room"] == ([1, 1, 2, 3, 4], [0, 0, 0, 0, 0])
+    assert counts["over"] == ([1, 1, 1, 1, 1], [0, 0, 1, 1, 1])
+    # a clone (the next run's task) keeps its account in the same ledger, which starts afresh
+    again = strategy.clone()
+    again.pre_tuning(8, 4, context_for(matmul(), again).generate_design_space(), ms.database.MemoryDatabase(),
+                     ms.cost_model.RandomModel())  # fmt: skip
+    assert strategy.ledger.drafted_s == 0.0
+    again.generate_measure_candidates()
+    assert 0.0 < strategy.ledger.drafted_s < 1e6  # its first draft
+    again.post_tuning()
+    assert DraftVerifySearch(draft=PSACostModel(device="a100")).redraft_share == 0.15  # the default
+    # the next draft is reckoned to last as long as the last: 10 s drafted + 5 s within 15% of 100 + 5 s
+    assert share_allows(10.0, 100.0, 5.0, 0.15) and not share_allows(10.0, 50.0, 5.0, 0.15)
+    assert share_allows(1e9, 1.0, 1.0, None)
+    with pytest.raises(ValueError, match="redraft_share=0"):
+        DraftVerifySearch(draft=PSACostModel(device="a100"), redraft_share=0)
+    with pytest.raises(ValueError, match="--redraft-share 1.5"):
+        SearchConfig(psa="a100", redraft_share=1.5)
+    assert DraftVerifySearch.from_config(SearchConfig(psa="a100", redraft_share=None)).redraft_share is None
 
 
 def test_bad_options_are_refused():
