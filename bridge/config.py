@@ -72,9 +72,9 @@ class SearchConfig:
         False, "double the wait for the next stall re-draft after each one that found nothing better"
     )
     redraft_share: float | None = _knob(
-        0.15,
-        "a draft due on a stall waits while it would take the run's drafting over this share of the run's time "
-        "(null: no limit; drafts for a potential space that ran low are never held)",
+        None,
+        "s: a draft due on a stall waits while it would take the run's drafting over this share of the run's time "
+        "(0.15: drafting within the project's 15% target; not yet measured on the GPU); null: no limit",
     )
     resample_ratio: float = _knob(0.25, "share of a re-draft's population sampled afresh (the rest evolves on)")
     redraft_min_samples: int = _knob(

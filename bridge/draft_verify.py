@@ -100,7 +100,7 @@ class DraftVerifySearch(_ResumableSearch):
         redraft_below: float = 0.5,
         redraft_stall: int = 3,
         redraft_backoff: bool = False,
-        redraft_share: float | None = 0.15,
+        redraft_share: float | None = None,
         resample_ratio: float = 0.25,
         redraft_min_samples: int = 8,
         init_measured_ratio: float = 0.2,
@@ -141,7 +141,10 @@ class DraftVerifySearch(_ResumableSearch):
                 draft's own seconds, all tasks') over this share of the run's time, the next draft
                 reckoned to last as long as the task's last one (`bridge.stall_rule.DraftLedger`,
                 shared by this strategy's clones); None: no limit. The first draft and drafts for a
-                potential space that ran low are never held.
+                potential space that ran low are never held. 0.15 kept drafting at 8-15% of the run
+                on the host (docs/benchmarks.md, "A drafting share for stall re-drafts"); its effect
+                on latency is not yet measured on the GPU, where a re-draft it would have held came
+                before a 28% gain on the 3x3 conv, so it is off by default.
             resample_ratio: share of the population sampled afresh by a re-draft (the rest is the
                 previous draft's evolved population and the best measured schedules).
             redraft_min_samples: a re-draft samples `resample_ratio` of the population afresh again

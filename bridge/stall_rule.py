@@ -8,11 +8,12 @@ and 11 of its 12 re-drafts were followed by no improvement before the next one; 
 stall that found nothing better doubles the rounds the next one waits for (3, 6, 12, ...), and an
 improvement brings the wait back to `rounds`.
 
-A stall re-draft is also held while it would take the run's drafting over a share of the run's
-time (`share_allows`, `redraft_share`). With `search_ahead` 2 a round lasts the longer of search and
-build, so a run has more rounds and, counted in rounds, more stalls: on the GPU suite drafting rose
-to 24-38% of a run (docs/benchmarks.md, "Searching while the batch before builds"); issue 12 asks for
-at most 15%. A draft needed because the potential space ran low, or the first, is never held.
+With `redraft_share`, a stall re-draft is also held while it would take the run's drafting over
+that share of the run's time (`share_allows`, `DraftLedger`). With `search_ahead` 2 a round lasts
+the longer of search and build, so a run has more rounds and, counted in rounds, more stalls: on the
+GPU suite drafting rose to 24-48% of a run (docs/benchmarks.md, "Searching while the batch before
+builds"), against the project's target of at most 15%. A draft needed because the potential space
+ran low, or the first, is never held.
 """
 
 from __future__ import annotations

@@ -95,7 +95,6 @@ def test_stall_drafts_run_alongside_and_the_next_round_takes_them_up(tmp_path):
                 population=48,
                 potential=48,
                 redraft_stall=1,
-                redraft_share=None,  # every stall drafts, however long drafting took of this short run
                 draft_ahead=True,
                 fill_device=0,
                 first_drafts_ahead=0,  # the first draft in turn (k > 0: the next test)
