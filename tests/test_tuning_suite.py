@@ -178,12 +178,12 @@ def test_two_shards_tune_their_arms_at_once_on_their_own_cores(tmp_path):
 
 
 def test_the_draft_knobs_reach_the_search_config():
-    values = (None, 512, 1, 2, 0, True, 16, True, 1.0, False, 48, 0.25, False, 3, 1)  # none a default
+    values = (None, 512, 1, 2, 0, True, 0.2, 16, True, 1.0, False, 48, 0.25, False, 3, 1)  # none a default
     knobs = dict(zip(tuning.SEARCH_KNOBS, values, strict=True))
     args = types.SimpleNamespace(psa="h100", psa_formula="published", seed_value=1, **knobs)
     cost_model, search = tuning.configs("pruner", args)
     assert (search.redraft_every, search.redraft_stall, search.psa_formula) == (2, 0, "published")
-    assert search.redraft_backoff is True and search.redraft_min_samples == 16
+    assert search.redraft_backoff is True and search.redraft_min_samples == 16 and search.redraft_share == 0.2
     assert search.pipeline is False and search.verify_gate is True and search.draft_generations == 1
     assert search.psa_weight == 1.0 and search.fill_device == 48 and search.straggler_grace == 0.25
     assert search.draft_ahead is False and search.first_drafts_ahead == 3 and search.search_ahead == 1
