@@ -141,10 +141,10 @@ class DraftVerifySearch(_ResumableSearch):
                 draft's own seconds, all tasks') over this share of the run's time, the next draft
                 reckoned to last as long as the task's last one (`bridge.stall_rule.DraftLedger`,
                 shared by this strategy's clones); None: no limit. The first draft and drafts for a
-                potential space that ran low are never held. 0.15 kept drafting at 8-15% of the run
-                on the host (docs/benchmarks.md, "A drafting share for stall re-drafts"); its effect
-                on latency is not yet measured on the GPU, where a re-draft it would have held came
-                before a 28% gain on the 3x3 conv, so it is off by default.
+                potential space that ran low are never held. On the host 0.15 cut drafting from 39%
+                to 16% of a 768-trial run (docs/benchmarks.md, "A drafting share for stall
+                re-drafts"); its effect on latency is not yet measured on the GPU, where a re-draft it
+                would have held came before a 28% gain on the 3x3 conv, so it is off by default.
             resample_ratio: share of the population sampled afresh by a re-draft (the rest is the
                 previous draft's evolved population and the best measured schedules).
             redraft_min_samples: a re-draft samples `resample_ratio` of the population afresh again
