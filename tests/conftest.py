@@ -47,3 +47,19 @@ def hang_backstop(request, _hang_file):
     faulthandler.cancel_dump_traceback_later()
     _hang_file.seek(0)
     _hang_file.truncate()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """A test that the timeout ended: its report, with every thread's stack, goes to
+    `HANGS/<worker>-timeouts.txt`, which `make test` prints whether the run passed or not (`make test`
+    runs such a test once more: a rare race should not fail CI, and should not go unseen either)."""
+    import os
+
+    outcome = yield
+    report = outcome.get_result()
+    if call.excinfo is not None and "from pytest-timeout" in str(call.excinfo.value):
+        HANGS.mkdir(parents=True, exist_ok=True)
+        worker = os.environ.get("PYTEST_XDIST_WORKER", "master")
+        with open(HANGS / f"{worker}-timeouts.txt", "a") as f:
+            f.write(f"==== {report.nodeid} ({report.when})\n{report.longreprtext}\n{report.capstdout}\n")
