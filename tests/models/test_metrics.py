@@ -312,9 +312,16 @@ def test_ddp_gloo_sync_equals_single_process(tmp_path):
     preds, labels, task = make_records(21, sizes=(1, 2, 9, 40, 17, 33, 5, 3, 60, 11))
     assert len(task) % 2 == 1
     torch.save((preds, labels, task), tmp_path / "data.pt")
-    # fork: the workers inherit the imported modules (spawn re-imports torch and Lightning per worker).
+    # spawn, not fork: a test worker has threads (TVM's pools, a tuning run's builders and searches), and
+    # a forked child can wait forever on a lock one of them held; and a bound on the wait in any case
     args = (2, _free_port(), str(tmp_path / "data.pt"), str(tmp_path))
-    mp.start_processes(_ddp_worker, args=args, nprocs=2, join=True, start_method="fork")
+    ranks = mp.start_processes(_ddp_worker, args=args, nprocs=2, join=False, start_method="spawn")
+    deadline = time.monotonic() + 240
+    while not ranks.join(timeout=max(0.0, deadline - time.monotonic())):
+        if time.monotonic() >= deadline:
+            for proc in ranks.processes:
+                proc.kill()
+            pytest.fail("the two gloo processes did not finish within 240 s")
     results = [torch.load(tmp_path / f"rank{r}.pt") for r in range(2)]
     assert results[0] == results[1], "every rank computes the same synced value"
 
