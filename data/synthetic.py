@@ -10,6 +10,7 @@ matrix, so a model that learns beats a random ranking by a clear margin.
 from __future__ import annotations
 
 import json
+import multiprocessing
 import os
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
@@ -141,5 +142,6 @@ def write_synthetic_shards(
     jobs = [(directory, i, num_tasks, seed, kwargs) for i in range(num_shards)]
     if workers <= 1:
         return [_write_one(*job) for job in jobs]
-    with ProcessPoolExecutor(max_workers=workers) as pool:
+    # spawn: a caller with threads (torch's, TVM's) must not be forked
+    with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn")) as pool:
         return list(pool.map(_write_one, *zip(*jobs)))

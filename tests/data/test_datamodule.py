@@ -223,3 +223,12 @@ def test_splitting_a_batch_never_leaves_one_program():
     sampler._steps = 2  # as if another epoch had packed two batches
     batches = sampler.all_batches()
     assert sorted(len(b) for b in batches) == [5, 6] and sorted(np.concatenate(batches).tolist()) == list(range(11))
+
+
+def test_synthetic_shards_written_by_two_processes_equal_those_written_in_one(tmp_path):
+    """`write_synthetic_shards(workers=2)` spawns its writers (a caller with threads must not be forked)."""
+    write_synthetic_shards(tmp_path / "one", num_shards=2, num_tasks=2, records_per_task=8)
+    write_synthetic_shards(tmp_path / "two", num_shards=2, num_tasks=2, records_per_task=8, workers=2)
+    one, two = read_shards(tmp_path / "one"), read_shards(tmp_path / "two")
+    np.testing.assert_array_equal(one.latency, two.latency)
+    np.testing.assert_array_equal(one.record_task, two.record_task)
