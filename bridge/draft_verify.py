@@ -463,7 +463,7 @@ class DraftVerifySearch(_ResumableSearch):
         other = low or due or not self._drafts or self._unevolved
         stalled = not other and not stats["drafted"]
         if stalled and not self._share_allows():
-            stats["draft_held"] = int(self._stall.rounds > 0 and self._stall.stalled >= self._stall.window)
+            stats["draft_held"] = int(self._stall.window_full)
         elif other or (stalled and self._stall.due()):
             self._stall.drafted(on_stall=not other)
             draft = self._new_draft()

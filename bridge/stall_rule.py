@@ -51,10 +51,15 @@ class StallRule:
         else:
             self.stalled += 1
 
+    @property
+    def window_full(self) -> bool:
+        """Whether the task has stalled for its current window (without `due`'s backoff doubling)."""
+        return self.rounds > 0 and self.stalled >= self.window
+
     def due(self) -> bool:
         """Whether the task has stalled for its window (with backoff, after a fruitless re-draft on a
         stall, the window doubles first and the draft waits for it)."""
-        if self.rounds == 0 or self.stalled < self.window:
+        if not self.window_full:
             return False
         if self.backoff and self._unproductive:
             self.window *= 2
