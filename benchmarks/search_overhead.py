@@ -19,8 +19,9 @@ Per method, on each workload, in one process, same trials, same seed:
 - pruner-when-low: pruner drafting again only when the potential space runs low (the default
   before 2026-11-25, night; "pruner-stall3" in the results of that evening, when pruner was this);
 - pruner-backoff: pruner whose wait for a stall re-draft doubles after each one that found nothing better;
-- pruner-share15: pruner whose stall re-drafts wait while they would take the run's drafting over 15%
-  of its time (`redraft_share` 0.15; pruner: no limit);
+- pruner-noshare: pruner whose stall re-drafts never wait for the run's drafting share (`redraft_share`
+  null; the default before 2026-11-28, second session, now 0.15; in that day's first results pruner
+  was this, and "pruner-share15" today's pruner);
 - pruner-gate: pruner with `verify_gate` (PSA ranks while it orders the measured batches better);
 - pruner-gen1: pruner whose drafts evolve one generation instead of two (half the evolution);
 - pruner-min50: pruner whose re-drafts sample afresh until 50 are valid, as the first draft (the
@@ -86,7 +87,7 @@ METHODS = {
     "pruner-redraft2": (CostModelConfig(name="pam"), SearchConfig(psa="h100", redraft_every=2)),
     "pruner-when-low": (CostModelConfig(name="pam"), SearchConfig(psa="h100", redraft_stall=0)),
     "pruner-backoff": (CostModelConfig(name="pam"), SearchConfig(psa="h100", redraft_backoff=True)),
-    "pruner-share15": (CostModelConfig(name="pam"), SearchConfig(psa="h100", redraft_share=0.15)),
+    "pruner-noshare": (CostModelConfig(name="pam"), SearchConfig(psa="h100", redraft_share=None)),
     "pruner-gate": (CostModelConfig(name="pam"), SearchConfig(psa="h100", verify_gate=True)),
     "pruner-gen1": (CostModelConfig(name="pam"), SearchConfig(psa="h100", draft_generations=1)),
     "pruner-min50": (CostModelConfig(name="pam"), SearchConfig(psa="h100", redraft_min_samples=50)),

@@ -100,7 +100,7 @@ class DraftVerifySearch(_ResumableSearch):
         redraft_below: float = 0.5,
         redraft_stall: int = 3,
         redraft_backoff: bool = False,
-        redraft_share: float | None = None,
+        redraft_share: float | None = 0.15,
         resample_ratio: float = 0.25,
         redraft_min_samples: int = 8,
         init_measured_ratio: float = 0.2,
@@ -141,10 +141,11 @@ class DraftVerifySearch(_ResumableSearch):
                 draft's own seconds, all tasks') over this share of the run's time, the next draft
                 reckoned to last as long as the task's last one (`bridge.stall_rule.DraftLedger`,
                 shared by this strategy's clones); None: no limit. The first draft and drafts for a
-                potential space that ran low are never held. On the host 0.15 cut drafting from 39%
-                to 16% of a 768-trial run (docs/benchmarks.md, "A drafting share for stall
-                re-drafts"); its effect on latency is not yet measured on the GPU, where a re-draft it
-                would have held came before a 28% gain on the 3x3 conv, so it is off by default.
+                potential space that ran low are never held. On the GPU suite 0.15 cut drafting to 8-21%
+                of the run from 20-40% and the device's idle time by 4-11 points on the four operators
+                where stall drafts were due, latency level (1.005x the unlimited run's over 8 paired
+                seeds: the dense layer 5-6% slower, the depthwise conv 4-7% faster; docs/benchmarks.md,
+                "The drafting share on the GPU").
             resample_ratio: share of the population sampled afresh by a re-draft (the rest is the
                 previous draft's evolved population and the best measured schedules).
             redraft_min_samples: a re-draft samples `resample_ratio` of the population afresh again

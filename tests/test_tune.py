@@ -201,3 +201,20 @@ def test_the_compile_size_guard_is_on_by_default_and_null_turns_it_off():
     assert parsed() == MeasureConfig().max_source_kb == 512
     assert parsed("--max-source-kb", "null") is None and parsed("--max-source-kb", "256") == 256
     assert pl.builder(max_workers=1).max_source_kb == 512 and pl.builder(max_source_kb=None).max_source_kb is None
+
+
+def test_the_drafting_share_is_on_by_default_and_null_turns_it_off():
+    """Stall re-drafts wait while they would take drafting over 15% of the run: the CLI, the config,
+    the strategy and the API agree on the default, and `--redraft-share null` lifts the limit."""
+    import pruner_lightning as pl
+    from bridge.draft_verify import DraftVerifySearch
+
+    parser = tune.build_parser()
+
+    def parsed(*extra):
+        return parser.parse_args(["--target", TARGET, "--workload", WORKLOAD, "--out", "x", *extra]).redraft_share
+
+    assert parsed() == SearchConfig().redraft_share == 0.15
+    assert parsed("--redraft-share", "null") is None and parsed("--redraft-share", "0.3") == 0.3
+    assert pl.draft_verify("a100").redraft_share == 0.15
+    assert DraftVerifySearch.from_config(SearchConfig(psa="a100", redraft_share=None)).redraft_share is None

@@ -216,8 +216,10 @@ def test_resume_counts_and_skips_measured_schedules(measured_matmul, kind):
 def _stall_search(trials: int, batch: int, **options):
     """A draft-then-verify search on the matmul whose drafts come only from the stall rule (the
     potential space never runs low), tuning started; the drafts run in turn unless `draft_ahead` says
-    otherwise (the rounds below count them as they happen)."""
+    otherwise (the rounds below count them as they happen), and no drafting share holds them unless
+    `redraft_share` says so (a test's rounds take milliseconds, against a draft's second)."""
     options.setdefault("draft_ahead", False)
+    options.setdefault("redraft_share", None)
     strategy = DraftVerifySearch(
         draft=PSACostModel(device="a100"),
         population_size=POPULATION,
@@ -279,7 +281,8 @@ def test_a_stall_draft_waits_while_drafting_is_over_its_share_of_the_run():
     again.generate_measure_candidates()
     assert 0.0 < strategy.ledger.drafted_s < 1e6  # its first draft
     again.post_tuning()
-    assert DraftVerifySearch(draft=PSACostModel(device="a100")).redraft_share is None  # the default: no limit
+    assert DraftVerifySearch(draft=PSACostModel(device="a100")).redraft_share == 0.15  # the default
+    assert DraftVerifySearch.from_config(SearchConfig(psa="a100")).redraft_share == 0.15
     # the next draft is reckoned to last as long as the last: 10 s drafted + 5 s within 15% of 100 + 5 s
     assert share_allows(10.0, 100.0, 5.0, 0.15) and not share_allows(10.0, 50.0, 5.0, 0.15)
     assert share_allows(1e9, 1.0, 1.0, None)
@@ -287,7 +290,7 @@ def test_a_stall_draft_waits_while_drafting_is_over_its_share_of_the_run():
         DraftVerifySearch(draft=PSACostModel(device="a100"), redraft_share=0)
     with pytest.raises(ValueError, match="--redraft-share 1.5"):
         SearchConfig(psa="a100", redraft_share=1.5)
-    assert DraftVerifySearch.from_config(SearchConfig(psa="a100", redraft_share=0.15)).redraft_share == 0.15
+    assert DraftVerifySearch.from_config(SearchConfig(psa="a100", redraft_share=None)).redraft_share is None
 
 
 def test_bad_options_are_refused():
