@@ -23,13 +23,15 @@ digest every shard must carry; shards made from other inputs are never mixed in 
 shard file from other inputs is rebuilt (said on stderr), and a shard file the plan does not name
 (other records, another --tasks-per-shard) makes the run refuse, unless --overwrite deletes it.
 
-Why one module of about 480 lines: the plan (task groups and their input digests), the resume and
+Why one module of about 500 lines: the plan (task groups and their input digests), the resume and
 stale-shard rules and the worker processes that execute the plan are one mechanism; the feature
 computation itself lives in data.features and the file format in data.shards.
 
 A tuning work dir keeps its task names and networks when an index.json lies beside its database
 (`data.record_tree.index_tasks`); `--network NAME` names the network of bare databases, so the
-hold-out-by-network split works on a user's own tuning data.
+hold-out-by-network split works on a user's own tuning data. A task is its folder: the same workload
+under two folder names (two trees, a work dir beside a tree) is two tasks, and featurize warns,
+naming them, since a split by network could then put one workload on both sides.
 """
 
 from __future__ import annotations
@@ -366,11 +368,29 @@ def _run_group(group: _Group, failed: str) -> ReadSummary:
     return summary
 
 
+def same_workload_tasks(tasks: dict[str, Task]) -> list[list[str]]:
+    """Groups of two or more task keys that hold one workload (structural hash) on one device: the
+    same workload read under two folder names (two trees, a tuning work dir beside a tree) is two
+    tasks, each with its own labels, which a hold-out split can put on both of its sides."""
+    keys: dict[tuple[str, str], list[str]] = {}
+    for key, task in tasks.items():
+        for shash in sorted({r.workload.shash for r in task.records}):
+            keys.setdefault((key.split("/", 1)[0], shash), []).append(key)
+    return [group for group in keys.values() if len(group) > 1]
+
+
 def featurize(cfg: FeaturizeConfig) -> ReadSummary:
     """Run the featurizer; returns the merged record summary (also printed by `main`)."""
     out = Path(cfg.out)
     record_set = read_records(cfg.records, failed=cfg.failed, network=cfg.network)
     summary = record_set.summary
+    for group in same_workload_tasks(record_set.tasks):
+        print(
+            f"warning: tasks {', '.join(group)} hold one workload: each is a task of its own, with its own "
+            "labels, and a split by network can put one in training and another in the test set; to make "
+            "them one task, give their records one task folder",
+            file=sys.stderr,
+        )
     plan = plan_groups(record_set.tasks, cfg, everyone=True)
     groups = [g for g in plan if g.index % cfg.num_shards == cfg.shard_index]
     out.mkdir(parents=True, exist_ok=True)

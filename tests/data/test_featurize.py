@@ -168,3 +168,17 @@ def test_unusable_target_skips_the_task_and_writes_valid_empty_shards(tree, tmp_
     assert summary.counts["unusable target"] == 2 * PER_TASK
     assert "no_such_target" in summary.examples["unusable target"][0]
     assert read_shards(tmp_path / "out").num_records == 0 and read_manifest(tmp_path / "out")["invalid"] == []
+
+
+def test_one_workload_under_two_task_folders_is_warned_about(tree, tmp_path, capsys):
+    """A workload read under two folder names (here a tuning work dir's copy beside the tree) becomes
+    two tasks; featurize says which, since a hold-out split could put them on both sides."""
+    copy = tmp_path / "work" / "pruner-s0"
+    shutil.copytree(tree / DEVICE / MATMUL, copy)
+    run(tree, "--out", tmp_path / "alone")
+    assert "hold one workload" not in capsys.readouterr().err
+    run(tree, copy, "--out", tmp_path / "both")
+    err = capsys.readouterr().err
+    (line,) = [x for x in err.splitlines() if "hold one workload" in x]
+    assert f"{DEVICE}/{MATMUL}" in line and f"/{copy.name}_" in line and CONV not in line
+    assert len(read_shards(tmp_path / "both").task_key) == 3
