@@ -31,7 +31,7 @@ import numpy as np
 from jsonargparse import CLI
 
 from data.atomic import atomic_write_text
-from data.record_tree import INDEX, new_index, read_index, task_dir, write_index
+from data.record_tree import INDEX, add_task, new_index, read_index, task_dir, write_index
 from data.records import read_records
 
 SUITE = "benchmarks/results/suite_databases"
@@ -114,12 +114,12 @@ def tuned_tree(
     records = read_records(folders, failed="drop")
     by_workload: dict[str, dict[str, list]] = defaultdict(dict)  # hash -> trace JSON -> [record, latencies]
     home: dict[str, str] = {}  # hash -> the suite folder it was first read from (its name)
-    left_out: dict[str, int] = defaultdict(int)
+    left_out = 0  # records of held-out workloads
     for task in records.tasks.values():
         for record in task.records:
             shash = record.workload.shash
             if shash in held_out:
-                left_out[shash] += 1
+                left_out += 1
                 continue
             home.setdefault(shash, Path(record.source.rsplit(":", 1)[0]).parent.parent.name)
             same = by_workload[shash].setdefault(json.dumps(record.trace, sort_keys=True), [record, []])
@@ -128,7 +128,7 @@ def tuned_tree(
     root.mkdir(parents=True, exist_ok=False)
     index = new_index(like_index["target"])
     rng = np.random.default_rng(seed)  # one stream, the workloads in turn
-    report = {"arms": len(folders), "read": records.summary.kept, "held_out_records": sum(left_out.values())}
+    report = {"arms": len(folders), "read": records.summary.kept, "held_out_records": left_out}
     for shash in sorted(by_workload, key=lambda h: (home[h], h)):
         kept = list(by_workload[shash].values())
         latency = np.array([float(np.median(lat)) for _, lat in kept])
@@ -142,8 +142,7 @@ def tuned_tree(
             json.dumps([0, [kept[i][0].trace, [float(latency[i])], first.target, kept[i][0].args_info]]) for i in pick
         ]
         atomic_write_text(folder / "database_tuning_record.json", "\n".join(lines) + "\n")
-        index["tasks"][folder.name] = {"name": name, "flops": 0.0, "workload_hash": shash, "networks": [network]}
-        index["networks"].setdefault(network, []).append([folder.name, 1])
+        add_task(index, folder.name, name, 0.0, shash, {network: 1})
         report[folder.name] = {
             "measured": sum(len(lat) for _, lat in kept),
             "distinct": len(kept),

@@ -205,9 +205,9 @@ def test_the_compile_size_guard_is_on_by_default_and_null_turns_it_off():
 
 def test_the_drafting_share_is_on_by_default_and_null_turns_it_off():
     """Stall re-drafts wait while they would take drafting over 15% of the run: the CLI, the config,
-    the strategy and the API agree on the default, and `--redraft-share null` lifts the limit."""
+        and the API agree on the default, and `--redraft-share null` lifts the limit (the strategy's default and
+    `null` through `from_config`: tests/bridge/test_search.py)."""
     import pruner_lightning as pl
-    from bridge.draft_verify import DraftVerifySearch
 
     parser = tune.build_parser()
 
@@ -217,4 +217,3 @@ def test_the_drafting_share_is_on_by_default_and_null_turns_it_off():
     assert parsed() == SearchConfig().redraft_share == 0.15
     assert parsed("--redraft-share", "null") is None and parsed("--redraft-share", "0.3") == 0.3
     assert pl.draft_verify("a100").redraft_share == 0.15
-    assert DraftVerifySearch.from_config(SearchConfig(psa="a100", redraft_share=None)).redraft_share is None
