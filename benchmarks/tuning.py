@@ -72,6 +72,7 @@ SEARCH_KNOBS = (
     "fill_device",
     "straggler_grace",
     "draft_ahead",
+    "low_draft_ahead",
     "first_drafts_ahead",
     "search_ahead",
 )

@@ -109,6 +109,12 @@ class SearchConfig:
         "a re-draft due on a stall runs alongside the rounds (its own thread) instead of before the round's "
         "verify; the next round takes it up (draft-then-verify)",
     )
+    low_draft_ahead: bool = _knob(
+        False,
+        "a draft due because the potential space ran under half its size while it still fills a batch is "
+        "drafted for as a stall is: held under --redraft-share, alongside with --draft-ahead; a draft alongside "
+        "is taken up once done (or when the space cannot fill a batch) instead of by the next round",
+    )
     first_drafts_ahead: int = _knob(
         2,
         "k: with a pipeline, up to k tasks of a run draft their first potential space at once from the run's start, "

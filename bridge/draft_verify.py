@@ -111,6 +111,7 @@ class DraftVerifySearch(_ResumableSearch):
         psa_weight: float = 0.0,
         fill_device: int = 64,
         draft_ahead: bool = True,
+        low_draft_ahead: bool = False,
         first_drafts_ahead: int = 2,
         search_ahead: int = 2,
         pipeline: Pipeline | None = None,
@@ -174,6 +175,12 @@ class DraftVerifySearch(_ResumableSearch):
             draft_ahead: a re-draft due on a stall (`redraft_stall`) runs on a thread of its own while
                 this round verifies the current potential space; the next round takes it up
                 (`bridge.drafting`). Drafts due because the space ran low, or the first, run in turn.
+            low_draft_ahead: a draft due because the potential space ran under `redraft_below` while
+                it still fills the round's batch is drafted for as a stall is: held under
+                `redraft_share`, and with `draft_ahead` run alongside; a draft running alongside is
+                taken up once it is done, or when the space can no longer fill a batch (it is then
+                waited for). False: such a draft runs in turn and is never held, and a draft running
+                alongside is taken up by the next round, done or not.
             first_drafts_ahead: k > 0 = with a pipeline, the first draft starts on a thread of its own
                 when the run starts (`pre_tuning`, which MetaSchedule calls for every task before
                 any round), at most k of the run's tasks at once (`Pipeline.draft_slots`); the task's
@@ -256,6 +263,7 @@ class DraftVerifySearch(_ResumableSearch):
             psa_weight=psa_weight,
             fill_device=fill_device,
             draft_ahead=draft_ahead,
+            low_draft_ahead=low_draft_ahead,
             first_drafts_ahead=first_drafts_ahead,
             search_ahead=search_ahead,
         )
@@ -301,6 +309,7 @@ class DraftVerifySearch(_ResumableSearch):
             psa_weight=search.psa_weight,
             fill_device=search.fill_device,
             draft_ahead=search.draft_ahead,
+            low_draft_ahead=search.low_draft_ahead,
             first_drafts_ahead=search.first_drafts_ahead,
             search_ahead=search.search_ahead,
             pipeline=pipeline,
@@ -453,22 +462,28 @@ class DraftVerifySearch(_ResumableSearch):
         verify_before, verifier_before = self.verify_model.scored, self.verify_model.seconds
         stats: dict = {"drafted": 0, "draft_scored": 0, "psa_s": 0.0}
         background_s = waited = 0.0
-        if self._background is not None:  # a stall draft started alongside the last round: take it up
-            result, waited = self._background.result()
+        self._potential = self._unmeasured(self._potential)
+        must, early = self._draft_needed(n)
+        background = self._background
+        if background is not None and (must or not self.low_draft_ahead or background.done()):
+            # a draft started alongside: take it up (with `low_draft_ahead`, once it is done or needed)
+            result, waited = background.result()
             self._background = None
             background_s = result.stats["draft_s"]
             stats.update(self._take(result), drafted=1, draft_wait_s=waited)
-        self._potential = self._unmeasured(self._potential)
-        low = len(self._potential) < max(n, self.redraft_below * self.potential_size)
-        due = self.redraft_every > 0 and self.round % self.redraft_every == 0
-        other = low or due or not self._drafts or self._unevolved
-        stalled = not other and not stats["drafted"]
-        if stalled and not self._share_allows():
-            stats["draft_held"] = int(self._stall.window_full)
-        elif other or (stalled and self._stall.due()):
-            self._stall.drafted(on_stall=not other)
+            self._potential = self._unmeasured(self._potential)
+            must, early = self._draft_needed(n)
+        # `early` (`low_draft_ahead`): a space under `redraft_below` that still fills the batch is
+        # drafted for as a stall is, under the share and alongside
+        stalled = not must and not early and not stats["drafted"]
+        if self._background is not None:
+            pass  # a draft is running alongside: the rounds verify the current space until it is done
+        elif (early or stalled) and not self._share_allows():
+            stats["draft_held"] = int(early or self._stall.window_full)
+        elif must or early or (stalled and self._stall.due()):
+            self._stall.drafted(on_stall=not must and not early)
             draft = self._new_draft()
-            if self.draft_ahead and not other:  # this round verifies the current space meanwhile
+            if self.draft_ahead and not must:  # this round verifies the current space meanwhile
                 draft.start()
                 self._background = draft
                 stats["draft_started"] = 1
@@ -588,6 +603,18 @@ class DraftVerifySearch(_ResumableSearch):
         self._last_draft_s = result.stats["draft_s"]
         self.ledger.note(result.stats["draft_s"])
         return {k: v for k, v in result.stats.items() if k != "draft_s"}
+
+    def _draft_needed(self, n: int) -> tuple[bool, bool]:
+        """(whether this round must draft before it picks `n`, whether the potential space ran under
+        `redraft_below` while it still fills the batch, a draft `low_draft_ahead` treats as a stall's;
+        without `low_draft_ahead` a space under `redraft_below` must draft too)."""
+        left = len(self._potential)
+        must = left < n or (self.redraft_every > 0 and self.round % self.redraft_every == 0)
+        must = must or not self._drafts or self._unevolved
+        low = left < self.redraft_below * self.potential_size
+        if not self.low_draft_ahead:
+            return must or low, False
+        return must, low and not must
 
     def _share_allows(self) -> bool:
         """Whether a stall draft now keeps the run's drafting within `redraft_share` of its time."""

@@ -111,6 +111,10 @@ class Draft:
         self._future = executor.submit(job)
         executor.shutdown(wait=False)  # the thread ends with the draft
 
+    def done(self) -> bool:
+        """Whether a started draft has ended (its `result` then returns at once)."""
+        return self._future is not None and self._future.done()
+
     def result(self) -> tuple[DraftResult, float]:
         """The result of a started draft, and the seconds this call waited for it."""
         if self._future is None:

@@ -130,9 +130,9 @@ class SearchLog:
         "build_s",
         "run_s",
         "drafted",  # 1: the batch came from a new draft (drafted in turn, or taken up from the background)
-        "draft_started",  # 1: the round started a draft alongside (draft_ahead); the next round takes it up
+        "draft_started",  # 1: the round started a draft alongside (draft_ahead); a later round takes it up
         "draft_wait_s",  # seconds the round's search waited for a draft started alongside
-        "draft_held",  # 1: a draft was due on a stall, held since it would take drafting over redraft_share of the run
+        "draft_held",  # 1: a draft was due on a stall (or, low_draft_ahead, a low space), held by redraft_share
         "cold_start",
         "gated",  # 1: ranked by the draft model, the verify gate's choice (verify_gate)
         "verifier_acc",  # the gate's running pairwise accuracy of the verifier on measured batches

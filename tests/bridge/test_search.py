@@ -1,6 +1,7 @@
 """Search strategies on real llvm tuning: PSA scores many, PAM few; cold start; resume; the round log."""
 
 import math
+import threading
 import time
 
 import numpy as np
@@ -12,6 +13,7 @@ from tvm.s_tir.meta_schedule.testing import te_workload
 from bridge.config import SearchConfig
 from bridge.cost_model import PrunerCostModel
 from bridge.draft_verify import DraftVerifySearch
+from bridge.drafting import Draft
 from bridge.psa import PSACostModel
 from bridge.search import CountingCostModel, ResumableEvolutionarySearch
 from bridge.search_log import SearchLog, read_rounds
@@ -291,6 +293,90 @@ def test_a_stall_draft_waits_while_drafting_is_over_its_share_of_the_run():
     with pytest.raises(ValueError, match="--redraft-share 1.5"):
         SearchConfig(psa="a100", redraft_share=1.5)
     assert DraftVerifySearch.from_config(SearchConfig(psa="a100", redraft_share=None)).redraft_share is None
+
+
+def _low_space_search(**options):
+    """A draft-then-verify search on the matmul, rounds of 4, no stall drafts, whose first draft has
+    run (in turn): the potential space (48) is low under 24, and it can fill a batch down to 4."""
+    options.setdefault("redraft_share", None)
+    strategy = DraftVerifySearch(
+        draft=PSACostModel(device="a100"),
+        population_size=POPULATION,
+        potential_size=POPULATION,
+        redraft_below=0.5,
+        redraft_stall=0,
+        log=SearchLog(),
+        **options,
+    )
+    context = context_for(matmul(), strategy)
+    strategy.pre_tuning(
+        80, 4, context.generate_design_space(), ms.database.MemoryDatabase(), ms.cost_model.RandomModel()
+    )
+    _round(strategy)
+    return strategy
+
+
+def _round(strategy, keep: int | None = None) -> dict:
+    """One measured round, the potential space first cut to its first `keep`; the round's search stats."""
+    if keep is not None:
+        strategy._potential = strategy._potential[:keep]
+    batch = strategy.generate_measure_candidates()
+    stats = strategy.log.searched(strategy.task_name)
+    strategy.notify_runner_results(batch, [ms.runner.RunnerResult([1e-3], None)] * len(batch))
+    return stats
+
+
+def test_a_low_space_is_drafted_for_alongside_and_taken_up_once_done(monkeypatch):
+    """low_draft_ahead: a potential space under redraft_below that still fills the batch starts a draft
+    alongside, and the rounds go on with the space they have until it is done; then a round takes it
+    up without waiting. A space that can no longer fill a batch waits for it. Under a drafting share
+    such a draft is held, until the space cannot fill a batch and drafts in turn; without
+    low_draft_ahead a low space drafts in turn at once."""
+    gate = threading.Event()
+    run = Draft.run
+    monkeypatch.setattr(Draft, "run", lambda self: gate.wait(60) and run(self))
+    gate.set()
+    strategy = _low_space_search(draft_ahead=True, low_draft_ahead=True)
+    assert strategy._drafts == 1 and len(strategy._potential) >= 24
+    gate.clear()  # drafts from here on wait for the gate
+    started = _round(strategy, keep=12)
+    assert started.get("draft_started") == 1 and started["drafted"] == 0
+    going_on = _round(strategy)  # the draft is not done: this round picks from what is left
+    assert going_on["drafted"] == 0 and not going_on.get("draft_started") and not going_on.get("draft_held")
+    assert strategy._background is not None and strategy._drafts == 1
+    gate.set()
+    while not strategy._background.done():
+        time.sleep(0.01)
+    taken = _round(strategy)
+    assert taken["drafted"] == 1 and taken["draft_wait_s"] < 1.0 and strategy._drafts == 2
+    assert strategy._background is None and len(strategy._potential) >= 24
+    # a space that cannot fill the batch waits for the draft running alongside
+    gate.clear()
+    assert _round(strategy, keep=12).get("draft_started") == 1
+    timer = threading.Timer(0.5, gate.set)
+    timer.start()
+    waited = _round(strategy, keep=2)
+    timer.join()
+    assert waited["drafted"] == 1 and waited["draft_wait_s"] >= 0.3 and strategy._drafts == 3
+    strategy.post_tuning()
+
+    # under a share the run's drafting is far over, the low space's draft is held until it cannot fill a batch
+    held = _low_space_search(draft_ahead=True, low_draft_ahead=True, redraft_share=0.15)
+    held.ledger.note(1e6)
+    first = _round(held, keep=12)
+    assert first.get("draft_held") == 1 and not first.get("draft_started") and held._drafts == 1
+    dry = _round(held, keep=2)
+    assert dry["drafted"] == 1 and math.isnan(dry.get("draft_wait_s", math.nan)) and held._drafts == 2
+    held.post_tuning()
+
+    # without low_draft_ahead (the default) a low space drafts in turn, share or not
+    before = _low_space_search(draft_ahead=True, redraft_share=0.15)
+    assert before.low_draft_ahead is False
+    before.ledger.note(1e6)
+    low = _round(before, keep=12)
+    assert low["drafted"] == 1 and not low.get("draft_started") and before._drafts == 2
+    before.post_tuning()
+    assert DraftVerifySearch.from_config(SearchConfig(psa="a100", low_draft_ahead=True)).low_draft_ahead is True
 
 
 def test_bad_options_are_refused():
