@@ -22,6 +22,9 @@ Per method, on each workload, in one process, same trials, same seed:
 - pruner-noshare: pruner whose stall re-drafts never wait for the run's drafting share (`redraft_share`
   null; the default before 2026-11-28, second session, now 0.15; in that day's first results pruner
   was this, and "pruner-share15" today's pruner);
+- pruner-lowturn: pruner whose drafts for a potential space that ran low are made in turn and never
+  held, and whose drafts alongside are taken up by the next round, done or not (`low_draft_ahead`
+  false, the default before 2026-11-28, third session);
 - pruner-gate: pruner with `verify_gate` (PSA ranks while it orders the measured batches better);
 - pruner-gen1: pruner whose drafts evolve one generation instead of two (half the evolution);
 - pruner-min50: pruner whose re-drafts sample afresh until 50 are valid, as the first draft (the
@@ -88,6 +91,7 @@ METHODS = {
     "pruner-when-low": (CostModelConfig(name="pam"), SearchConfig(psa="h100", redraft_stall=0)),
     "pruner-backoff": (CostModelConfig(name="pam"), SearchConfig(psa="h100", redraft_backoff=True)),
     "pruner-noshare": (CostModelConfig(name="pam"), SearchConfig(psa="h100", redraft_share=None)),
+    "pruner-lowturn": (CostModelConfig(name="pam"), SearchConfig(psa="h100", low_draft_ahead=False)),
     "pruner-gate": (CostModelConfig(name="pam"), SearchConfig(psa="h100", verify_gate=True)),
     "pruner-gen1": (CostModelConfig(name="pam"), SearchConfig(psa="h100", draft_generations=1)),
     "pruner-min50": (CostModelConfig(name="pam"), SearchConfig(psa="h100", redraft_min_samples=50)),

@@ -9,7 +9,8 @@ Per task and round:
    improved for that many measured rounds, a wait that `redraft_backoff` doubles after each such
    draft that found nothing better, `bridge.stall_rule`, and held while it would take the run's
    drafting over `redraft_share` of its time; with `draft_ahead` such a stall draft runs
-   alongside the rounds, `bridge.drafting`): evolve a population for `draft_generations` generations scored by
+   alongside the rounds, `bridge.drafting`; with `low_draft_ahead` a space under `redraft_below`
+   that still fills a batch is drafted for the same way, and only an empty one drafts in turn): evolve a population for `draft_generations` generations scored by
    the draft model (PSA) and keep the best `potential_size` distinct, never-measured schedules as
    the potential space. The first draft samples the whole population from the design space (a
    share `init_measured_ratio` replayed from the task's best measured records); later drafts start
@@ -111,7 +112,7 @@ class DraftVerifySearch(_ResumableSearch):
         psa_weight: float = 0.0,
         fill_device: int = 64,
         draft_ahead: bool = True,
-        low_draft_ahead: bool = False,
+        low_draft_ahead: bool = True,
         first_drafts_ahead: int = 2,
         search_ahead: int = 2,
         pipeline: Pipeline | None = None,
@@ -179,8 +180,12 @@ class DraftVerifySearch(_ResumableSearch):
                 it still fills the round's batch is drafted for as a stall is: held under
                 `redraft_share`, and with `draft_ahead` run alongside; a draft running alongside is
                 taken up once it is done, or when the space can no longer fill a batch (it is then
-                waited for). False: such a draft runs in turn and is never held, and a draft running
-                alongside is taken up by the next round, done or not.
+                waited for). On the GPU suite (10 seed pairs over four operators, each pair in one
+                call) drafting fell to 6-10% of every arm from 8-24%, the depthwise conv ran no
+                re-draft in 225 s instead of one or two in turn, and latency was level (0.987x as a
+                geometric mean; docs/benchmarks.md, "Drafting for a low potential space alongside").
+                False: such a draft runs in turn and is never held, and a draft running alongside is
+                taken up by the next round, done or not (the default before 2026-11-28, third session).
             first_drafts_ahead: k > 0 = with a pipeline, the first draft starts on a thread of its own
                 when the run starts (`pre_tuning`, which MetaSchedule calls for every task before
                 any round), at most k of the run's tasks at once (`Pipeline.draft_slots`); the task's

@@ -336,7 +336,7 @@ def test_a_low_space_is_drafted_for_alongside_and_taken_up_once_done(monkeypatch
     run = Draft.run
     monkeypatch.setattr(Draft, "run", lambda self: gate.wait(60) and run(self))
     gate.set()
-    strategy = _low_space_search(draft_ahead=True, low_draft_ahead=True)
+    strategy = _low_space_search(draft_ahead=True)
     assert strategy._drafts == 1 and len(strategy._potential) >= 24
     gate.clear()  # drafts from here on wait for the gate
     started = _round(strategy, keep=12)
@@ -361,7 +361,7 @@ def test_a_low_space_is_drafted_for_alongside_and_taken_up_once_done(monkeypatch
     strategy.post_tuning()
 
     # under a share the run's drafting is far over, the low space's draft is held until it cannot fill a batch
-    held = _low_space_search(draft_ahead=True, low_draft_ahead=True, redraft_share=0.15)
+    held = _low_space_search(draft_ahead=True, redraft_share=0.15)
     held.ledger.note(1e6)
     first = _round(held, keep=12)
     assert first.get("draft_held") == 1 and not first.get("draft_started") and held._drafts == 1
@@ -369,14 +369,15 @@ def test_a_low_space_is_drafted_for_alongside_and_taken_up_once_done(monkeypatch
     assert dry["drafted"] == 1 and math.isnan(dry.get("draft_wait_s", math.nan)) and held._drafts == 2
     held.post_tuning()
 
-    # without low_draft_ahead (the default) a low space drafts in turn, share or not
-    before = _low_space_search(draft_ahead=True, redraft_share=0.15)
-    assert before.low_draft_ahead is False
+    # without low_draft_ahead (the default before 2026-11-28) a low space drafts in turn, share or not
+    before = _low_space_search(draft_ahead=True, low_draft_ahead=False, redraft_share=0.15)
     before.ledger.note(1e6)
     low = _round(before, keep=12)
     assert low["drafted"] == 1 and not low.get("draft_started") and before._drafts == 2
     before.post_tuning()
-    assert DraftVerifySearch.from_config(SearchConfig(psa="a100", low_draft_ahead=True)).low_draft_ahead is True
+    assert DraftVerifySearch(draft=PSACostModel(device="a100")).low_draft_ahead is True  # the default
+    assert DraftVerifySearch.from_config(SearchConfig(psa="a100")).low_draft_ahead is True
+    assert DraftVerifySearch.from_config(SearchConfig(psa="a100", low_draft_ahead=False)).low_draft_ahead is False
 
 
 def test_bad_options_are_refused():
