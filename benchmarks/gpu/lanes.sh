@@ -19,6 +19,8 @@
 #   bash benchmarks/gpu/lanes.sh \
 #     "RES=benchmarks/results/ablations/stall3 ARMS='pruner moa' WORKLOADS=batch_matmul:12,128,128,64 REDRAFT_STALL=3" \
 #     "RES=benchmarks/results/ablations/every2 ARMS=pruner WORKLOADS=batch_matmul:12,128,128,64 REDRAFT_EVERY=2"
+# Lane 0 (the machine's first cores) built 1.5-2.5x slower than lane 1 in every call of 2026-11-28 (docs/benchmarks.md,
+# "Drafting for a low potential space alongside"): run each setting of an A/B in both lanes across calls.
 # Keep what comes back with `python benchmarks/gpu/keep.py /work/.device/N --label NAME` (each lane's
 # new arm CSVs, eager times, xz-compressed databases and log, never replacing what the tree has),
 # then commit at once.
