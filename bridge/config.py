@@ -107,7 +107,7 @@ class SearchConfig:
     draft_ahead: bool = _knob(
         True,
         "a re-draft due on a stall runs alongside the rounds (its own thread) instead of before the round's "
-        "verify; the next round takes it up (draft-then-verify)",
+        "verify; a later round takes it up (draft-then-verify)",
     )
     low_draft_ahead: bool = _knob(
         True,

@@ -10,9 +10,10 @@ Per task and round:
    draft that found nothing better, `bridge.stall_rule`, and held while it would take the run's
    drafting over `redraft_share` of its time; with `draft_ahead` such a stall draft runs
    alongside the rounds, `bridge.drafting`; with `low_draft_ahead` a space under `redraft_below`
-   that still fills a batch is drafted for the same way, and only an empty one drafts in turn): evolve a population for `draft_generations` generations scored by
-   the draft model (PSA) and keep the best `potential_size` distinct, never-measured schedules as
-   the potential space. The first draft samples the whole population from the design space (a
+   that still fills a batch is drafted for the same way, and only one that cannot drafts in
+   turn): evolve a population for `draft_generations` generations scored by the draft model
+   (PSA) and keep the best `potential_size` distinct, never-measured schedules as the potential
+   space. The first draft samples the whole population from the design space (a
    share `init_measured_ratio` replayed from the task's best measured records); later drafts start
    from the previous draft's evolved population, minus what was measured since, and sample only
    `resample_ratio` of the population afresh (until `redraft_min_samples` of them are valid).
@@ -143,7 +144,8 @@ class DraftVerifySearch(_ResumableSearch):
                 draft's own seconds, all tasks') over this share of the run's time, the next draft
                 reckoned to last as long as the task's last one (`bridge.stall_rule.DraftLedger`,
                 shared by this strategy's clones); None: no limit. The first draft and drafts for a
-                potential space that ran low are never held. On the GPU suite 0.15 cut drafting to 8-21%
+                potential space that cannot fill a batch (without `low_draft_ahead`: that ran under
+                `redraft_below`) are never held. On the GPU suite 0.15 cut drafting to 8-21%
                 of the run from 20-40% and the device's idle time by 4-11 points on the four operators
                 where stall drafts were due, latency level (1.005x the unlimited run's over 8 paired
                 seeds: the dense layer 5-6% slower, the depthwise conv 4-7% faster; docs/benchmarks.md,
@@ -174,8 +176,9 @@ class DraftVerifySearch(_ResumableSearch):
                 one lasts as long as the host's search and build of the next (`bridge.fill_rule`);
                 0 = every batch has the run's trials per round.
             draft_ahead: a re-draft due on a stall (`redraft_stall`) runs on a thread of its own while
-                this round verifies the current potential space; the next round takes it up
-                (`bridge.drafting`). Drafts due because the space ran low, or the first, run in turn.
+                this round verifies the current potential space; a later round takes it up
+                (`bridge.drafting`; see `low_draft_ahead`). The first draft, and drafts for a space
+                that cannot fill a batch, run in turn.
             low_draft_ahead: a draft due because the potential space ran under `redraft_below` while
                 it still fills the round's batch is drafted for as a stall is: held under
                 `redraft_share`, and with `draft_ahead` run alongside; a draft running alongside is

@@ -12,8 +12,9 @@ With `redraft_share`, a stall re-draft is also held while it would take the run'
 that share of the run's time (`share_allows`, `DraftLedger`). With `search_ahead` 2 a round lasts
 the longer of search and build, so a run has more rounds and, counted in rounds, more stalls: on the
 GPU suite drafting rose to 24-48% of a run (docs/benchmarks.md, "Searching while the batch before
-builds"), against the project's target of at most 15%. A draft needed because the potential space
-ran low, or the first, is never held.
+builds"), against the project's target of at most 15%. The first draft, and a draft needed because
+the potential space cannot fill a batch, are never held. (A space that ran under `redraft_below`
+but still fills one is drafted for as a stall is, under the share, with `low_draft_ahead`.)
 """
 
 from __future__ import annotations
