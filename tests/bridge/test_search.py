@@ -222,12 +222,9 @@ def _stall_search(trials: int, batch: int, **options):
     `redraft_share` says so (a test's rounds take milliseconds, against a draft's second)."""
     options.setdefault("draft_ahead", False)
     options.setdefault("redraft_share", None)
+    options.setdefault("redraft_below", 0.0)
     strategy = DraftVerifySearch(
-        draft=PSACostModel(device="a100"),
-        population_size=POPULATION,
-        potential_size=POPULATION,
-        redraft_below=0.0,
-        **options,
+        draft=PSACostModel(device="a100"), population_size=POPULATION, potential_size=POPULATION, **options
     )
     context = context_for(matmul(), strategy)
     strategy.pre_tuning(
@@ -298,20 +295,7 @@ def test_a_stall_draft_waits_while_drafting_is_over_its_share_of_the_run():
 def _low_space_search(**options):
     """A draft-then-verify search on the matmul, rounds of 4, no stall drafts, whose first draft has
     run (in turn): the potential space (48) is low under 24, and it can fill a batch down to 4."""
-    options.setdefault("redraft_share", None)
-    strategy = DraftVerifySearch(
-        draft=PSACostModel(device="a100"),
-        population_size=POPULATION,
-        potential_size=POPULATION,
-        redraft_below=0.5,
-        redraft_stall=0,
-        log=SearchLog(),
-        **options,
-    )
-    context = context_for(matmul(), strategy)
-    strategy.pre_tuning(
-        80, 4, context.generate_design_space(), ms.database.MemoryDatabase(), ms.cost_model.RandomModel()
-    )
+    strategy = _stall_search(80, 4, redraft_below=0.5, redraft_stall=0, log=SearchLog(), **options)
     _round(strategy)
     return strategy
 
