@@ -10,9 +10,12 @@
   - `hold-out`: every task used by one of `test_networks` goes to test, with all its records (a
     task shared with a training network too goes to the held-out side, so nothing of a held-out
     network is trained on); validation is `val_fraction` of the remaining TASKS, whole, so early
-    stopping measures the same kind of generalization as the test. When that rounds to no task
-    (or to all of them), validation falls back to `val_fraction` of every training task's records,
-    with a warning that says so.
+    stopping measures the same kind of generalization as the test. With `val_by="network"`,
+    validation is instead whole training NETWORKS, drawn with the seed until their tasks reach that
+    share (every task of a drawn network leaves training, as the test's do), so early stopping
+    watches an unseen network as the test does. When that rounds to no task (or to all of them),
+    validation falls back to `val_fraction` of every training task's records, with a warning that
+    says so.
   - A split that leaves no validation record (with `val_fraction` > 0) or no training record fails
     in `setup`, before training, with a message saying what to change.
 * Batches hold WHOLE task groups (`TaskBatchSampler`): tasks are packed greedily up to
@@ -217,6 +220,8 @@ class ShardDataModule(L.LightningDataModule):
         test_fraction: within-task split: fraction of every task's records for test.
         val_fraction: fraction carved from the training side for validation (records of every task
             for within-task, whole tasks for hold-out).
+        val_by: hold-out split: validate on whole tasks ("task") or on whole networks ("network"),
+            drawn at random with the seed.
         batch_size: target records per batch (whole tasks are packed; see TaskBatchSampler).
         drop_failed: drop failed measurements (label 0); they are counted either way.
         seed: seed of the splits and of the training batch order.
@@ -243,6 +248,7 @@ class ShardDataModule(L.LightningDataModule):
         test_networks: list[str] | None = None,
         test_fraction: float = 0.2,
         val_fraction: float = 0.1,
+        val_by: Literal["task", "network"] = "task",
         batch_size: int = 512,
         drop_failed: bool = True,
         seed: int = 0,
@@ -256,6 +262,10 @@ class ShardDataModule(L.LightningDataModule):
             raise ValueError(f"split='hold-out' needs test_networks (the held-out networks), got {test_networks!r}")
         if split == "within-task" and test_networks:
             raise ValueError(f"test_networks={test_networks!r} is only used with split='hold-out'")
+        if val_by not in ("task", "network"):
+            raise ValueError(f"val_by must be 'task' or 'network', got {val_by!r}")
+        if split == "within-task" and val_by != "task":
+            raise ValueError(f"val_by={val_by!r} is only used with split='hold-out'")
         for name, value in (("test_fraction", test_fraction), ("val_fraction", val_fraction)):
             if not 0.0 <= value < 1.0:
                 raise ValueError(f"{name} must be in [0, 1), got {value!r}")
@@ -318,7 +328,10 @@ class ShardDataModule(L.LightningDataModule):
                 )
             else:
                 val_tasks = np.zeros(data.num_tasks, dtype=bool)
-                val_tasks[rng.choice(train_tasks, size=n_val, replace=False)] = True
+                if hp.val_by == "network":
+                    val_tasks[self._validation_network_tasks(data, train_tasks, n_val, rng)] = True
+                else:
+                    val_tasks[rng.choice(train_tasks, size=n_val, replace=False)] = True
                 val = val_tasks[data.record_task[train_val]]
         self.splits = {"train": train_val[~val], "val": train_val[val], "test": usable[test]}
         if hp.val_fraction > 0 and not len(self.splits["val"]):
@@ -345,6 +358,31 @@ class ShardDataModule(L.LightningDataModule):
             f"ShardDataModule: {data.num_records} records of {data.num_tasks} tasks, {self.num_failed} failed "
             f"({'dropped' if hp.drop_failed else 'kept with label 0'}); split {hp.split}: {counts}"
         )
+
+    def _validation_network_tasks(
+        self, data: ShardData, train_tasks: np.ndarray, n_val: int, rng: np.random.Generator
+    ) -> np.ndarray:
+        """Training tasks of whole networks drawn in a seeded order until they are at least `n_val`
+        (a task shared with a network not drawn goes too); at least one task stays in training."""
+        task_nets = [set(filter(None, nets.split(","))) for nets in data.task_networks[train_tasks].tolist()]
+        networks = sorted(set().union(*task_nets))
+        picked: set[str] = set()
+        chosen = np.zeros(len(train_tasks), dtype=bool)
+        for net in rng.permutation(networks).tolist():
+            trial = chosen | np.array([net in nets for nets in task_nets])
+            if trial.all():
+                continue
+            picked.add(net)
+            chosen = trial
+            if chosen.sum() >= n_val:
+                break
+        if not chosen.any():
+            raise SplitError(
+                f"val_by='network': every training network's tasks cover all {len(train_tasks)} training tasks, so "
+                "no network can be held out for validation; use val_by='task'"
+            )
+        rank_zero_info(f"ShardDataModule: validation networks {sorted(picked)} ({int(chosen.sum())} tasks)")
+        return train_tasks[chosen]
 
     def _held_out_tasks(self, data: ShardData) -> np.ndarray:
         """(T,) bool: tasks used by at least one of `test_networks`."""
