@@ -67,6 +67,27 @@ def test_hold_out_keeps_every_task_of_held_out_networks_out_of_training(shard_di
     assert (data.label[np.concatenate(list(dm.splits.values()))] == 0).sum() == dm.num_failed
 
 
+def test_hold_out_can_validate_on_whole_networks(shard_dir):
+    data = read_shards(shard_dir)
+    nets = [set(filter(None, n.split(","))) for n in data.task_networks]
+    dm = ShardDataModule(str(shard_dir), split="hold-out", test_networks=["net_a"], val_fraction=0.25, val_by="network")
+    dm.setup("fit")
+    train, val, test = (_task_sets(data, dm.splits[k]) for k in ("train", "val", "test"))
+    assert val and train and not (train & val) and not (test & (train | val))
+    # the drawn networks: those with a task in val and none in training; every val task is one of theirs
+    drawn = {n for t in val for n in nets[t]} - {n for t in train for n in nets[t]}
+    assert drawn and all(nets[t] & drawn for t in val)
+    assert len(val) >= round(0.25 * (data.num_tasks - len(test)))
+    again = ShardDataModule(str(shard_dir), split="hold-out", test_networks=["net_a"], val_fraction=0.25, val_by="network")
+    again.setup("fit")
+    assert np.array_equal(again.splits["val"], dm.splits["val"])
+    by_task = ShardDataModule(str(shard_dir), split="hold-out", test_networks=["net_a"], val_fraction=0.25)
+    by_task.setup("fit")
+    assert np.array_equal(by_task.splits["test"], dm.splits["test"])
+    with pytest.raises(ValueError, match="val_by='network' is only used with split='hold-out'"):
+        ShardDataModule(str(shard_dir), val_by="network")
+
+
 def test_bad_arguments_name_the_flag(shard_dir):
     with pytest.raises(ValueError, match="test_networks"):
         ShardDataModule(str(shard_dir), split="hold-out")
