@@ -1,5 +1,9 @@
 """Ranking losses computed within each task's records of a batch.
 
+(Over 400 lines on purpose: every loss has a dense and a sparse computation that must stay equal,
+built on the within-task sort and pair primitives here; keeping them in one file keeps the two
+paths side by side.)
+
 A label is a per-task throughput ratio (best latency of the task / latency, see `data/labels.py`),
 so labels of different tasks are not comparable: every loss here compares (or averages) records of
 the same task only, giving one loss per task, then reduces the per-task losses over the tasks of the

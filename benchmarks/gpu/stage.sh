@@ -42,7 +42,7 @@ case "${1:-}" in
           case "$f" in benchmarks/tuning.py|benchmarks/eager.py|benchmarks/suite_report.py|benchmarks/__init__.py|\
             benchmarks/gpu/suite.sh|benchmarks/gpu/lanes.sh|benchmarks/gpu/pylib.sh|benchmarks/gpu/stage.sh) ;; *) paths+=("$f") ;; esac
         done
-        paths+=(data/h200 data/collect.py data/collect_pipeline.py data/shards.py data/datamodule.py
+        paths+=(data/h200 data/collect.py data/collect_pipeline.py data/shards.py data/datamodule.py data/task_batches.py
           bridge/evaluate.py train.py README.md Makefile .ci pyproject.toml setup.cfg
           data/featurize.py data/merge.py data/card.py data/synthetic.py bridge/cli.py bridge/tracking.py
           bridge/network_timing.py pruner_lightning pruner_models/module.py pruner_models/metrics.py tune.py)
