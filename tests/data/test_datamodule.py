@@ -6,9 +6,9 @@ import torch
 
 from data.batch import compute_scales, make_batch
 from data.datamodule import ShardDataModule, split_within_task
-from data.task_batches import TaskBatchSampler
 from data.shards import read_shards
 from data.synthetic import write_synthetic_shards
+from data.task_batches import TaskBatchSampler
 
 
 @pytest.fixture(scope="module")
