@@ -76,7 +76,9 @@ def ensemble_blend(
         for weight in psa_weights:
             rows[f"{name} + psa {weight:g}"] = test_metrics(blend_with_psa(scores, psa, task, weight), dm)
     for name, row in rows.items():
-        print(f"{name:32s} pairwise {row['test_pairwise_acc']:.4f}  peak@1 {row['test_peak@1']:.4f}  peak@5 {row['test_peak@5']:.4f}")
+        print(
+            f"{name:32s} pairwise {row['test_pairwise_acc']:.4f}  peak@1 {row['test_peak@1']:.4f}  peak@5 {row['test_peak@5']:.4f}"
+        )
     if json_out:
         atomic_write_text(Path(json_out), json.dumps({"checkpoints": groups, "rows": rows}, indent=1) + "\n")
     return rows

@@ -28,13 +28,37 @@ def test_rows_of_checkpoints_ensembles_and_psa_blends(tmp_path):
     write_shard(tmp_path / "cuda.h5", data, {"source": "test"})
     shards, test_networks = str(tmp_path / "cuda.h5"), sorted(set(",".join(data.task_networks).split(",")) - {""})[:1]
     argv = ["--shards", shards, "--split", "hold-out", "--test-networks", *test_networks, "--psa-device", "h100"]
-    fitted = quality.main([*argv, "--models", "psa", "pam", "--seed", "0", "1", "--epochs", "2", "--out", str(tmp_path / "q"), "--", *TINY_PAM])
+    fitted = quality.main(
+        [
+            *argv,
+            "--models",
+            "psa",
+            "pam",
+            "--seed",
+            "0",
+            "1",
+            "--epochs",
+            "2",
+            "--out",
+            str(tmp_path / "q"),
+            "--",
+            *TINY_PAM,
+        ]
+    )
     first, second = map(str, sorted((tmp_path / "q").glob("pam/version_*/checkpoints/best-*.ckpt")))
 
     out = tmp_path / "rows.json"
     groups = {"a": [first], "b": [first, second], "twice": [first, first]}
     rows = ensemble_blend.ensemble_blend(shards, test_networks, groups, psa_weights=[0.0, 1e6], json_out=str(out))
-    assert {"a 0", "b 0", "b 1", "b ensemble (2)", "twice ensemble (2)", "all ensemble (2)", "b ensemble (2) + psa 1e+06"} <= set(rows)
+    assert {
+        "a 0",
+        "b 0",
+        "b 1",
+        "b ensemble (2)",
+        "twice ensemble (2)",
+        "all ensemble (2)",
+        "b ensemble (2) + psa 1e+06",
+    } <= set(rows)
     psa = fitted["per_seed"][0]["psa"]
     for metric in METRICS:
         assert rows["b 0"][metric] == rows["a 0"][metric], metric

@@ -79,7 +79,9 @@ def test_hold_out_can_validate_on_whole_networks(shard_dir):
     drawn = {n for t in val for n in nets[t]} - {n for t in train for n in nets[t]}
     assert drawn and all(nets[t] & drawn for t in val)
     assert len(val) >= round(0.25 * (data.num_tasks - len(test)))
-    again = ShardDataModule(str(shard_dir), split="hold-out", test_networks=["net_a"], val_fraction=0.25, val_by="network")
+    again = ShardDataModule(
+        str(shard_dir), split="hold-out", test_networks=["net_a"], val_fraction=0.25, val_by="network"
+    )
     again.setup("fit")
     assert np.array_equal(again.splits["val"], dm.splits["val"])
     by_task = ShardDataModule(str(shard_dir), split="hold-out", test_networks=["net_a"], val_fraction=0.25)
