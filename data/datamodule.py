@@ -40,7 +40,7 @@ from torch import Tensor
 from torch.utils.data import DataLoader
 
 from data.batch import ProgramStore, compute_scales
-from data.shards import ShardData, read_shards
+from data.shards import ShardData, read_shards, task_network_sets
 from data.task_batches import TaskBatchSampler
 
 __all__ = ["ShardDataModule", "SplitError", "TaskBatchSampler", "split_within_task"]
@@ -231,7 +231,7 @@ class ShardDataModule(L.LightningDataModule):
     ) -> np.ndarray:
         """Training tasks of whole networks drawn in a seeded order until they are at least `n_val`
         (a task shared with a network not drawn goes too); at least one task stays in training."""
-        task_nets = [set(filter(None, nets.split(","))) for nets in data.task_networks[train_tasks].tolist()]
+        task_nets = task_network_sets(data.task_networks[train_tasks].tolist())
         networks = sorted(set().union(*task_nets))
         picked: set[str] = set()
         chosen = np.zeros(len(train_tasks), dtype=bool)
@@ -254,7 +254,7 @@ class ShardDataModule(L.LightningDataModule):
     def _held_out_tasks(self, data: ShardData) -> np.ndarray:
         """(T,) bool: tasks used by at least one of `test_networks`."""
         wanted = set(self.hparams.test_networks)
-        task_nets = [set(filter(None, nets.split(","))) for nets in data.task_networks.tolist()]
+        task_nets = task_network_sets(data.task_networks.tolist())
         known = set().union(*task_nets)
         if not wanted <= known:
             raise ValueError(

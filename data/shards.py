@@ -53,6 +53,7 @@ __all__ = [
     "read_shard_attrs",
     "read_shards",
     "shard_is_valid",
+    "task_network_sets",
     "write_manifest",
     "write_shard",
 ]
@@ -426,6 +427,11 @@ def _check_folder(directory: Path, found: list[Path]) -> None:
         )
 
 
+def task_network_sets(task_networks: Iterable[str]) -> list[set[str]]:
+    """The networks of each task, from `ShardData.task_networks` ("a,b"; "" for a single operator)."""
+    return [set(filter(None, nets.split(","))) for nets in task_networks]
+
+
 def _expand(paths_or_dir: str | os.PathLike | Iterable[str | os.PathLike]) -> list[Path]:
     if isinstance(paths_or_dir, (str, os.PathLike)):
         paths_or_dir = [paths_or_dir]
@@ -467,7 +473,7 @@ def read_shards(
                 raise ShardError(f"{path}: task {key!r} is also in {owner[key]}; shards must hold disjoint tasks")
             owner[key] = path
         if wanted is not None:
-            keep = np.array([bool(wanted & set(filter(None, n.split(",")))) for n in part.task_networks], dtype=bool)
+            keep = np.array([bool(wanted & nets) for nets in task_network_sets(part.task_networks)], dtype=bool)
             part = part.select_tasks(keep)
         parts.append(part)
     return ShardData.concat(parts)

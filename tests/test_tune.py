@@ -204,9 +204,9 @@ def test_the_compile_size_guard_is_on_by_default_and_null_turns_it_off():
 
 
 def test_the_drafting_share_is_on_by_default_and_null_turns_it_off():
-    """Stall re-drafts wait while they would take drafting over 15% of the run: the CLI, the config,
-        and the API agree on the default, and `--redraft-share null` lifts the limit (the strategy's default and
-    `null` through `from_config`: tests/bridge/test_search.py)."""
+    """Stall re-drafts wait while they would take drafting over 15% of the run: the CLI, the config
+    and the API agree on the default, and `--redraft-share null` lifts the limit (the strategy's
+    default and `null` through `from_config`: tests/bridge/test_search.py)."""
     import pruner_lightning as pl
 
     parser = tune.build_parser()
