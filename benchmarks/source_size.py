@@ -7,7 +7,10 @@ need. Generating the source needs no GPU and no NVRTC: for each tuning database 
 `benchmarks/tuning.py`, plain or xz) this replays `--sample` random measured schedules and reports
 their source sizes; the databases of one workload (same parent folder, e.g.
 `benchmarks/results/suite_databases/<workload>/<arm>`) are pooled for the sizes of its `--best`
-fastest schedules.
+fastest schedules. Each database's sample is also split by the schedule's unroll step (the largest
+`pragma_auto_unroll_max_step` on its loops, which MetaSchedule samples per block; 0 when none): how
+often a run picked each step, and how large each step's kernels were. Explicit unrolling is what
+makes kernels big, so this shows whether a cost model favours the steps that build slowly.
 
     python benchmarks/source_size.py --databases "[benchmarks/results/suite_databases/dense_128x3072x768/xgb-s0, ...]" \
         --sample 240 --best 10 --json_out benchmarks/results/source_size_suite.json
@@ -33,10 +36,26 @@ from tvm_env import parse_target, setup, tvm
 LIMITS_KB = (256, 512)
 
 
-def source_kb(record, target) -> float | None:
-    """KB of the CUDA source of a measured record's schedule (its trace replayed on its workload);
-    None when it does not build (a record of a failed build)."""
-    sch = replay(record)
+def unroll_step(sch: tvm.s_tir.Schedule) -> int:
+    """The largest `pragma_auto_unroll_max_step` on any loop of the schedule's functions (0: none)."""
+    step = 0
+    for gv in sch.mod.get_global_vars():
+        sch.work_on(gv.name_hint)
+        blocks = [sch.get_sblock("root")]
+        while blocks:
+            block = blocks.pop()
+            for loop in sch.get_loops(block):
+                annotations = sch.get(loop).annotations
+                if "pragma_auto_unroll_max_step" in annotations:
+                    step = max(step, int(annotations["pragma_auto_unroll_max_step"]))
+            blocks.extend(sch.get_child_blocks(block))
+    return step
+
+
+def source_kb(record, target, sch: tvm.s_tir.Schedule | None = None) -> float | None:
+    """KB of the CUDA source of a measured record's schedule (its trace replayed on its workload,
+    unless `sch` is that replay already); None when it does not build (a record of a failed build)."""
+    sch = replay(record) if sch is None else sch
     try:
         (device,) = tvm.tirx.build(sch.mod, target).imports
     except (RuntimeError, ValueError):  # TVM's errors (InternalError, ...) derive from these
@@ -68,7 +87,9 @@ def source_size(
         records = [r for task in read_records([db]).tasks.values() for r in task.records]
         pooled.setdefault(str(Path(db).parent), []).extend(records)
         picked = random.Random(seed).sample(records, min(sample, len(records)))
-        built = [source_kb(r, tgt) for r in picked]
+        schedules = [replay(r) for r in picked]
+        built = [source_kb(r, tgt, sch) for r, sch in zip(picked, schedules)]
+        steps = [unroll_step(sch) for sch in schedules]
         sizes = sorted(s for s in built if s is not None)
         per_db[db] = {
             "sized": len(sizes),
@@ -77,11 +98,20 @@ def source_size(
             "p90_kb": sizes[int(0.9 * (len(sizes) - 1))],
             "max_kb": sizes[-1],
             **{f"over_{k}_kb": sum(s > k for s in sizes) / len(sizes) for k in LIMITS_KB},
+            "by_unroll": by_unroll(steps, built),
         }
         row = per_db[db]
         print(
             f"{db}: {row['sized']} sized ({row['no_build']} do not build), median {row['median_kb']:.0f} KB, p90 {row['p90_kb']:.0f}, "
             f"max {row['max_kb']:.0f}; " + ", ".join(f"over {k} KB {row[f'over_{k}_kb']:.0%}" for k in LIMITS_KB),
+            flush=True,
+        )
+        print(
+            "  by unroll step: "
+            + "; ".join(
+                f"{step} {u['share']:.0%} (median {u['median_kb']:.0f} KB, over 256 KB {u['over_256_kb']:.0%})"
+                for step, u in row["by_unroll"].items()
+            ),
             flush=True,
         )
     fastest = {}
@@ -94,6 +124,23 @@ def source_size(
     out = {"target": target, "databases": per_db, "fastest": fastest}
     if json_out:
         atomic_write_text(json_out, json.dumps(out, indent=1))
+    return out
+
+
+def by_unroll(steps: list[int], built: list[float | None]) -> dict[str, dict]:
+    """Per unroll step (ascending; JSON keys are strings): the share of the sized schedules that have
+    it, and their median size and share over each of `LIMITS_KB`."""
+    out = {}
+    n = sum(kb is not None for kb in built)
+    for step in sorted(set(steps)):
+        sizes = sorted(kb for s, kb in zip(steps, built) if s == step and kb is not None)
+        if sizes:
+            out[str(step)] = {
+                "sized": len(sizes),
+                "share": len(sizes) / n,
+                "median_kb": statistics.median(sizes),
+                **{f"over_{k}_kb": sum(kb > k for kb in sizes) / len(sizes) for k in LIMITS_KB},
+            }
     return out
 
 

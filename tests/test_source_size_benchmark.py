@@ -23,3 +23,31 @@ def test_sizes_of_sampled_and_fastest_schedules(tmp_path):
     best = sorted(r.latency for r in records)[:2]
     assert [f["latency_us"] for f in fastest] == [b * 1e6 for b in best]
     assert all(f["source_kb"] > 1 for f in fastest)
+
+
+def test_sizes_split_by_unroll_step(tmp_path):
+    """Each sized schedule falls under its unroll step, which matches the annotation TVMScript prints;
+    an unscheduled workload has none (step 0)."""
+    import re
+
+    from benchmarks.build_profile import replay
+
+    db = str(DEPTHWISE / "pruner-s0")
+    out = source_size.source_size(databases=(db,), sample=6, best=1)
+    row = out["databases"][db]
+    split = row["by_unroll"]
+    assert sum(u["sized"] for u in split.values()) == row["sized"] == 6
+    assert abs(sum(u["share"] for u in split.values()) - 1) < 1e-9
+    assert [int(k) for k in split] == sorted(int(k) for k in split)
+    assert all(0 <= u["over_512_kb"] <= u["over_256_kb"] <= 1 and u["median_kb"] > 1 for u in split.values())
+    records = [r for t in read_records([db]).tasks.values() for r in t.records]
+    steps = set()
+    for record in records[:8]:
+        sch = replay(record)
+        printed = [int(v) for v in re.findall(r'"pragma_auto_unroll_max_step": (\d+)', sch.mod.script())]
+        assert source_size.unroll_step(sch) == max(printed, default=0)
+        steps.add(source_size.unroll_step(sch))
+    assert steps - {0}, "the pruner arm's schedules carry unroll annotations"
+    ms = source_size.tvm.s_tir.meta_schedule
+    bare = source_size.tvm.s_tir.Schedule(ms.database.Workload.from_json(records[0].workload.as_json()).mod)
+    assert source_size.unroll_step(bare) == 0
