@@ -10,7 +10,8 @@ that the builds alone impose after the first batch (`bridge.curve.build_bound_id
 run before it is built); drafting (share
 of the run spent drafting, alongside or in turn); build (median seconds a batch took to build);
 busy (median share of the build workers' time a batch kept busy; needs --workers); deferred (picks
-a batch left building for the next); redrafts (drafts after the first); draft waits (seconds rounds
+a batch left building for the next); refused (picks the builder's source guard refused,
+`--max-source-kb`); redrafts (drafts after the first); draft waits (seconds rounds
 waited for drafts started alongside).
 """
 
@@ -33,6 +34,7 @@ from bridge.curve import (  # noqa: E402 - after the path insert, as the other b
     device_idle_parts,
     device_idle_share,
     drafting_share,
+    refused_picks,
 )
 from bridge.search_log import read_rounds  # noqa: E402
 
@@ -52,6 +54,7 @@ def curve_stats(rows: list[dict], workers: int = 16) -> dict[str, float]:
         "build_s": build_per_round(rows),
         "busy": build_busy(rows, workers),
         "deferred": float(deferred_picks(rows)),
+        "refused": float(refused_picks(rows)),
         "redrafts": float(sum(1 for r in rows[1:] if float(r.get("drafted", 0) or 0) > 0)),
         "draft_wait_s": float(sum(w for w in waits if math.isfinite(w))),
     }
@@ -67,7 +70,7 @@ def line(path: str, stats: dict[str, float]) -> str:
         f"({_pct(stats['idle_before_first'])} / {_pct(stats['idle_drafts'])} / {_pct(stats['idle_other'])}; "
         f"builds alone {_pct(stats['idle_builds'])}), "
         f"drafting {_pct(stats['drafting'])}, build {stats['build_s']:.1f} s, busy {_pct(stats['busy'])}, "
-        f"deferred {stats['deferred']:.0f}, redrafts {stats['redrafts']:.0f}, draft waits {stats['draft_wait_s']:.1f} s"
+        f"deferred {stats['deferred']:.0f}, refused {stats['refused']:.0f}, redrafts {stats['redrafts']:.0f}, draft waits {stats['draft_wait_s']:.1f} s"
     )
 
 

@@ -6,6 +6,7 @@ saved curve read back with `bridge.search_log.read_rounds`).
 - `drafting_share`: the share spent drafting;
 - `build_per_round`: the median seconds a batch took to build; `build_busy`: how busy a batch kept
   the build workers; `deferred_picks`: the picks a batch left building for the next one;
+  `refused_picks`: the picks the builder's source guard refused (`--max-source-kb`);
 - `build_bound_idle`: the idle share that the builds alone impose on the rounds after the first.
 
 Each takes the rows as a run writes them; a column a run did not fill (NaN, or absent in an older
@@ -27,6 +28,7 @@ __all__ = [
     "device_idle_parts",
     "device_idle_share",
     "drafting_share",
+    "refused_picks",
 ]
 
 
@@ -127,9 +129,21 @@ def build_busy(rows: Sequence[Mapping[str, Any]], workers: int) -> float:
     return float(statistics.median(shares)) if shares else math.nan
 
 
+def _column_total(rows: Sequence[Mapping[str, Any]], key: str) -> int:
+    """The sum of a count column over the run (rows that lack it count as 0)."""
+    return int(sum(value for r in rows if (value := _finite(r, key)) is not None))
+
+
 def deferred_picks(rows: Sequence[Mapping[str, Any]]) -> int:
     """Picks whose build a batch left running for the next batch (`deferred`), over the run."""
-    return int(sum(value for r in rows if (value := _finite(r, "deferred")) is not None))
+    return _column_total(rows, "deferred")
+
+
+def refused_picks(rows: Sequence[Mapping[str, Any]]) -> int:
+    """Picks the builder refused over its source guard (`refused`, `--max-source-kb`), over the run: they
+    failed without compiling and took their batch's slot. Many of them say the cost model favours
+    kernels too large to build quickly (docs/benchmarks.md, "A 256 KB source guard")."""
+    return _column_total(rows, "refused")
 
 
 def drafting_share(rows: Sequence[Mapping[str, Any]]) -> float:

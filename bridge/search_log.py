@@ -22,7 +22,7 @@ from tvm.ir.utils import derived_object
 
 from data.atomic import atomic_path
 from data.labels import mean_latency
-from tvm_env import ms
+from tvm_env import ms, nvrtc
 
 __all__ = ["SearchLog", "read_rounds"]
 
@@ -143,6 +143,7 @@ class SearchLog:
         "build_cpu_s",  # CPU seconds the build workers spent on the batch (built ahead or not)
         "build_work_s",  # the build workers' summed wall seconds on it (tvm_env.builder.BATCH_KEYS)
         "deferred",  # picks searched for this batch whose build was still running when it was due (in the next batch)
+        "refused",  # picks the builder refused over its source guard (--max-source-kb): failed, never compiled
         "update_s",
         "total_trials",
         "elapsed_s",
@@ -251,6 +252,7 @@ class SearchLog:
             round=self._rounds[task],
             trials=len(candidates),
             valid=sum(math.isfinite(x) for x in latencies),
+            refused=sum(nvrtc.is_refused(b.error_msg) for b in builder_results),
             best_us=self.best.get(task, math.inf) * 1e6,
             build_s=build_s,
             run_s=self._pop_run(builder_results),

@@ -115,10 +115,15 @@ class TuneResult:
     def builds(self) -> dict[str, float]:
         """`busy`: the median share of the build workers' time a batch kept them busy
         (`bridge.curve.build_busy`; NaN when not known); `deferred`: picks whose build a batch
-        left to the next one (`SearchConfig.straggler_grace`)."""
-        from bridge.curve import build_busy, deferred_picks
+        left to the next one (`SearchConfig.straggler_grace`); `refused`: picks the source guard
+        refused (`MeasureConfig.max_source_kb`)."""
+        from bridge.curve import build_busy, deferred_picks, refused_picks
 
-        return {"busy": build_busy(self.rows, self.build_workers), "deferred": float(deferred_picks(self.rows))}
+        return {
+            "busy": build_busy(self.rows, self.build_workers),
+            "deferred": float(deferred_picks(self.rows)),
+            "refused": float(refused_picks(self.rows)),
+        }
 
 
 def records_by_task(database: Any, tasks: Sequence[Any]) -> dict[str, tuple[int, float]]:

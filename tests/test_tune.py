@@ -132,6 +132,7 @@ def test_cli_resumes_from_the_work_dir(tmp_path, capsys):
     assert f"device idle: {100 * idle['idle']:.0f}% of the run" in out
     builds = json.loads((tmp_path / "summary.json").read_text())["builds"]  # the build workers' use
     assert 0 < builds["busy"] <= 1 and builds["deferred"] == 0  # evolution builds every batch in the loop
+    assert builds["refused"] == 0 and "picks refused" not in out  # the source guard bounds CUDA kernels only
     assert f"builds: workers busy {100 * builds['busy']:.0f}% of a batch's build time" in out
     second = tune.main([*args, "--trials", "9"])
     assert second.tasks[0].trials == 9

@@ -5,7 +5,14 @@ import math
 
 import pytest
 
-from bridge.curve import build_bound_idle, build_busy, deferred_picks, device_idle_parts, device_idle_share
+from bridge.curve import (
+    build_bound_idle,
+    build_busy,
+    deferred_picks,
+    device_idle_parts,
+    device_idle_share,
+    refused_picks,
+)
 from bridge.search_log import SearchLog
 
 
@@ -55,6 +62,15 @@ def test_deferred_picks_sum_over_the_batches_built_ahead():
     assert deferred_picks(run) == 3 and deferred_picks(run[:1]) == 0
     del run[2]["deferred"]  # a curve written before the column: counts as none
     assert deferred_picks(run) == 2
+
+
+def test_refused_picks_sum_over_every_batch():
+    run = rows((12, 2, 1, math.nan), (17, 2, 0, 4.0), (26, 2, 0, 5.0))
+    for row, refused in zip(run, (3.0, 0.0, 2.0)):
+        row["refused"] = refused
+    assert refused_picks(run) == 5 and refused_picks(run[1:2]) == 0
+    del run[0]["refused"]  # a curve written before the column: counts as none
+    assert refused_picks(run) == 2
 
 
 def test_the_builds_bound_the_idle_share_of_the_rounds_after_the_first():
