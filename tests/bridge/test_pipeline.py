@@ -219,7 +219,8 @@ def test_a_prefetch_leaves_a_straggler_building_and_the_batch_after_takes_it_ove
 
 def test_a_straggler_left_building_is_measured_in_the_next_batch_once(tmp_path, builder):
     """A zero grace defers whatever is still building when 90% of a batch of 12 is built (on 2 workers,
-    the 12th): the deferred pick goes first in the next batch, and nothing is measured twice."""
+    the 12th): the deferred pick is measured in a later batch (the next one, or the one after when the
+    next was already building: `search_ahead` 2), nothing is measured twice and nothing is lost."""
     result = tune_tasks(
         [zoo.operator_task("matmul:64,64,64")],
         json.loads(TARGET),
@@ -236,6 +237,13 @@ def test_a_straggler_left_building_is_measured_in_the_next_batch_once(tmp_path, 
     assert len({int(tvm_ffi.structural_hash(r.as_measure_candidate().sch.mod)) for r in records}) == 36
     deferred = [r["deferred"] for r in rows[1:]]
     assert sum(deferred) >= 1, deferred
-    for r, d in zip(rows[1:-1], deferred):  # a batch that left picks building was handed out without them
-        assert r["trials"] == 12 - d or d == 0, rows
+    # Three batches searched 12 picks each; a later one holds only picks left building. A batch is
+    # handed out without the picks it deferred, and with some of those deferred before it.
+    pending = 0
+    for i, r in enumerate(rows[1:], start=1):
+        searched, d = (12 if i < 3 else 0), int(r["deferred"])
+        joined = int(r["trials"]) - (searched - d)
+        assert 0 <= joined <= pending, rows
+        pending += d - joined
+    assert pending == 0 and len(rows) <= 4, rows
     assert math.isnan(rows[0]["deferred"])  # searched in the loop, not built ahead
