@@ -10,7 +10,9 @@ their source sizes; the databases of one workload (same parent folder, e.g.
 fastest schedules. Each database's sample is also split by the schedule's unroll step (the largest
 `pragma_auto_unroll_max_step` on its loops, which MetaSchedule samples per block; 0 when none): how
 often a run picked each step, and how large each step's kernels were. Explicit unrolling is what
-makes kernels big, so this shows whether a cost model favours the steps that build slowly.
+makes kernels big, so this shows whether a cost model favours the steps that build slowly. With
+`--estimate`, each sampled schedule is also sized before it builds (`bridge.build_size`): how well
+the estimate follows the real size (correlation of the logs, median ratio) and what it cost.
 
     python benchmarks/source_size.py --databases "[benchmarks/results/suite_databases/dense_128x3072x768/xgb-s0, ...]" \
         --sample 240 --best 10 --json_out benchmarks/results/source_size_suite.json
@@ -22,13 +24,16 @@ import json
 import random
 import statistics
 import sys
+import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+import numpy as np
 from jsonargparse import CLI
 
 from benchmarks.build_profile import replay
+from bridge.build_size import estimated_source_kb
 from data.atomic import atomic_write_text
 from data.records import read_records
 from tvm_env import parse_target, setup, tvm
@@ -69,6 +74,7 @@ def source_size(
     sample: int = 240,
     best: int = 10,
     seed: int = 0,
+    estimate: bool = False,
     json_out: Path | None = None,
 ) -> dict:
     """Source sizes per database and of each workload's best schedules; print them; write `json_out`.
@@ -78,6 +84,7 @@ def source_size(
         target: the CUDA target the schedules were tuned for.
         sample: measured schedules sized per database (random, `seed`; all when fewer).
         best: the fastest this-many of each workload's pooled records are sized too.
+        estimate: also estimate each sampled schedule's size before it builds (`bridge.build_size`).
         json_out: where to write the sizes.
     """
     tgt = parse_target(target)
@@ -100,6 +107,8 @@ def source_size(
             **{f"over_{k}_kb": sum(s > k for s in sizes) / len(sizes) for k in LIMITS_KB},
             "by_unroll": by_unroll(steps, built),
         }
+        if estimate:
+            per_db[db]["estimate"] = estimate_quality(schedules, built, tgt)
         row = per_db[db]
         print(
             f"{db}: {row['sized']} sized ({row['no_build']} do not build), median {row['median_kb']:.0f} KB, p90 {row['p90_kb']:.0f}, "
@@ -114,6 +123,13 @@ def source_size(
             ),
             flush=True,
         )
+        if estimate:
+            e = row["estimate"]
+            print(
+                f"  estimated before the build: r(log) {e['r_log']:.3f}, estimate / size median {e['ratio_median']:.2f} "
+                f"(p10 {e['ratio_p10']:.2f}, p90 {e['ratio_p90']:.2f}), {e['ms_median']:.1f} ms a schedule (median)",
+                flush=True,
+            )
     fastest = {}
     for workload, records in pooled.items():
         top = sorted((r for r in records if r.latency < float("inf")), key=lambda r: r.latency)[:best]
@@ -142,6 +158,29 @@ def by_unroll(steps: list[int], built: list[float | None]) -> dict[str, dict]:
                 **{f"over_{k}_kb": sum(kb > k for kb in sizes) / len(sizes) for k in LIMITS_KB},
             }
     return out
+
+
+def estimate_quality(schedules: list, built: list[float | None], target) -> dict[str, float]:
+    """How `bridge.build_size.estimated_source_kb` follows the real sizes `built` of `schedules` (those
+    that build): Pearson r of the logs, the estimate / size ratio's median and 10th / 90th
+    percentiles, and the median milliseconds an estimate took."""
+    pairs, millis = [], []
+    for sch, kb in zip(schedules, built):
+        if kb is None:
+            continue
+        start = time.perf_counter()
+        pairs.append((estimated_source_kb(sch.mod, target), kb))
+        millis.append(1e3 * (time.perf_counter() - start))
+    logs = np.log(np.array(pairs))
+    ratios = sorted(est / kb for est, kb in pairs)
+    return {
+        "sized": len(pairs),
+        "r_log": float(np.corrcoef(logs[:, 0], logs[:, 1])[0, 1]),
+        "ratio_median": statistics.median(ratios),
+        "ratio_p10": ratios[int(0.1 * (len(ratios) - 1))],
+        "ratio_p90": ratios[int(0.9 * (len(ratios) - 1))],
+        "ms_median": statistics.median(millis),
+    }
 
 
 def main(argv: list[str] | None = None) -> dict:

@@ -51,3 +51,14 @@ def test_sizes_split_by_unroll_step(tmp_path):
     ms = source_size.tvm.s_tir.meta_schedule
     bare = source_size.tvm.s_tir.Schedule(ms.database.Workload.from_json(records[0].workload.as_json()).mod)
     assert source_size.unroll_step(bare) == 0
+
+
+def test_the_estimate_before_the_build_follows_the_sizes():
+    db = str(DEPTHWISE / "pruner-s0")
+    out = source_size.source_size(databases=(db,), sample=5, best=1, estimate=True)
+    e = out["databases"][db]["estimate"]
+    assert e["sized"] == out["databases"][db]["sized"] == 5
+    assert 0.3 < e["ratio_p10"] <= e["ratio_median"] <= e["ratio_p90"] < 3 and -1 <= e["r_log"] <= 1
+    assert e["ms_median"] > 0
+    plain = source_size.source_size(databases=(db,), sample=5, best=1)
+    assert "estimate" not in plain["databases"][db]  # only when asked for
