@@ -95,7 +95,11 @@ def source_size(
         pooled.setdefault(str(Path(db).parent), []).extend(records)
         picked = random.Random(seed).sample(records, min(sample, len(records)))
         schedules = [replay(r) for r in picked]
-        built = [source_kb(r, tgt, sch) for r, sch in zip(picked, schedules)]
+        built, source_ms = [], []
+        for r, sch in zip(picked, schedules):
+            start = time.perf_counter()
+            built.append(source_kb(r, tgt, sch))
+            source_ms.append(1e3 * (time.perf_counter() - start))
         steps = [unroll_step(sch) for sch in schedules]
         sizes = sorted(s for s in built if s is not None)
         per_db[db] = {
@@ -108,7 +112,10 @@ def source_size(
             "by_unroll": by_unroll(steps, built),
         }
         if estimate:
-            per_db[db]["estimate"] = estimate_quality(schedules, built, tgt)
+            per_db[db]["estimate"] = {
+                **estimate_quality(schedules, built, tgt),
+                "source_ms_median": statistics.median(source_ms),  # lowering + generating the source, no NVRTC
+            }
         row = per_db[db]
         print(
             f"{db}: {row['sized']} sized ({row['no_build']} do not build), median {row['median_kb']:.0f} KB, p90 {row['p90_kb']:.0f}, "
@@ -127,7 +134,9 @@ def source_size(
             e = row["estimate"]
             print(
                 f"  estimated before the build: r(log) {e['r_log']:.3f}, estimate / size median {e['ratio_median']:.2f} "
-                f"(p10 {e['ratio_p10']:.2f}, p90 {e['ratio_p90']:.2f}), {e['ms_median']:.1f} ms a schedule (median)",
+                f"(p10 {e['ratio_p10']:.2f}, p90 {e['ratio_p90']:.2f}), {e['ms_median']:.1f} ms a schedule against "
+                f"{e['source_ms_median']:.0f} ms to generate the source (medians); over 256 KB: "
+                f"{e['over_256_kb']['real']} real, {e['over_256_kb']['estimated']} estimated, {e['over_256_kb']['both']} both",
                 flush=True,
             )
     fastest = {}
@@ -163,7 +172,8 @@ def by_unroll(steps: list[int], built: list[float | None]) -> dict[str, dict]:
 def estimate_quality(schedules: list, built: list[float | None], target) -> dict[str, float]:
     """How `bridge.build_size.estimated_source_kb` follows the real sizes `built` of `schedules` (those
     that build): Pearson r of the logs, the estimate / size ratio's median and 10th / 90th
-    percentiles, and the median milliseconds an estimate took."""
+    percentiles, the median milliseconds an estimate took, and at each of `LIMITS_KB` how many
+    schedules were over it, estimated over it, and both."""
     pairs, millis = [], []
     for sch, kb in zip(schedules, built):
         if kb is None:
@@ -180,6 +190,15 @@ def estimate_quality(schedules: list, built: list[float | None], target) -> dict
         "ratio_p10": ratios[int(0.1 * (len(ratios) - 1))],
         "ratio_p90": ratios[int(0.9 * (len(ratios) - 1))],
         "ms_median": statistics.median(millis),
+        # at each guard: schedules really over it, estimated over it, and both
+        **{
+            f"over_{k}_kb": {
+                "real": sum(kb > k for _, kb in pairs),
+                "estimated": sum(est > k for est, _ in pairs),
+                "both": sum(est > k and kb > k for est, kb in pairs),
+            }
+            for k in LIMITS_KB
+        },
     }
 
 

@@ -59,6 +59,9 @@ def test_the_estimate_before_the_build_follows_the_sizes():
     e = out["databases"][db]["estimate"]
     assert e["sized"] == out["databases"][db]["sized"] == 5
     assert 0.3 < e["ratio_p10"] <= e["ratio_median"] <= e["ratio_p90"] < 3 and -1 <= e["r_log"] <= 1
-    assert e["ms_median"] > 0
+    assert e["ms_median"] > 0 and e["source_ms_median"] > 0
+    for k in source_size.LIMITS_KB:
+        over = e[f"over_{k}_kb"]
+        assert over["both"] <= min(over["real"], over["estimated"]) <= 5
     plain = source_size.source_size(databases=(db,), sample=5, best=1)
     assert "estimate" not in plain["databases"][db]  # only when asked for
