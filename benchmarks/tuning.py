@@ -75,6 +75,7 @@ SEARCH_KNOBS = (
     "low_draft_ahead",
     "first_drafts_ahead",
     "search_ahead",
+    "size_filter_kb",
 )
 """The draft-then-verify settings this CLI passes to `bridge.config.SearchConfig` as they are."""
 

@@ -129,6 +129,12 @@ class SearchConfig:
         "(one more round of staleness; on the GPU suite the device idled less on 6 of 7 seeds, latency level); 1, "
         "the next batch is searched, then built, while the current one runs (the default before 2026-11-27)",
     )
+    size_filter_kb: float | None = _knob(
+        None,
+        "pass over verified picks whose CUDA source is estimated (bridge.build_size) over this many KB before they "
+        "take batch slots, so the next in rank order builds instead; set it to --max-source-kb, whose refusals it "
+        "forestalls (84% of them on the H200 suite's schedules at 256 KB); null: off (untested on the GPU)",
+    )
     straggler_grace: float | None = _knob(
         0.5,
         "g: a batch built ahead waits, once 90% of it is built in t s, at most g x t s more; picks still building "
@@ -145,6 +151,8 @@ class SearchConfig:
             raise ValueError(f"--redraft-min-samples {self.redraft_min_samples!r} must be >= 1")
         if self.search_ahead not in (1, 2):
             raise ValueError(f"--search-ahead {self.search_ahead!r} must be 1 or 2")
+        if self.size_filter_kb is not None and not self.size_filter_kb > 0:
+            raise ValueError(f"--size-filter-kb {self.size_filter_kb!r} must be > 0 (null: off)")
         if self.first_drafts_ahead < 0:
             raise ValueError(f"--first-drafts-ahead {self.first_drafts_ahead!r} must be >= 0 (0: off)")
         if self.fill_device < 0:

@@ -52,6 +52,7 @@ from bridge.fill_rule import FillRule
 from bridge.pipeline import Pipeline
 from bridge.search import _UNLIMITED, CountingCostModel, _key, _ResumableSearch, candidate
 from bridge.search_log import SearchLog
+from bridge.size_filter import SizeFilter
 from bridge.stall_rule import DraftLedger, StallRule
 from bridge.verify_gate import VerifyGate
 from data.labels import mean_latency
@@ -116,6 +117,7 @@ class DraftVerifySearch(_ResumableSearch):
         low_draft_ahead: bool = True,
         first_drafts_ahead: int = 2,
         search_ahead: int = 2,
+        size_filter_kb: float | None = None,
         pipeline: Pipeline | None = None,
         log: SearchLog | None = None,
         ledger: DraftLedger | None = None,
@@ -206,6 +208,9 @@ class DraftVerifySearch(_ResumableSearch):
                 batch before builds"). 1: the next batch is searched, then built, while the current
                 one runs, so a round lasts at least its search plus its build (the default before
                 2026-11-27).
+            size_filter_kb: pass over picks whose CUDA source is estimated over this many KB before
+                they take batch slots (`bridge.size_filter`; None: off). The builder's
+                `max_source_kb` is the value that matches it: those picks would be refused there.
             pipeline: search (and build) the next round in the background (`bridge.pipeline`);
                 None: rounds in turn, as MetaSchedule runs them.
             log: where rounds are logged (None: nowhere).
@@ -243,6 +248,8 @@ class DraftVerifySearch(_ResumableSearch):
         check_weight(psa_weight, f"psa_weight={psa_weight!r}")
         if search_ahead not in (1, 2):
             raise ValueError(f"search_ahead={search_ahead!r} must be 1 or 2")
+        if size_filter_kb is not None and not size_filter_kb > 0:
+            raise ValueError(f"size_filter_kb={size_filter_kb!r} must be > 0 (None: off)")
         if redraft_share is not None and not 0.0 < redraft_share <= 1.0:
             raise ValueError(f"redraft_share={redraft_share!r} must be in (0, 1] (None: no limit)")
         if potential_size > population_size:
@@ -274,6 +281,7 @@ class DraftVerifySearch(_ResumableSearch):
             low_draft_ahead=low_draft_ahead,
             first_drafts_ahead=first_drafts_ahead,
             search_ahead=search_ahead,
+            size_filter_kb=size_filter_kb,
         )
         self.__dict__.update(self.options)
 
@@ -320,6 +328,7 @@ class DraftVerifySearch(_ResumableSearch):
             low_draft_ahead=search.low_draft_ahead,
             first_drafts_ahead=search.first_drafts_ahead,
             search_ahead=search.search_ahead,
+            size_filter_kb=search.size_filter_kb,
             pipeline=pipeline,
             log=log,
         )
@@ -363,6 +372,7 @@ class DraftVerifySearch(_ResumableSearch):
         self._stall = StallRule(self.redraft_stall, backoff=self.redraft_backoff, best=self.best_before)
         self._unevolved = False  # the potential space is a quick start's unevolved samples
         self._gate = VerifyGate() if self.verify_gate else None
+        self._size = SizeFilter(self.size_filter_kb, self.context.target) if self.size_filter_kb else None
         self._fill = FillRule(self.per_round, self.fill_device if self.pipeline is not None else 0)
         if self.first_drafts_ahead and self.pipeline is not None and self.budget > 0:  # the first round takes it up
             self._stall.drafted(on_stall=False)
@@ -506,11 +516,14 @@ class DraftVerifySearch(_ResumableSearch):
         if self._gate is not None:
             stats.update(gated=int(gated), verifier_acc=self._gate.verifier_acc, draft_acc=self._gate.draft_acc)
         n_random = min(int(n * self.eps_greedy), len(self._samples))
-        picks = ranked[: n - n_random]
+        dropped_before = self._size.dropped if self._size is not None else 0
+        picks = ranked[: n - n_random] if self._size is None else self._size.first(ranked, n - n_random)
         chosen = {k for k, _ in picks}
         extra = [pair for pair in self._samples if pair[0] not in chosen]
-        for i in self.rng.permutation(len(extra))[: n - len(picks)]:
-            picks.append(extra[i])
+        extra = [extra[i] for i in self.rng.permutation(len(extra))]
+        picks += extra[: n - len(picks)] if self._size is None else self._size.first(extra, n - len(picks))
+        if self._size is not None:
+            stats["size_dropped"] = self._size.dropped - dropped_before
         if self._deferred:  # the last batch's picks left building go first; their builds go on
             deferred, self._deferred = self._unmeasured(self._deferred), []
             first = {k for k, _ in deferred}

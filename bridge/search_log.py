@@ -144,6 +144,7 @@ class SearchLog:
         "build_work_s",  # the build workers' summed wall seconds on it (tvm_env.builder.BATCH_KEYS)
         "deferred",  # picks searched for this batch whose build was still running when it was due (in the next batch)
         "refused",  # picks the builder refused over its source guard (--max-source-kb): failed, never compiled
+        "size_dropped",  # picks the search passed over as estimated over --size-filter-kb (bridge.size_filter)
         "update_s",
         "total_trials",
         "elapsed_s",

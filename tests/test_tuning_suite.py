@@ -178,7 +178,7 @@ def test_two_shards_tune_their_arms_at_once_on_their_own_cores(tmp_path):
 
 
 def test_the_draft_knobs_reach_the_search_config():
-    values = (None, 512, 1, 2, 0, True, 0.2, 16, True, 1.0, False, 48, 0.25, False, False, 3, 1)  # none a default
+    values = (None, 512, 1, 2, 0, True, 0.2, 16, True, 1.0, False, 48, 0.25, False, False, 3, 1, 256.0)  # none a default
     knobs = dict(zip(tuning.SEARCH_KNOBS, values, strict=True))
     args = types.SimpleNamespace(psa="h100", psa_formula="published", seed_value=1, **knobs)
     cost_model, search = tuning.configs("pruner", args)
@@ -187,7 +187,7 @@ def test_the_draft_knobs_reach_the_search_config():
     assert search.pipeline is False and search.verify_gate is True and search.draft_generations == 1
     assert search.psa_weight == 1.0 and search.fill_device == 48 and search.straggler_grace == 0.25
     assert search.draft_ahead is False and search.first_drafts_ahead == 3 and search.search_ahead == 1
-    assert search.low_draft_ahead is False
+    assert search.low_draft_ahead is False and search.size_filter_kb == 256.0
     assert cost_model.name == "pam" and cost_model.seed == 1
     with pytest.raises(ValueError, match="needs --checkpoint"):
         tuning.configs("moa", types.SimpleNamespace(**{**vars(args), "checkpoint": None}))
