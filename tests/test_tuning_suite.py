@@ -178,7 +178,26 @@ def test_two_shards_tune_their_arms_at_once_on_their_own_cores(tmp_path):
 
 
 def test_the_draft_knobs_reach_the_search_config():
-    values = (None, 512, 1, 2, 0, True, 0.2, 16, True, 1.0, False, 48, 0.25, False, False, 3, 1, 256.0)  # none a default
+    values = (
+        None,
+        512,
+        1,
+        2,
+        0,
+        True,
+        0.2,
+        16,
+        True,
+        1.0,
+        False,
+        48,
+        0.25,
+        False,
+        False,
+        3,
+        1,
+        256.0,
+    )  # none a default
     knobs = dict(zip(tuning.SEARCH_KNOBS, values, strict=True))
     args = types.SimpleNamespace(psa="h100", psa_formula="published", seed_value=1, **knobs)
     cost_model, search = tuning.configs("pruner", args)
