@@ -108,7 +108,7 @@ def source_size(
             "median_kb": statistics.median(sizes),
             "p90_kb": sizes[int(0.9 * (len(sizes) - 1))],
             "max_kb": sizes[-1],
-            **{f"over_{k}_kb": sum(s > k for s in sizes) / len(sizes) for k in LIMITS_KB},
+            **over_limits(sizes),
             "by_unroll": by_unroll(steps, built),
         }
         if estimate:
@@ -152,6 +152,11 @@ def source_size(
     return out
 
 
+def over_limits(sizes: list[float]) -> dict[str, float]:
+    """The share of `sizes` (KB) over each of `LIMITS_KB`, keyed `over_<limit>_kb`."""
+    return {f"over_{k}_kb": sum(kb > k for kb in sizes) / len(sizes) for k in LIMITS_KB}
+
+
 def by_unroll(steps: list[int], built: list[float | None]) -> dict[str, dict]:
     """Per unroll step (ascending; JSON keys are strings): the share of the sized schedules that have
     it, and their median size and share over each of `LIMITS_KB`."""
@@ -164,7 +169,7 @@ def by_unroll(steps: list[int], built: list[float | None]) -> dict[str, dict]:
                 "sized": len(sizes),
                 "share": len(sizes) / n,
                 "median_kb": statistics.median(sizes),
-                **{f"over_{k}_kb": sum(kb > k for kb in sizes) / len(sizes) for k in LIMITS_KB},
+                **over_limits(sizes),
             }
     return out
 

@@ -52,7 +52,7 @@ from bridge.fill_rule import FillRule
 from bridge.pipeline import Pipeline
 from bridge.search import _UNLIMITED, CountingCostModel, _key, _ResumableSearch, candidate
 from bridge.search_log import SearchLog
-from bridge.size_filter import SizeFilter
+from bridge.size_filter import SizeFilter, check_limit
 from bridge.stall_rule import DraftLedger, StallRule
 from bridge.verify_gate import VerifyGate
 from data.labels import mean_latency
@@ -248,8 +248,7 @@ class DraftVerifySearch(_ResumableSearch):
         check_weight(psa_weight, f"psa_weight={psa_weight!r}")
         if search_ahead not in (1, 2):
             raise ValueError(f"search_ahead={search_ahead!r} must be 1 or 2")
-        if size_filter_kb is not None and not size_filter_kb > 0:
-            raise ValueError(f"size_filter_kb={size_filter_kb!r} must be > 0 (None: off)")
+        check_limit(size_filter_kb)
         if redraft_share is not None and not 0.0 < redraft_share <= 1.0:
             raise ValueError(f"redraft_share={redraft_share!r} must be in (0, 1] (None: no limit)")
         if potential_size > population_size:

@@ -125,7 +125,7 @@ def print_report(result: Any, console: Any, *, total_tasks: int | None = None) -
             f"builds: workers busy {100 * builds['busy']:.0f}% of a batch's build time (median), "
             f"{builds['deferred']:.0f} picks left building for the next batch (--straggler-grace)"
         )
-    if builds.get("refused", 0) > 0:
+    if builds["refused"] > 0:
         console.print(
             f"builds: {builds['refused']:.0f} picks refused, their CUDA source over --max-source-kb "
             "(failed without compiling)"

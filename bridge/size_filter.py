@@ -15,9 +15,15 @@ from typing import Any
 
 from bridge.build_size import estimated_source_kb
 
-__all__ = ["SizeFilter"]
+__all__ = ["SizeFilter", "check_limit"]
 
 log = logging.getLogger(__name__)
+
+
+def check_limit(limit_kb: float | None) -> None:
+    """Raise ValueError unless `limit_kb` is a usable limit: > 0 KB, or None (no filter)."""
+    if limit_kb is not None and not limit_kb > 0:
+        raise ValueError(f"size_filter_kb={limit_kb!r} must be > 0 (None: off)")
 
 
 class SizeFilter:
@@ -28,8 +34,7 @@ class SizeFilter:
     """
 
     def __init__(self, limit_kb: float, target: Any):
-        if not limit_kb > 0:
-            raise ValueError(f"size_filter_kb={limit_kb!r} must be > 0 (None: off)")
+        check_limit(limit_kb)
         self.limit_kb, self.target = float(limit_kb), target
         self._estimates: dict[int, float] = {}
         self.dropped = 0
