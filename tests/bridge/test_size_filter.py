@@ -42,6 +42,11 @@ def test_picks_over_the_limit_are_passed_over_in_rank_order_and_estimated_once()
         SearchConfig(size_filter_kb=-1)
 
 
+GUARD_KB = 24
+"""The builder's guard in the tuning runs below. Picks differ from run to run (the search runs ahead of
+the model's updates), and over 5 runs without the filter the guard refused 3-8 of the 8 picks."""
+
+
 def _refused_and_dropped(tmp_path, size_filter_kb):
     result = tune_tasks(
         [operator_task("matmul:64,64,64")],
@@ -49,7 +54,7 @@ def _refused_and_dropped(tmp_path, size_filter_kb):
         TuneConfig(out=str(tmp_path), trials=8, trials_per_round=4, seed=0),
         search=SearchConfig(psa="h100", population=32, potential=16, size_filter_kb=size_filter_kb),
         cost_model=CostModelConfig(name="pam", epochs=2),
-        builder=PooledLocalBuilder(max_workers=1, max_source_kb=30),
+        builder=PooledLocalBuilder(max_workers=1, max_source_kb=GUARD_KB),
         runner=ms.runner.LocalRunner(timeout_sec=10),
         progress=False,
     )
@@ -59,8 +64,10 @@ def _refused_and_dropped(tmp_path, size_filter_kb):
     return sum(r["refused"] for r in rows), (sum(dropped) if dropped else None)
 
 
-def test_a_tuning_run_with_the_filter_meets_fewer_refusals_of_the_builders_guard(tmp_path):
+def test_a_tuning_run_with_the_filter_meets_no_refusals_of_the_builders_guard(tmp_path):
     refused_plain, dropped_plain = _refused_and_dropped(tmp_path / "plain", None)
-    refused_filtered, dropped_filtered = _refused_and_dropped(tmp_path / "filtered", 30)
-    assert refused_plain >= 2 and dropped_plain is None, (refused_plain, dropped_plain)
-    assert refused_filtered < refused_plain and dropped_filtered >= 1, (refused_filtered, dropped_filtered)
+    # half the guard: the estimate is within 2x of the real source (test_build_size), so no pick the
+    # filter keeps can be over the guard, whichever picks this run's search makes
+    refused_filtered, dropped_filtered = _refused_and_dropped(tmp_path / "filtered", GUARD_KB / 2)
+    assert refused_plain >= 1 and dropped_plain is None, (refused_plain, dropped_plain)
+    assert refused_filtered == 0 and dropped_filtered >= 1, (refused_filtered, dropped_filtered)
