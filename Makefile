@@ -44,11 +44,15 @@ lint: setup
 
 # A test that the 300 s timeout ends (setup.cfg) runs once more, and its report, with every thread's
 # stack, is printed at the end; one that hangs inside a C call is ended 120 s later, its stacks printed
-# (tests/conftest.py).
+# (tests/conftest.py). The tests concerned are named once more at the very end.
 test: setup lint
 	rm -rf runs/test-hangs
 	$(BIN)/python -m pytest -q -x -n 2 --durations=15 --reruns 1 --only-rerun 'Timeout \(>' \
-	  || { cat runs/test-hangs/*.txt 2>/dev/null; exit 1; }
+	  || { cat runs/test-hangs/*.txt 2>/dev/null; $(HANG_SUMMARY); exit 1; }
 	@cat runs/test-hangs/*-timeouts.txt 2>/dev/null || true
+	@$(HANG_SUMMARY)
+
+# The tests named in those reports, last, where a log's tail still shows them after the stacks.
+HANG_SUMMARY = grep -h -E '^==== |: no answer ' runs/test-hangs/*.txt 2>/dev/null | sed -E 's/^(==== )?/hung or timed out: /' || true
 
 .PHONY: setup demo lint test
