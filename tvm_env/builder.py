@@ -33,7 +33,7 @@ from tvm_env import nvrtc
 from tvm_env.configure import usable_cores
 from tvm_env.target import parse_target, target_spec
 
-__all__ = ["SPARE_AHEAD", "PooledLocalBuilder", "fast_build", "one_build_thread"]
+__all__ = ["SPARE_AHEAD", "PooledLocalBuilder", "fast_build", "one_build_thread", "tiny_kernel"]
 
 SPARE_AHEAD = 3
 """`PooledLocalBuilder` starts the pool that replaces its workers this many batches before the restart."""
@@ -54,7 +54,7 @@ def one_build_thread() -> None:
     os.environ["TVM_NUM_THREADS"] = "1"
 
 
-def _tiny_kernel() -> Any:
+def tiny_kernel() -> Any:
     """A 64-element add with its loop bound to CUDA threads: the smallest kernel a CUDA build takes."""
     from tvm import te
 
@@ -77,7 +77,7 @@ def warm_worker(target_json: str | None) -> bool:
         target = tvm.target.Target(json.loads(target_json))
         if target.kind.name != "cuda":
             return False
-        fast_build(_tiny_kernel(), target, None)
+        fast_build(tiny_kernel(), target, None)
         return True
     except Exception:  # noqa: BLE001 - a warm-up that fails costs nothing but the warm-up
         return False
