@@ -10,7 +10,9 @@ their source sizes; the databases of one workload (same parent folder, e.g.
 fastest schedules. Each database's sample is also split by the schedule's unroll step (the largest
 `pragma_auto_unroll_max_step` on its loops, which MetaSchedule samples per block; 0 when none): how
 often a run picked each step, and how large each step's kernels were. Explicit unrolling is what
-makes kernels big, so this shows whether a cost model favours the steps that build slowly. With
+makes kernels big, so this shows whether a cost model favours the steps that build slowly, and
+(from each step's measured latencies, and the step of each fastest schedule) whether those steps
+are where the fast schedules are. With
 `--estimate`, each sampled schedule is also sized before it builds (`bridge.build_size`): how well
 the estimate follows the real size (correlation of the logs, median ratio) and what it cost.
 
@@ -21,6 +23,7 @@ the estimate follows the real size (correlation of the logs, median ratio) and w
 from __future__ import annotations
 
 import json
+import math
 import random
 import statistics
 import sys
@@ -109,7 +112,7 @@ def source_size(
             "p90_kb": sizes[int(0.9 * (len(sizes) - 1))],
             "max_kb": sizes[-1],
             **over_limits(sizes),
-            "by_unroll": by_unroll(steps, built),
+            "by_unroll": by_unroll(steps, built, [r.latency * 1e6 for r in picked]),
         }
         if estimate:
             per_db[db]["estimate"] = {
@@ -125,7 +128,8 @@ def source_size(
         print(
             "  by unroll step: "
             + "; ".join(
-                f"{step} {u['share']:.0%} (median {u['median_kb']:.0f} KB, over 256 KB {u['over_256_kb']:.0%})"
+                f"{step} {u['share']:.0%} (median {u['median_kb']:.0f} KB, over 256 KB {u['over_256_kb']:.0%}, "
+                + ("none ran)" if u["best_us"] is None else f"fastest {u['best_us']:.2f} us)")
                 for step, u in row["by_unroll"].items()
             ),
             flush=True,
@@ -142,10 +146,17 @@ def source_size(
     fastest = {}
     for workload, records in pooled.items():
         top = sorted((r for r in records if r.latency < float("inf")), key=lambda r: r.latency)[:best]
-        fastest[workload] = [{"latency_us": r.latency * 1e6, "source_kb": source_kb(r, tgt)} for r in top]
-        sizes = [f["source_kb"] for f in fastest[workload]]
-        shown = ", ".join("-" if s is None else f"{s:.0f}" for s in sizes)
-        print(f"{workload}: its {len(sizes)} fastest schedules: {shown} KB")
+        fastest[workload] = []
+        for r in top:
+            sch = replay(r)
+            fastest[workload].append(
+                {"latency_us": r.latency * 1e6, "source_kb": source_kb(r, tgt, sch), "unroll_step": unroll_step(sch)}
+            )
+        shown = ", ".join(
+            ("-" if f["source_kb"] is None else f"{f['source_kb']:.0f}") + f" (step {f['unroll_step']})"
+            for f in fastest[workload]
+        )
+        print(f"{workload}: its {len(top)} fastest schedules, KB: {shown}")
     out = {"target": target, "databases": per_db, "fastest": fastest}
     if json_out:
         atomic_write_text(json_out, json.dumps(out, indent=1))
@@ -157,19 +168,23 @@ def over_limits(sizes: list[float]) -> dict[str, float]:
     return {f"over_{k}_kb": sum(kb > k for kb in sizes) / len(sizes) for k in LIMITS_KB}
 
 
-def by_unroll(steps: list[int], built: list[float | None]) -> dict[str, dict]:
+def by_unroll(steps: list[int], built: list[float | None], latencies_us: list[float]) -> dict[str, dict]:
     """Per unroll step (ascending; JSON keys are strings): the share of the sized schedules that have
-    it, and their median size and share over each of `LIMITS_KB`."""
+    it, their median size and share over each of `LIMITS_KB`, and their fastest and median measured
+    latency (us; None where none ran)."""
     out = {}
     n = sum(kb is not None for kb in built)
     for step in sorted(set(steps)):
-        sizes = sorted(kb for s, kb in zip(steps, built) if s == step and kb is not None)
-        if sizes:
+        rows = [(kb, us) for s, kb, us in zip(steps, built, latencies_us) if s == step and kb is not None]
+        if rows:
+            sizes = sorted(kb for kb, _ in rows)
             out[str(step)] = {
                 "sized": len(sizes),
                 "share": len(sizes) / n,
                 "median_kb": statistics.median(sizes),
                 **over_limits(sizes),
+                "best_us": min(ran) if (ran := [us for _, us in rows if math.isfinite(us)]) else None,
+                "median_us": statistics.median(ran) if ran else None,
             }
     return out
 

@@ -41,6 +41,12 @@ def test_sizes_split_by_unroll_step(tmp_path):
     assert [int(k) for k in split] == sorted(int(k) for k in split)
     assert all(0 <= u["over_512_kb"] <= u["over_256_kb"] <= 1 and u["median_kb"] > 1 for u in split.values())
     records = [r for t in read_records([db]).tasks.values() for r in t.records]
+    # each step's latencies are its picks' measured ones: the fastest of the steps is the sample's fastest
+    sampled = source_size.random.Random(0).sample(records, 6)
+    assert min(u["best_us"] for u in split.values()) == min(r.latency for r in sampled) * 1e6
+    assert all(u["best_us"] <= u["median_us"] for u in split.values())
+    (fastest,) = out["fastest"].values()
+    assert fastest[0]["unroll_step"] == source_size.unroll_step(replay(min(records, key=lambda r: r.latency)))
     steps = set()
     for record in records[:8]:
         sch = replay(record)
