@@ -76,6 +76,7 @@ SEARCH_KNOBS = (
     "first_drafts_ahead",
     "search_ahead",
     "size_filter_kb",
+    "eps_greedy",
 )
 """The draft-then-verify settings this CLI passes to `bridge.config.SearchConfig` as they are."""
 
