@@ -7,7 +7,8 @@ often than Pruner's (docs/benchmarks.md, "Where MoA's 3x3 conv picks go"). Wheth
 is the pretrained verifier's before the run adapts it can be measured without a GPU, on the records
 the arms measured. For feature shards of tuning databases (`data.featurize` on arms' work dirs),
 this finds each record's unroll step (its trace replayed from the database line its shard names),
-scores every record with PSA and with each artifact, and prints, per workload (the records of every
+scores every record with PSA and with each artifact (alone, and blended with PSA at each of
+`--blend`'s weights), and prints, per workload (the records of every
 task of one workload hash, pooled), each step's share of:
 
 - all measured records;
@@ -18,7 +19,7 @@ A ranking whose first picks sit on a step that the fastest do not is one that se
 
     python -m data.featurize <the arms' work dirs> --out runs/conv3_shards --workers 2
     python benchmarks/step_bias.py --shards runs/conv3_shards --artifacts "[bridge/weights/pam-cuda-sm_90a.pt]" \
-        --json_out benchmarks/results/step_bias_conv3x3.json
+        --blend "[1]" --json_out benchmarks/results/step_bias_conv3x3.json
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ from bridge.psa import DEFAULT_FORMULA, get_device, psa_scores
 from data.atomic import atomic_write_text
 from data.records import read_records
 from data.shards import read_shards
+from pruner_models.blend import blend_with_psa
 from tvm_env import parse_target, setup
 
 
@@ -70,6 +72,7 @@ def shares(steps: np.ndarray) -> dict[str, float]:
 def step_bias(
     shards: str,
     artifacts: tuple[str, ...] = (),
+    blend: tuple[float, ...] = (),
     device: str = "h100",
     target: str = "nvidia/nvidia-h100",
     top: float = 0.05,
@@ -80,6 +83,8 @@ def step_bias(
     Args:
         shards: feature shards (a folder of `*.h5`) of tuning databases.
         artifacts: learned models (`bridge.export` files) to rank beside PSA.
+        blend: PSA weights at which each artifact is also ranked blended with PSA
+            (`pruner_models.blend.blend_with_psa` over each workload's records, as `--psa-weight`).
         device: PSA's device row (`bridge.psa.get_device`).
         target: the CUDA target the schedules were tuned for (to replay them).
         top: the share of a workload's measured records taken as its fastest and as a ranking's first.
@@ -89,11 +94,17 @@ def step_bias(
         raise ValueError(f"--top {top} must be in (0, 1]")
     setup(parse_target(target))
     data = read_shards(shards)
-    rankings = {f"PSA {DEFAULT_FORMULA}": psa_scores(data.psa_programs(), get_device(device), DEFAULT_FORMULA)}
-    for path in artifacts:
-        rankings[f"model {Path(path).stem}"] = score_shard_data(load_model(path).net, data)
+    psa = psa_scores(data.psa_programs(), get_device(device), DEFAULT_FORMULA)
+    rankings = {f"PSA {DEFAULT_FORMULA}": psa}
     group = pooled_groups(data)[0]
     latency = np.asarray(data.latency, dtype=np.float64)
+    ran = np.isfinite(latency)  # the blend standardizes over the records that are ranked
+    for path in artifacts:
+        model = rankings[f"model {Path(path).stem}"] = score_shard_data(load_model(path).net, data)
+        for weight in blend:
+            blended = np.full(len(model), -np.inf)
+            blended[ran] = blend_with_psa(model[ran], psa[ran], group[ran], weight)
+            rankings[f"model {Path(path).stem} + {weight:g} PSA"] = blended
     steps = record_steps(np.asarray(data.record_source))
     out: dict = {"shards": shards, "top": top, "workloads": {}}
     for g in np.unique(group):

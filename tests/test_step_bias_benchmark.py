@@ -30,6 +30,7 @@ def test_shares_of_the_records_the_fastest_and_each_rankings_first(tmp_path, mon
     out = step_bias.step_bias(
         str(tmp_path / "shards"),
         artifacts=("bridge/weights/pam-cuda-sm_90a.pt",),
+        blend=(0.0, 1.0),
         top=0.25,
         json_out=tmp_path / "s.json",
     )
@@ -49,6 +50,8 @@ def test_shares_of_the_records_the_fastest_and_each_rankings_first(tmp_path, mon
     assert row["rankings"][f"PSA {DEFAULT_FORMULA}"] == _shares([steps[str(data.record_source[i])] for i in first])
     model = row["rankings"]["model pam-cuda-sm_90a"]
     assert abs(sum(model.values()) - 1) < 1e-9 and set(model) <= set(row["all"])
+    assert row["rankings"]["model pam-cuda-sm_90a + 0 PSA"] == model  # a blend without PSA keeps the model's order
+    assert abs(sum(row["rankings"]["model pam-cuda-sm_90a + 1 PSA"].values()) - 1) < 1e-9
     with pytest.raises(ValueError, match="--top 0"):
         step_bias.step_bias(str(tmp_path / "shards"), top=0)
 
