@@ -51,7 +51,7 @@ from bridge.verify_gate import VerifyGate, concordant_pairs  # noqa: E402
 from data.shards import ShardData, read_shards  # noqa: E402
 from pruner_models.blend import blend_with_psa, check_weight, standardize  # noqa: E402
 
-__all__ = ["adapt_replay", "replay_database", "workload_means"]
+__all__ = ["adapt_replay", "record_features", "replay_database", "variant_model", "workload_means"]
 
 
 class _Ensemble:
@@ -78,11 +78,12 @@ class _Ensemble:
             member.learn(key, feats, latencies)
 
 
-def _variant(name: str, artifact: str | None, seed: int, epochs: int):
+def variant_model(name: str, artifact: str | None, seed: int, epochs: int):
+    """A fresh learner of variant `name` (module docstring; None for `psa`, the draft model)."""
     from bridge.cost_model import PrunerCostModel
 
     if "&" in name:
-        members = [_variant(part, artifact, seed, epochs) for part in name.split("&")]
+        members = [variant_model(part, artifact, seed, epochs) for part in name.split("&")]
         if None in members:
             raise ValueError(f"variant {name!r}: only learners join with & (psa is the draft model, not a learner)")
         return _Ensemble(*members)
@@ -105,7 +106,8 @@ def _variant(name: str, artifact: str | None, seed: int, epochs: int):
     raise ValueError(f"variant {name!r}: one of pam, pretrained, psa, moa-K (K >= 1), or learners joined by &")
 
 
-def _features(data: ShardData, i: int) -> tuple[np.ndarray, np.ndarray]:
+def record_features(data: ShardData, i: int) -> tuple[np.ndarray, np.ndarray]:
+    """Record `i`'s (statement rows, GEMM row), as `PrunerCostModel.learn` and `score_features` take them."""
     return data.stmt[data.stmt_ptr[i] : data.stmt_ptr[i + 1]], data.gemm[i]
 
 
@@ -154,7 +156,7 @@ def replay_database(
             mine = part[data.record_task[part] == t]
             latency = np.asarray(data.latency[mine], dtype=np.float64)
             finite = np.isfinite(latency)
-            key, feats = str(data.task_key[t]), [_features(data, i) for i in mine]
+            key, feats = str(data.task_key[t]), [record_features(data, i) for i in mine]
             n = concordant_pairs(psa[mine], latency)[1]
             pairs += n
             ranked = {name: psa[mine] for name in models if name not in learners}
@@ -242,7 +244,7 @@ def adapt_replay(
     out = {}
     for db in databases:
         mine = database_records(data, db, shards)
-        models = {name: _variant(name, artifact, seed, epochs) for name in variants}
+        models = {name: variant_model(name, artifact, seed, epochs) for name in variants}
         out[db] = replay_database(data, mine, psa, models, batch, rounds, psa_weight, gate)
         cells = ", ".join(f"{n} {r['pairwise']:.3f} / {r['peak1']:.3f}" for n, r in out[db].items())
         print(f"{db} ({int(next(iter(out[db].values()))['batches'])} batches of {batch}; pairwise / peak@1): {cells}")

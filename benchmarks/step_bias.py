@@ -17,9 +17,17 @@ task of one workload hash, pooled), each step's share of:
 
 A ranking whose first picks sit on a step that the fastest do not is one that sends a search there.
 
+With `--adapt_on DB` (a tuning database in the shards), each of `--adapt_variants` (`adapt_replay.py`'s
+learners: `moa-K`, the pretrained artifact adapted every K-th batch; `pam`, a PAM from nothing) also
+learns DB's records in the order they were measured, in batches of `--batch`, as a run's verifier
+does, and ranks the pooled records after each of `--adapt_batches` batches: does learning from a
+run's own batches undo a preference, or teach it?
+
     python -m data.featurize <the arms' work dirs> --out runs/conv3_shards --workers 2
     python benchmarks/step_bias.py --shards runs/conv3_shards --artifacts "[bridge/weights/pam-cuda-sm_90a.pt]" \
         --blend "[1]" --json_out benchmarks/results/step_bias_conv3x3.json
+    python benchmarks/step_bias.py --shards runs/conv3_shards --artifacts "[bridge/weights/pam-cuda-sm_90a.pt]" \
+        --adapt_on <a MoA arm's work dir> --json_out benchmarks/results/step_bias_conv3x3_adapted.json
 """
 
 from __future__ import annotations
@@ -35,7 +43,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import numpy as np
 from jsonargparse import CLI
 
+from benchmarks.adapt_replay import record_features, variant_model
 from benchmarks.build_profile import replay
+from benchmarks.gate_replay import database_records
 from benchmarks.psa_quality import pooled_groups
 from benchmarks.source_size import unroll_step
 from bridge.evaluate import score_shard_data
@@ -63,6 +73,40 @@ def record_steps(sources: np.ndarray) -> np.ndarray:
     return np.array([steps[str(s)] for s in sources], dtype=np.int64)
 
 
+def adapted_rankings(
+    data, shards: str, db: str, artifact: str | None, variants: tuple[str, ...], after: tuple[int, ...], batch: int
+) -> dict[str, np.ndarray]:
+    """ "<variant> after <n> batches" -> scores of every record of `data` (-inf where it failed) by the
+    learner after learning `db`'s first n batches in measurement order (`step_bias`'s `adapt_on`)."""
+    if batch < 1 or not after or min(after) < 1:
+        raise ValueError(f"--batch {batch} and every --adapt_batches {list(after)} must be >= 1")
+    order = database_records(data, db, shards)
+    ran = np.flatnonzero(np.isfinite(np.asarray(data.latency, dtype=np.float64)))
+    tasks = np.unique(data.record_task)
+    out = {}
+    for name in variants:
+        model = variant_model(name, artifact, 0, 50)
+        if model is None:
+            raise ValueError(f"--adapt_variants {name!r}: a learner (psa does not learn)")
+        for t in tasks:
+            model.tags[str(data.task_key[t])] = data.task_tags[t]
+        for n in range(1, max(after) + 1):
+            part = order[(n - 1) * batch : n * batch]
+            if not len(part):
+                break  # the run measured fewer batches: no ranking is named after ones it did not
+            for t in np.unique(data.record_task[part]):
+                mine = part[data.record_task[part] == t]
+                latency = np.asarray(data.latency[mine], dtype=np.float64)
+                model.learn(str(data.task_key[t]), [record_features(data, i) for i in mine], latency)
+            if n in after:
+                scores = np.full(len(data.latency), -np.inf)
+                for t in tasks:
+                    mine = ran[data.record_task[ran] == t]
+                    scores[mine] = model.score_features(str(data.task_key[t]), [record_features(data, i) for i in mine])
+                out[f"{name} after {n} batches"] = scores
+    return out
+
+
 def shares(steps: np.ndarray) -> dict[str, float]:
     """Each step's share of `steps` (keys: the steps as strings, ascending)."""
     counts = Counter(int(s) for s in steps)
@@ -76,6 +120,10 @@ def step_bias(
     device: str = "h100",
     target: str = "nvidia/nvidia-h100",
     top: float = 0.05,
+    adapt_on: str | None = None,
+    adapt_variants: tuple[str, ...] = ("moa-4", "moa-1", "pam"),
+    adapt_batches: tuple[int, ...] = (4, 16, 32),
+    batch: int = 32,
     json_out: Path | None = None,
 ) -> dict:
     """Per workload, each unroll step's share of all records, of the fastest and of each ranking's first.
@@ -88,6 +136,10 @@ def step_bias(
         device: PSA's device row (`bridge.psa.get_device`).
         target: the CUDA target the schedules were tuned for (to replay them).
         top: the share of a workload's measured records taken as its fastest and as a ranking's first.
+        adapt_on: a tuning database (work dir) in `shards` whose records the adapting variants learn.
+        adapt_variants: learners (`adapt_replay.variant_model`; `moa-K` adapts the first artifact).
+        adapt_batches: after how many of its batches each learner ranks the records.
+        batch: records a batch.
         json_out: where to write the shares.
     """
     if not 0 < top <= 1:
@@ -99,6 +151,9 @@ def step_bias(
     group = pooled_groups(data)[0]
     latency = np.asarray(data.latency, dtype=np.float64)
     ran = np.isfinite(latency)  # the blend standardizes over the records that are ranked
+    if adapt_on is not None:
+        artifact = artifacts[0] if artifacts else None
+        rankings.update(adapted_rankings(data, shards, adapt_on, artifact, adapt_variants, adapt_batches, batch))
     for path in artifacts:
         model = rankings[f"model {Path(path).stem}"] = score_shard_data(load_model(path).net, data)
         for weight in blend:

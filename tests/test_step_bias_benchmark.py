@@ -61,3 +61,31 @@ def test_a_record_missing_from_its_database_is_named(monkeypatch):
     source = f"{TASK}/database_tuning_record.json:100000"
     with pytest.raises(ValueError, match="1 shard records are not in their databases, e.g. .*:100000"):
         step_bias.record_steps(np.array([source]))
+
+
+def test_learners_rank_again_after_learning_a_runs_batches(tmp_path, monkeypatch):
+    monkeypatch.chdir(REPO)
+    featurize_main([TASK, "--out", str(tmp_path / "shards"), "--workers", "1"])
+    artifact = "bridge/weights/pam-cuda-sm_90a.pt"
+    records = sum(1 for line in open(f"{TASK}/database_tuning_record.json") if line.strip())
+    out = step_bias.step_bias(
+        str(tmp_path / "shards"),
+        artifacts=(artifact,),
+        top=0.25,
+        adapt_on=TASK,
+        adapt_variants=("moa-2", "pam"),
+        adapt_batches=(1, 2, 1000),
+        batch=8,
+    )
+    (row,) = out["workloads"].values()
+    ranked = row["rankings"]
+    assert {"moa-2 after 1 batches", "moa-2 after 2 batches", "pam after 1 batches", "pam after 2 batches"} <= set(
+        ranked
+    )
+    assert not any("after 1000" in name for name in ranked), f"{records} records make no 1000 batches of 8"
+    for name in ranked:
+        assert abs(sum(ranked[name].values()) - 1) < 1e-9 and set(ranked[name]) <= set(row["all"])
+    with pytest.raises(ValueError, match="psa does not learn"):
+        step_bias.step_bias(str(tmp_path / "shards"), artifacts=(artifact,), adapt_on=TASK, adapt_variants=("psa",))
+    with pytest.raises(ValueError, match="--adapt_batches"):
+        step_bias.step_bias(str(tmp_path / "shards"), adapt_on=TASK, adapt_batches=(0,))
