@@ -33,11 +33,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import numpy as np
 from jsonargparse import CLI
 
 from benchmarks.build_profile import replay
-from benchmarks.source_size import unroll_step
+from benchmarks.source_size import log_r, unroll_step
 from bridge.build_size import estimated_source_kb
 from data.atomic import atomic_write_text
 from data.records import read_records
@@ -98,11 +97,6 @@ def tradeoff(picks: list[dict], best: list[dict], limits: tuple[float, ...]) -> 
     return out
 
 
-def log_r(rows: list[dict], a: str, b: str) -> float:
-    logs = np.log(np.array([[r[a], r[b]] for r in rows]))
-    return float(np.corrcoef(logs[:, 0], logs[:, 1])[0, 1])
-
-
 def build_tradeoff(
     databases: tuple[str, ...],
     target: str = "nvidia/nvidia-h100",
@@ -146,8 +140,8 @@ def build_tradeoff(
         fastest = [m for m in (measure(r, tgt) for r in top) if m is not None]
         picks = [p for rows in w["arms"].values() for p in rows]
         summary = {
-            "r_log_estimate_build_s": log_r(picks, "estimated_kb", "build_s"),
-            "r_log_source_build_s": log_r(picks, "source_kb", "build_s"),
+            "r_log_estimate_build_s": log_r([p["estimated_kb"] for p in picks], [p["build_s"] for p in picks]),
+            "r_log_source_build_s": log_r([p["source_kb"] for p in picks], [p["build_s"] for p in picks]),
             "build_s_median": statistics.median(p["build_s"] for p in picks),
             "estimate_ms_median": statistics.median(p["estimate_ms"] for p in picks),
             "arms": {arm: tradeoff(rows, fastest, limits) for arm, rows in w["arms"].items()},

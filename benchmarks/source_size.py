@@ -189,6 +189,11 @@ def by_unroll(steps: list[int], built: list[float | None], latencies_us: list[fl
     return out
 
 
+def log_r(a: list[float], b: list[float]) -> float:
+    """Pearson r of the logs of two positive series."""
+    return float(np.corrcoef(np.log(a), np.log(b))[0, 1])
+
+
 def estimate_quality(schedules: list, built: list[float | None], target) -> dict[str, float]:
     """How `bridge.build_size.estimated_source_kb` follows the real sizes `built` of `schedules` (those
     that build): Pearson r of the logs, the estimate / size ratio's median and 10th / 90th
@@ -201,11 +206,10 @@ def estimate_quality(schedules: list, built: list[float | None], target) -> dict
         start = time.perf_counter()
         pairs.append((estimated_source_kb(sch.mod, target), kb))
         millis.append(1e3 * (time.perf_counter() - start))
-    logs = np.log(np.array(pairs))
     ratios = sorted(est / kb for est, kb in pairs)
     return {
         "sized": len(pairs),
-        "r_log": float(np.corrcoef(logs[:, 0], logs[:, 1])[0, 1]),
+        "r_log": log_r([est for est, _ in pairs], [kb for _, kb in pairs]),
         "ratio_median": statistics.median(ratios),
         "ratio_p10": ratios[int(0.1 * (len(ratios) - 1))],
         "ratio_p90": ratios[int(0.9 * (len(ratios) - 1))],

@@ -46,7 +46,7 @@ from jsonargparse import CLI
 from benchmarks.adapt_replay import record_features, variant_model
 from benchmarks.build_profile import replay
 from benchmarks.gate_replay import database_records
-from benchmarks.psa_quality import pooled_groups
+from benchmarks.psa_quality import blends, pooled_groups
 from benchmarks.source_size import unroll_step
 from bridge.evaluate import score_shard_data
 from bridge.export import load_model
@@ -54,7 +54,6 @@ from bridge.psa import DEFAULT_FORMULA, get_device, psa_scores
 from data.atomic import atomic_write_text
 from data.records import read_records
 from data.shards import read_shards
-from pruner_models.blend import blend_with_psa
 from tvm_env import parse_target, setup
 
 
@@ -132,7 +131,7 @@ def step_bias(
         shards: feature shards (a folder of `*.h5`) of tuning databases.
         artifacts: learned models (`bridge.export` files) to rank beside PSA.
         blend: PSA weights at which each artifact is also ranked blended with PSA
-            (`pruner_models.blend.blend_with_psa` over each workload's records, as `--psa-weight`).
+            (`psa_quality.blends`: over each workload's records, as `--psa-weight`).
         device: PSA's device row (`bridge.psa.get_device`).
         target: the CUDA target the schedules were tuned for (to replay them).
         top: the share of a workload's measured records taken as its fastest and as a ranking's first.
@@ -155,11 +154,8 @@ def step_bias(
         artifact = artifacts[0] if artifacts else None
         rankings.update(adapted_rankings(data, shards, adapt_on, artifact, adapt_variants, adapt_batches, batch))
     for path in artifacts:
-        model = rankings[f"model {Path(path).stem}"] = score_shard_data(load_model(path).net, data)
-        for weight in blend:
-            blended = np.full(len(model), -np.inf)
-            blended[ran] = blend_with_psa(model[ran], psa[ran], group[ran], weight)
-            rankings[f"model {Path(path).stem} + {weight:g} PSA"] = blended
+        rankings[f"model {Path(path).stem}"] = score_shard_data(load_model(path).net, data)
+    rankings.update(blends(data, rankings, artifacts, blend, ran, pool=True))
     steps = record_steps(np.asarray(data.record_source))
     out: dict = {"shards": shards, "top": top, "workloads": {}}
     for g in np.unique(group):

@@ -516,11 +516,10 @@ class DraftVerifySearch(_ResumableSearch):
             stats.update(gated=int(gated), verifier_acc=self._gate.verifier_acc, draft_acc=self._gate.draft_acc)
         n_random = min(int(n * self.eps_greedy), len(self._samples))
         dropped_before = self._size.dropped if self._size is not None else 0
-        picks = ranked[: n - n_random] if self._size is None else self._size.first(ranked, n - n_random)
+        picks = self._first(ranked, n - n_random)
         chosen = {k for k, _ in picks}
         extra = [pair for pair in self._samples if pair[0] not in chosen]
-        extra = [extra[i] for i in self.rng.permutation(len(extra))]
-        picks += extra[: n - len(picks)] if self._size is None else self._size.first(extra, n - len(picks))
+        picks += self._first([extra[i] for i in self.rng.permutation(len(extra))], n - len(picks))
         if self._size is not None:
             stats["size_dropped"] = self._size.dropped - dropped_before
         if self._deferred:  # the last batch's picks left building go first; their builds go on
@@ -639,6 +638,10 @@ class DraftVerifySearch(_ResumableSearch):
     def _share_allows(self) -> bool:
         """Whether a stall draft now keeps the run's drafting within `redraft_share` of its time."""
         return self.ledger.allows(self._last_draft_s, self.redraft_share)
+
+    def _first(self, pairs: Pairs, n: int) -> Pairs:
+        """The first `n` of `pairs`, passing over those `--size-filter-kb` rules out (when set)."""
+        return pairs[:n] if self._size is None else self._size.first(pairs, n)
 
     def _unmeasured(self, pairs: Sequence[tuple[int, Any]]) -> Pairs:
         """`pairs` less what was measured and what is searched ahead for a batch not yet handed out."""

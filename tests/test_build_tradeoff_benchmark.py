@@ -2,7 +2,6 @@
 then built with real NVRTC on the host (no GPU)."""
 
 import json
-import os
 
 import pytest
 from benchmark_files import REPO, load_benchmark
@@ -14,7 +13,7 @@ build_tradeoff = load_benchmark("build_tradeoff")
 CONV = REPO / "benchmarks" / "results" / "suite_databases" / "ablations" / "moa_src256" / "conv2d_1x35x35x64x96x3x1x1"
 
 needs_cuda = pytest.mark.skipif(
-    not os.path.isfile(os.path.join(nvrtc.cuda_path(), "include", "cuda_runtime.h")),
+    not nvrtc.has_headers(),
     reason="needs the CUDA toolkit's headers (CUDA_PATH or nvcc)",
 )
 

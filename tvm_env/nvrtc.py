@@ -46,6 +46,7 @@ __all__ = [
     "check_source",
     "is_refused",
     "cuda_path",
+    "has_headers",
     "install",
     "kernel_lines",
     "lighten",
@@ -145,6 +146,11 @@ def cuda_path() -> str:
         roots.append(os.path.dirname(os.path.dirname(os.path.realpath(nvcc))))
     roots.append("/usr/local/cuda")
     return next((r for r in roots if os.path.isfile(os.path.join(r, "include", "cuda_runtime.h"))), roots[0])
+
+
+def has_headers() -> bool:
+    """Whether the CUDA toolkit's headers, which NVRTC compiles against, are at `cuda_path()`."""
+    return os.path.isfile(os.path.join(cuda_path(), "include", "cuda_runtime.h"))
 
 
 def _options(arch: str) -> list[bytes]:

@@ -1,7 +1,6 @@
 """tvm_env.nvrtc: TVM's CUDA kernels compiled with real NVRTC on the host (no GPU needed), against
 TVM's own NVRTC compile: the same kernel PTX, less compile time, and the builder's callback."""
 
-import os
 import time
 
 import pytest
@@ -13,7 +12,7 @@ from tvm_env import fast_build, nvrtc, parse_target, setup, tvm
 H100 = "nvidia/nvidia-h100"
 
 needs_cuda = pytest.mark.skipif(
-    not os.path.isfile(os.path.join(nvrtc.cuda_path(), "include", "cuda_runtime.h")),
+    not nvrtc.has_headers(),
     reason="needs the CUDA toolkit's headers (CUDA_PATH or nvcc; the dev VMs have CUDA 13.0)",
 )
 
