@@ -111,3 +111,23 @@ def test_noxgb_moves_the_kits_xgboost_parts_out_and_back(tmp_path):
     assert (tree / "benchmarks/weights/pam.pt").exists()  # what a moa call needs stays
     _stage(tree, "in")
     assert {p.name: p.read_bytes() for p in (tree / ".devkit").iterdir()} == kit
+
+
+def test_an_earlier_staging_not_put_back_is_refused_and_nothing_moves(tmp_path):
+    """A staging folder left from an earlier `out` would take each folder in as X/X, and `in` would put the
+    stale copies back over the tree: `out` refuses it, naming the folder, and leaves the tree as it was."""
+    tree = tmp_path / "tree"
+    files = {"benchmarks/gpu/stage.sh": None, "docs/benchmarks.md": "# new numbers\n"}
+    for rel, text in files.items():
+        path = tree / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text if text is not None else (REPO / rel).read_text())
+    stale = tmp_path / "stage/docs/benchmarks.md"
+    stale.parent.mkdir(parents=True)
+    stale.write_text("# old numbers\n")
+    env = {"PATH": "/usr/bin:/bin", "STAGE": str(tmp_path / "stage")}
+    done = subprocess.run(["bash", "benchmarks/gpu/stage.sh", "out", "lean"], cwd=tree, env=env, capture_output=True,
+                          text=True, timeout=60)  # fmt: skip
+    assert done.returncode == 3 and str(tmp_path / "stage") in done.stderr and "earlier staging" in done.stderr
+    assert (tree / "docs/benchmarks.md").read_text() == "# new numbers\n"
+    assert not (tmp_path / "stage/docs/docs").exists() and stale.read_text() == "# old numbers\n"

@@ -27,6 +27,11 @@ stage=${STAGE:-/tmp/pruner-stage}
 case "${1:-}" in
   out)
     shift
+    # an earlier staging not put back: moving into it would nest each folder in its stale copy (X/X),
+    # and `in` would then restore the stale copy over the tree
+    if [ -d "$stage" ] && [ -n "$(ls -A "$stage")" ]; then
+      echo "stage.sh: $stage holds an earlier staging; run 'stage.sh in' (or remove it) first" >&2; exit 3
+    fi
     mkdir -p "$stage"
     paths=()
     for p in "$@"; do
@@ -56,7 +61,7 @@ case "${1:-}" in
       [ -e "$p" ] || continue
       case " ${KEEP:-} " in *" $p "*) continue ;; esac
       mkdir -p "$stage/$(dirname "$p")"
-      mv "$p" "$stage/$p"
+      mv -T "$p" "$stage/$p"
     done
     if [ -n "${keep:-}" ] && [ -d "$keep" ]; then  # lean: the kept results folder's arm CSVs, as empty files
       while IFS= read -r -d '' f; do
