@@ -41,6 +41,9 @@ Per method, on each workload, in one process, same trials, same seed:
   tenth session): a batch is searched, then built, while the one before it runs (pruner searches
   while the batch before builds, so a round lasts the longer of search and build, not their sum);
 - pruner-r16: pruner as it was before 2026-11-27: rounds of --trials-per-round, drafts in turn;
+- moa: MoA-Pruner (`pam-siamese-update`) from the shipped model (bridge/weights/pam-cuda-sm_90a.pt);
+- moa-draft2: moa whose first two batches a task are PSA's picks, the pretrained verifier not asked
+  (`draft_rounds` 2), as a cold verifier's (Pruner's) are;
 - pruner-published: the published schedule (a new draft every 2nd round from a fresh population,
   whole potential space evolved by the verifier, in turn) and PSA's published formula.
 Reported: search overhead per trial (the loop's wall time minus the stand-in build and run time),
@@ -56,6 +59,7 @@ measured.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import shutil
@@ -77,6 +81,8 @@ from data.atomic import atomic_write_text
 from data.features import schedule_key
 from data.zoo import operator_task
 from tvm_env import ms
+
+SHIPPED = str(Path(__file__).resolve().parents[1] / "bridge/weights/pam-cuda-sm_90a.pt")  # the shipped PAM
 
 WORKLOADS = (
     "dense:128,3072,768",  # a BERT-base feed-forward layer, sequence 128
@@ -108,6 +114,8 @@ METHODS = {
         CostModelConfig(name="pam"),
         SearchConfig(psa="h100", fill_device=0, straggler_grace=None, draft_ahead=False, first_drafts_ahead=0),
     ),
+    "moa": (CostModelConfig(name="pam-siamese-update", checkpoint=SHIPPED), SearchConfig(psa="h100")),
+    "moa-draft2": (CostModelConfig(name="pam-siamese-update", checkpoint=SHIPPED), SearchConfig(psa="h100", draft_rounds=2)),
     "pruner-published": (
         CostModelConfig(name="pam"),
         SearchConfig(
@@ -196,7 +204,7 @@ def measure(workload: str, method: str, args, out: Path) -> dict:
         args.target,
         TuneConfig(out=str(out), trials=args.trials, trials_per_round=args.trials_per_round, seed=args.seed),
         search=search,
-        cost_model=CostModelConfig(name=cost_model.name, epochs=cost_model.epochs, seed=args.seed),
+        cost_model=dataclasses.replace(cost_model, seed=args.seed),
         builder=device.builder(),
         runner=device.runner(),
         progress=False,

@@ -77,6 +77,7 @@ SEARCH_KNOBS = (
     "search_ahead",
     "size_filter_kb",
     "eps_greedy",
+    "draft_rounds",
 )
 """The draft-then-verify settings this CLI passes to `bridge.config.SearchConfig` as they are."""
 

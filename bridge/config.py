@@ -87,6 +87,11 @@ class SearchConfig:
     quick_start: bool = _knob(
         False, "a task's first batch: the draft's best fresh samples, unevolved (the next draft evolves them)"
     )
+    draft_rounds: int = _knob(
+        0,
+        "a task's first k batches are the draft's picks (PSA's order of the potential space), the verifier not asked, "
+        "as with a cold verifier; for a pretrained one (MoA), whose first verifies cost seconds (0: off)",
+    )
     verify_gate: bool | None = _knob(
         None,
         "rank by the draft model while it orders the run's measured batches better than the verifier "

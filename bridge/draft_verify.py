@@ -110,6 +110,7 @@ class DraftVerifySearch(_ResumableSearch):
         pool_measured_ratio: float = 0.1,
         eps_greedy: float = 0.1,
         quick_start: bool = False,
+        draft_rounds: int = 0,
         verify_gate: bool = False,
         psa_weight: float = 0.0,
         fill_device: int = 64,
@@ -168,6 +169,11 @@ class DraftVerifySearch(_ResumableSearch):
             quick_start: the first draft ranks its fresh samples unevolved (the first batch comes
                 sooner) and the next draft, due at once, evolves them. Off by default: on an H100 the
                 second batch then came later (docs/benchmarks.md, "Ablation: quick start ...").
+            draft_rounds: a task's first k searches pick from the potential space in the draft's order
+                without asking the verifier, as a cold verifier's first rounds do (`cold_start` in the
+                log). A pretrained verifier (MoA) spent 4.5 s and 3 s of verifying in its first two rounds
+                on the GPU, where Pruner's cold one spent 0.1-0.3 s, and its first batch came 5-11 s
+                later (docs/benchmarks.md, "MoA's random share on the 3x3 conv ..."). 0: off.
             verify_gate: rank the potential space by the draft model while it has ordered the run's
                 measured batches better than the verifier (`bridge.verify_gate`). Off by default here,
                 since the search cannot see which cost model MetaSchedule hands it; pass True with a
@@ -232,6 +238,7 @@ class DraftVerifySearch(_ResumableSearch):
             ("redraft_stall", redraft_stall),
             ("fill_device", fill_device),
             ("first_drafts_ahead", first_drafts_ahead),
+            ("draft_rounds", draft_rounds),
         ]:
             if value < 0:
                 raise ValueError(f"{name}={value!r} must be >= 0")
@@ -273,6 +280,7 @@ class DraftVerifySearch(_ResumableSearch):
             pool_measured_ratio=pool_measured_ratio,
             eps_greedy=eps_greedy,
             quick_start=quick_start,
+            draft_rounds=draft_rounds,
             verify_gate=verify_gate,
             psa_weight=psa_weight,
             fill_device=fill_device,
@@ -320,6 +328,7 @@ class DraftVerifySearch(_ResumableSearch):
             redraft_min_samples=search.redraft_min_samples,
             eps_greedy=search.eps_greedy,
             quick_start=search.quick_start,
+            draft_rounds=search.draft_rounds,
             verify_gate=bool(search.verify_gate),  # unset: off (make_strategy resolves it from the cost model)
             psa_weight=search.psa_weight,
             fill_device=search.fill_device,
@@ -367,6 +376,7 @@ class DraftVerifySearch(_ResumableSearch):
         self._seeded = False  # whether `_best` holds the database's best records of earlier runs
         self._waited = 0.0  # seconds the loop waited on the search since the last batch was handed out
         self._drafts = 0
+        self._searches = 0  # searches of the task so far (`draft_rounds`)
         self._last_draft_s = 0.0  # the task's last draft's own seconds, what the next is reckoned to take
         self._stall = StallRule(self.redraft_stall, backoff=self.redraft_backoff, best=self.best_before)
         self._unevolved = False  # the potential space is a quick start's unevolved samples
@@ -510,8 +520,12 @@ class DraftVerifySearch(_ResumableSearch):
         if not self._potential and not self._samples:
             return None, stats
         verify_start = time.perf_counter()
+        self._searches += 1
         gated = self._gate is not None and self._gate.use_draft()
-        ranked, cold = (list(self._potential), False) if gated else self._verify()
+        if self._searches <= self.draft_rounds:  # the draft's order, as a cold verifier's start
+            ranked, cold = list(self._potential), True
+        else:
+            ranked, cold = (list(self._potential), False) if gated else self._verify()
         if self._gate is not None:
             stats.update(gated=int(gated), verifier_acc=self._gate.verifier_acc, draft_acc=self._gate.draft_acc)
         n_random = min(int(n * self.eps_greedy), len(self._samples))

@@ -30,3 +30,28 @@ def test_a_gated_pruner_search_is_measured_with_the_stand_in_device(tmp_path):
     assert 0.0 < row["draft_sampling_share"] and 0.0 < row["draft_psa_share"]
     assert row["draft_sampling_share"] + row["draft_psa_share"] < 1.0
     assert 0.0 <= row["device_idle_share"] <= 1.0
+
+
+def test_moa_from_the_shipped_model_with_draft_rounds_asks_the_verifier_from_its_third_batch(tmp_path):
+    from bridge.search_log import read_rounds
+
+    out = tmp_path / "so"
+    (row,) = search_overhead.main(
+        [
+            "--workloads", "dense:16,64,64",
+            "--methods", "moa-draft2",
+            "--trials", "16",
+            "--trials-per-round", "4",
+            "--build-s", "0.01",
+            "--run-s", "0.01",
+            "--out", str(out),
+        ]
+    )  # fmt: skip
+    assert row["method"] == "moa-draft2" and row["trials"] == 16
+    run = out / "dense_16x64x64-moa-draft2"
+    assert (run / "cost_model.pam-siamese-update.bin").exists()  # MoA's model, from the shipped artifact
+    rounds = read_rounds(run / "tuning_curve.csv")
+    assert len(rounds) >= 3
+    # the first two batches: PSA's picks, a cold start whatever the verifier; then the pretrained verifier ranks
+    assert [r["cold_start"] for r in rounds[:3]] == [1.0, 1.0, 0.0]
+    assert rounds[0]["verify_scored"] == rounds[1]["verify_scored"] == 0 and rounds[2]["verify_scored"] > 0

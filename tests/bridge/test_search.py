@@ -183,6 +183,40 @@ def test_cold_start_follows_psa_then_the_verifier_decides(tmp_path, checkpoints)
     assert pretrained.predict(context, picks).min() >= pretrained.predict(context, rest).max()  # PAM's top now
 
 
+def test_draft_rounds_pick_a_pretrained_verifiers_first_batches_in_psas_order(tmp_path, checkpoints):
+    """`draft_rounds`: a pretrained verifier is not asked for a task's first k batches, which are the top of
+    the potential space in PSA's order (logged as a cold start); from batch k + 1 it ranks, as without."""
+    from bridge.export import export_checkpoint
+
+    artifact = export_checkpoint(checkpoints["PAMModule"], tmp_path / "pam.pt").path
+    draft, log = Tally(PSACostModel(device="a100")), SearchLog()
+    verify = Tally(PrunerCostModel(mode="pam-no-update", artifact=artifact, device="cpu"))
+    strategy = DraftVerifySearch(
+        draft=draft, population_size=POPULATION, potential_size=2 * POTENTIAL, verify_generations=0, draft_rounds=2
+    )
+    context = context_for(matmul(), strategy, seed=1)
+    strategy.pre_tuning(12, 4, context.generate_design_space(), ms.database.MemoryDatabase(), verify)
+    measured = set()
+    for batch in (1, 2, 3):
+        asked = verify.scored
+        picks = strategy.generate_measure_candidates()
+        rest = [c for c in unpicked(strategy.potential, picks) if key(c.sch) not in measured]
+        assert len(picks) == 4 and len(rest) >= 4
+        if batch <= 2:  # PSA's top of the space; the verifier never scored a candidate
+            assert verify.scored == asked == 0
+            assert draft.model.predict(context, picks).min() >= draft.model.predict(context, rest).max()
+        else:  # the verifier's top
+            assert verify.scored > asked
+            assert verify.model.predict(context, picks).min() >= verify.model.predict(context, rest).max()
+        strategy.notify_runner_results(picks, [ms.runner.RunnerResult([1e-3], None) for _ in picks])
+        measured |= {key(c.sch) for c in picks}
+    strategy.post_tuning()
+    with pytest.raises(ValueError, match="draft_rounds"):
+        DraftVerifySearch(draft=draft.model, draft_rounds=-1)
+    assert SearchConfig(psa="a100", draft_rounds=3).draft_rounds == 3
+    assert DraftVerifySearch.from_config(SearchConfig(psa="a100", draft_rounds=3)).draft_rounds == 3
+
+
 @pytest.mark.parametrize("kind", ["draft-verify", "evolutionary"])
 def test_resume_counts_and_skips_measured_schedules(measured_matmul, kind):
     context0, candidates, results = measured_matmul
