@@ -8,19 +8,17 @@ from benchmark_files import load_benchmark
 search_overhead = load_benchmark("search_overhead")
 
 
+def _run(method: str, out, per_round: int, device_s: float) -> dict:
+    """One method's 16 trials on a small dense layer, `device_s` a build and a run on the stand-in device."""
+    args = ["--workloads", "dense:16,64,64", "--methods", method, "--trials", "16", "--out", str(out)]
+    args += ["--trials-per-round", str(per_round), "--build-s", str(device_s), "--run-s", str(device_s)]
+    (row,) = search_overhead.main(args)
+    return row
+
+
 def test_a_gated_pruner_search_is_measured_with_the_stand_in_device(tmp_path):
     out = tmp_path / "so"
-    (row,) = search_overhead.main(
-        [
-            "--workloads", "dense:16,64,64",
-            "--methods", "pruner-gate",
-            "--trials", "16",
-            "--trials-per-round", "8",
-            "--build-s", "0.05",
-            "--run-s", "0.05",
-            "--out", str(out),
-        ]
-    )  # fmt: skip
+    row = _run("pruner-gate", out, per_round=8, device_s=0.05)
     assert json.loads((out / "results.json").read_text()) == [row]
     assert row["method"] == "pruner-gate" and row["trials"] == 16
     assert row["wall_s"] >= 16 * (0.05 + 0.05)  # the stand-in device's time is real time
@@ -36,17 +34,7 @@ def test_moa_from_the_shipped_model_with_draft_rounds_asks_the_verifier_from_its
     from bridge.search_log import read_rounds
 
     out = tmp_path / "so"
-    (row,) = search_overhead.main(
-        [
-            "--workloads", "dense:16,64,64",
-            "--methods", "moa-draft2",
-            "--trials", "16",
-            "--trials-per-round", "4",
-            "--build-s", "0.01",
-            "--run-s", "0.01",
-            "--out", str(out),
-        ]
-    )  # fmt: skip
+    row = _run("moa-draft2", out, per_round=4, device_s=0.01)
     assert row["method"] == "moa-draft2" and row["trials"] == 16
     run = out / "dense_16x64x64-moa-draft2"
     assert (run / "cost_model.pam-siamese-update.bin").exists()  # MoA's model, from the shipped artifact

@@ -21,6 +21,14 @@ FILES = {
 }
 
 
+def _write(tree: Path, files: dict[str, str | None]) -> None:
+    """The files under `tree` (None: the repository's own copy)."""
+    for rel, text in files.items():
+        path = tree / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text if text is not None else (REPO / rel).read_text())
+
+
 def _git(tree: Path, *args: str) -> str:
     return subprocess.run(["git", *args], cwd=tree, capture_output=True, text=True, check=True).stdout
 
@@ -72,10 +80,7 @@ def test_a_results_folder_under_ablations_is_kept_and_its_siblings_go(tmp_path):
         "benchmarks/results/ablations/gate/conv_1x1/pruner-s0.csv": "task,round\ng,1\n",
         "benchmarks/results/tuning/conv_1x1/xgb-s0.csv": "task,round\nt,1\n",
     }
-    for rel, text in files.items():
-        path = tree / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text if text is not None else (REPO / rel).read_text())
+    _write(tree, files)
     _git(tree, "init", "-q")
     _git(tree, "add", "-A")
     before = _git(tree, "status", "--porcelain")
@@ -96,10 +101,7 @@ def test_a_results_folder_under_ablations_is_kept_and_its_siblings_go(tmp_path):
 def test_noxgb_moves_the_kits_xgboost_parts_out_and_back(tmp_path):
     tree = tmp_path / "tree"
     files = {"benchmarks/gpu/stage.sh": None, "benchmarks/weights/pam.pt": "weights\n"}
-    for rel, text in files.items():
-        path = tree / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text if text is not None else (REPO / rel).read_text())
+    _write(tree, files)
     kit = {"libxgboost.so.xz": b"x" * 100, "xgboost_py.tar.xz": b"p" * 50, "tvm_py.tar.xz": b"t" * 10}
     (tree / ".devkit").mkdir()
     for name, data in kit.items():
@@ -118,10 +120,7 @@ def test_an_earlier_staging_not_put_back_is_refused_and_nothing_moves(tmp_path):
     stale copies back over the tree: `out` refuses it, naming the folder, and leaves the tree as it was."""
     tree = tmp_path / "tree"
     files = {"benchmarks/gpu/stage.sh": None, "docs/benchmarks.md": "# new numbers\n"}
-    for rel, text in files.items():
-        path = tree / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text if text is not None else (REPO / rel).read_text())
+    _write(tree, files)
     stale = tmp_path / "stage/docs/benchmarks.md"
     stale.parent.mkdir(parents=True)
     stale.write_text("# old numbers\n")

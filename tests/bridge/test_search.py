@@ -189,7 +189,7 @@ def test_draft_rounds_pick_a_pretrained_verifiers_first_batches_in_psas_order(tm
     from bridge.export import export_checkpoint
 
     artifact = export_checkpoint(checkpoints["PAMModule"], tmp_path / "pam.pt").path
-    draft, log = Tally(PSACostModel(device="a100")), SearchLog()
+    draft = Tally(PSACostModel(device="a100"))
     verify = Tally(PrunerCostModel(mode="pam-no-update", artifact=artifact, device="cpu"))
     strategy = DraftVerifySearch(
         draft=draft, population_size=POPULATION, potential_size=2 * POTENTIAL, verify_generations=0, draft_rounds=2
