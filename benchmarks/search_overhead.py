@@ -115,7 +115,10 @@ METHODS = {
         SearchConfig(psa="h100", fill_device=0, straggler_grace=None, draft_ahead=False, first_drafts_ahead=0),
     ),
     "moa": (CostModelConfig(name="pam-siamese-update", checkpoint=SHIPPED), SearchConfig(psa="h100")),
-    "moa-draft2": (CostModelConfig(name="pam-siamese-update", checkpoint=SHIPPED), SearchConfig(psa="h100", draft_rounds=2)),
+    "moa-draft2": (
+        CostModelConfig(name="pam-siamese-update", checkpoint=SHIPPED),
+        SearchConfig(psa="h100", draft_rounds=2),
+    ),
     "pruner-published": (
         CostModelConfig(name="pam"),
         SearchConfig(
