@@ -142,3 +142,25 @@ def test_lanes_bundled_one_tar_each_are_kept_with_their_logs(tmp_path):
     assert sorted(p.name for p in logs.iterdir()) == ["four_lane0.log", "four_lane1.log"]
     assert (logs / "four_lane1.log").read_text().startswith("arm dense")
     assert (root / "benchmarks/results/suite_databases/ablations/gate/dense_8x8x8/moa-s0").is_dir()
+
+
+def test_a_lane_with_a_results_folder_nested_in_itself_is_refused_before_anything_is_added(tmp_path):
+    """A stale stage.sh staging once put RES/<name>/ inside RES on the device: whose databases the work dir
+    holds is then unknown. The call is refused, naming the tar, and no lane adds anything (before, the lanes
+    before the refused one had been merged)."""
+    root = tmp_path / "tree"
+    root.mkdir()
+    call = _device_call(tmp_path / "a", {"dense:8,8,8": 2.0}, "task,round\nd,1\n", lane="lane0")
+    other = _device_call(tmp_path / "b", {"dense:8,8,8": 2.0}, "task,round\nd,2\n", lane="lane1")
+    nested = tmp_path / "nested"
+    with tarfile.open(other / "lane1" / "tuning_results.tar.xz") as tar:
+        tar.extractall(nested, filter="data")
+    (nested / RES / "gate" / "dense_8x8x8").mkdir(parents=True)
+    (nested / RES / "gate" / "dense_8x8x8" / "moa-s0.csv").write_text("task,round\nd,OLD\n")
+    with tarfile.open(other / "lane1" / "tuning_results.tar.xz", "w:xz") as tar:
+        tar.add(nested / "benchmarks", arcname="benchmarks")
+    (other / "lane1").rename(call / "lane1")
+    (other / "lane1.log").rename(call / "lane1.log")
+    with pytest.raises(ValueError, match=r"lane1/tuning_results.tar.xz: several results folders .*gate/gate"):
+        keep_module.keep(call, label="nested", root=root)
+    assert list(root.iterdir()) == []  # lane0, which alone was fine, added nothing either

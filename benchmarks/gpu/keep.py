@@ -56,10 +56,15 @@ def _is_placeholder(path: Path) -> bool:
     return path.suffix == ".csv" and path.stat().st_size == 0
 
 
+def _results_folders(unpacked: Path) -> list[Path]:
+    """The RES folders in an unpacked results tar (relative paths)."""
+    return sorted({p.parent.relative_to(unpacked) for p in unpacked.rglob("eager.json")} |
+                  {p.parent.parent.relative_to(unpacked) for p in unpacked.rglob("*-s*.csv")})  # fmt: skip
+
+
 def _merge_results(unpacked: Path, root: Path, report: dict) -> list[Path]:
     """Add RES's new arm CSVs and eager times to the tree; the RES folders found (relative paths)."""
-    found = sorted({p.parent.relative_to(unpacked) for p in unpacked.rglob("eager.json")} |
-                   {p.parent.parent.relative_to(unpacked) for p in unpacked.rglob("*-s*.csv")})  # fmt: skip
+    found = _results_folders(unpacked)
     for res in found:
         for src in sorted((unpacked / res).rglob("*")):
             if not src.is_file():
@@ -141,16 +146,23 @@ def keep(call: Path, label: str | None = None, root: Path = ROOT) -> dict:
 def _keep_lanes(lanes: list[tuple[Path, Path | None]], label: str | None, root: Path) -> dict:
     """`keep` for the call's lanes: (the lane's folder, its log or None) each."""
     report: dict = {"added": [], "conflicts": [], "skipped": []}
-    for lane, log in lanes:
+    for lane, _ in lanes:  # every lane checked before anything is added: a refused call adds nothing
         results = lane / "tuning_results.tar.xz"
         if not results.exists():
             raise FileNotFoundError(f"{results}: no tuning results in this call's folder")
         with tempfile.TemporaryDirectory() as tmp:
+            found = _results_folders(_unpack(results, Path(tmp)))
+        if len(found) > 1 and (lane / "tuning_work.tar.xz").exists():
+            raise ValueError(
+                f"{results}: several results folders ({', '.join(map(str, found))}); whose databases? "
+                "(a folder inside one of the same name is what a stale stage.sh staging leaves)"
+            )
+    for lane, log in lanes:
+        results = lane / "tuning_results.tar.xz"
+        with tempfile.TemporaryDirectory() as tmp:
             found = _merge_results(_unpack(results, Path(tmp) / "results"), root, report)
             work = lane / "tuning_work.tar.xz"
             if work.exists() and found:
-                if len(found) > 1:
-                    raise ValueError(f"{results}: several results folders ({found}); whose databases?")
                 csvs = (Path(tmp) / "results" / found[0]).glob("*/*-s*.csv")
                 arms = {(c.parent.name, c.stem) for c in csvs if not _is_placeholder(c)}
                 _merge_databases(_unpack(work, Path(tmp) / "work"), _database_home(found[0]), root, report, arms)
