@@ -9,6 +9,9 @@ had at the budget's end (an upper bound: it needed more). Seeds of one workload 
 (geometric mean of the speedups, mean of the latencies); where only some seeds reached XGB's final,
 the time and trials are those seeds' mean, with the count ("63 s (2 of 3 seeds)"), and the speedup
 keeps its "<".
+Paired with a reference method (`against`), seed by seed, each geometric mean of the ratios comes with
+a 95% interval: Student's t over the pairs' log ratios. Two runs of one arm and seed have ended
+11% and 1.59x apart on the GPU (docs/benchmarks.md), so a ratio whose interval spans 1 is not a result.
 """
 
 from __future__ import annotations
@@ -16,6 +19,8 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from pathlib import Path
+
+from scipy.stats import t as student_t
 
 from bridge.curve import build_per_round, device_idle_share, drafting_share
 from bridge.search_log import read_rounds
@@ -224,6 +229,20 @@ def _pair(base: list[dict], rows: list[dict]) -> dict[str, float]:
     }
 
 
+def geomean_interval(logs: list[float], digits: int) -> str:
+    """ "G x (geometric mean, 95% interval L-H x)" of ratios given as logs: Student's t over the logs;
+    without the interval for a single ratio or ratios all equal."""
+    n, mean = len(logs), sum(logs) / len(logs)
+    text = f"{math.exp(mean):.{digits}f}x"
+    sd = math.sqrt(sum((x - mean) ** 2 for x in logs) / (n - 1)) if n > 1 else 0.0
+    if sd == 0.0:
+        return f"{text} (geometric mean)"
+    half = student_t.ppf(0.975, n - 1) * sd / math.sqrt(n)
+    return (
+        f"{text} (geometric mean, 95% interval {math.exp(mean - half):.{digits}f}-{math.exp(mean + half):.{digits}f}x)"
+    )
+
+
 def _against(data: dict, baseline: str, reference: str = "pruner") -> list[str]:
     """Each other method against `reference` on the seeds where both ran beside the baseline: a mean
     over each method's own seeds can compare different draws of XGB, so this pairs them seed by seed."""
@@ -246,11 +265,16 @@ def _against(data: dict, baseline: str, reference: str = "pruner") -> list[str]:
         if n:
             lines.append(
                 f"- {method} against {reference}, seed by seed ({n} seeds where both ran): reached {baseline}'s "
-                f"final sooner on {sooner}, later on {later}; speedup {math.exp(sum(logs) / n):.2f}x {reference}'s "
-                f"(geometric mean); lower latency at equal time on {lower} of {n}, "
-                f"{math.exp(sum(best_logs) / n):.3f}x {reference}'s (geometric mean)"
+                f"final sooner on {sooner}, later on {later}; speedup {_of(geomean_interval(logs, 2), reference)}; "
+                f"lower latency at equal time on {lower} of {n}, {_of(geomean_interval(best_logs, 3), reference)}"
             )
     return lines
+
+
+def _of(interval: str, reference: str) -> str:
+    """ "1.03x (geometric mean, ...)" -> "1.03x pruner's (geometric mean, ...)"."""
+    ratio, rest = interval.split(" ", 1)
+    return f"{ratio} {reference}'s {rest}"
 
 
 def _per_seed(data: dict, baseline: str) -> list[str]:

@@ -95,12 +95,19 @@ def test_report_pairs_each_method_with_pruner_seed_by_seed(tmp_path):
     write_arm(tmp_path / "op" / "pruner-s2.csv", [(20, 16, 0.035), (100, 64, 0.03)])
     text = suite_report.report(tmp_path)
     ratio = math.sqrt((4 / 2) * (0.6 / 3))
+    latency = [math.log(0.019 / 0.018), math.log(0.041 / 0.03)]
     line = (
         "- moa against pruner, seed by seed (2 seeds where both ran): reached xgb's final sooner on 1, later on 1; "
-        f"speedup {ratio:.2f}x pruner's (geometric mean); lower latency at equal time on 0 of 2, "
-        f"{math.sqrt((0.019 / 0.018) * (0.041 / 0.03)):.3f}x pruner's (geometric mean)"
+        f"speedup {ratio:.2f}x pruner's (geometric mean, 95% interval "
     )
     assert line in text, text
+    # the latency ratio's interval: Student's t with 1 degree of freedom (12.706) over the two log ratios
+    half = 12.7062 * abs(latency[0] - latency[1]) / math.sqrt(2) / math.sqrt(2)
+    mean = sum(latency) / 2
+    assert (
+        f"lower latency at equal time on 0 of 2, {math.exp(mean):.3f}x pruner's (geometric mean, 95% interval "
+        f"{math.exp(mean - half):.3f}-{math.exp(mean + half):.3f}x)" in text
+    ), text
     # another reference: pruner against moa is the same pairing the other way round
     text = suite_report.report(tmp_path, against=("pruner", "moa"))
     assert (
@@ -112,6 +119,13 @@ def test_report_pairs_each_method_with_pruner_seed_by_seed(tmp_path):
     assert "pruner against pruner" not in text and "xgb against" not in text
     write_arm(tmp_path / "op" / "pruner-s1.csv", [(20, 16, 0.045), (100, 64, 0.042)])  # both never on seed 1: a tie
     assert "sooner on 1, later on 0;" in suite_report.report(tmp_path)
+
+
+def test_a_geometric_mean_comes_with_its_t_interval():
+    # logs 0.1, 0.2, 0.3: mean 0.2, sd 0.1, t(0.975, 2) = 4.303, half-width 4.303 * 0.1 / sqrt(3) = 0.2484
+    assert suite_report.geomean_interval([0.1, 0.2, 0.3], 3) == "1.221x (geometric mean, 95% interval 0.953-1.566x)"
+    assert suite_report.geomean_interval([0.1], 2) == "1.11x (geometric mean)"  # one pair: no interval
+    assert suite_report.geomean_interval([0.1, 0.1], 2) == "1.11x (geometric mean)"  # no spread to judge
 
 
 def test_time_and_trials_to_a_latency():
