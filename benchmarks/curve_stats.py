@@ -12,13 +12,16 @@ of the run spent drafting, alongside or in turn); build (median seconds a batch 
 busy (median share of the build workers' time a batch kept busy; needs --workers); deferred (picks
 a batch left building for the next); refused (picks the builder's source guard refused,
 `--max-source-kb`); redrafts (drafts after the first); draft waits (seconds rounds
-waited for drafts started alongside).
+waited for drafts started alongside); first batch (when the first batch was measured, and its round's
+drafting and verifying seconds). With several curves, a last line gives the medians of the first
+batch's numbers over them.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import statistics
 import sys
 from pathlib import Path
 
@@ -57,7 +60,13 @@ def curve_stats(rows: list[dict], workers: int = 16) -> dict[str, float]:
         "refused": float(refused_picks(rows)),
         "redrafts": float(sum(1 for r in rows[1:] if float(r.get("drafted", 0) or 0) > 0)),
         "draft_wait_s": float(sum(w for w in waits if math.isfinite(w))),
+        "first_s": float(rows[0]["elapsed_s"]),
+        "first_draft_s": float(rows[0].get("draft_s", math.nan)),
+        "first_verify_s": float(rows[0].get("verify_s", math.nan)),
     }
+
+
+FIRST = ("first_s", "first_draft_s", "first_verify_s")
 
 
 def _pct(x: float) -> str:
@@ -70,8 +79,13 @@ def line(path: str, stats: dict[str, float]) -> str:
         f"({_pct(stats['idle_before_first'])} / {_pct(stats['idle_drafts'])} / {_pct(stats['idle_other'])}; "
         f"builds alone {_pct(stats['idle_builds'])}), "
         f"drafting {_pct(stats['drafting'])}, build {stats['build_s']:.1f} s, busy {_pct(stats['busy'])}, "
-        f"deferred {stats['deferred']:.0f}, refused {stats['refused']:.0f}, redrafts {stats['redrafts']:.0f}, draft waits {stats['draft_wait_s']:.1f} s"
+        f"deferred {stats['deferred']:.0f}, refused {stats['refused']:.0f}, redrafts {stats['redrafts']:.0f}, draft waits {stats['draft_wait_s']:.1f} s, "
+        + _first(*(stats[k] for k in FIRST))
     )
+
+
+def _first(at: float, draft: float, verify: float) -> str:
+    return f"first batch at {at:.1f} s (draft {draft:.1f} s, verify {verify:.1f} s)"
 
 
 def main(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
@@ -87,6 +101,9 @@ def main(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
             raise ValueError(f"{path}: no curve rows (missing or empty)")
         out[path] = curve_stats(rows, args.workers)
         print(line(path, out[path]))
+    if len(out) > 1:
+        medians = [statistics.median(v for s in out.values() if math.isfinite(v := s[k])) for k in FIRST]
+        print(f"median over {len(out)} curves: " + _first(*medians))
     if args.json:
         Path(args.json).write_text(json.dumps(out, indent=1))
     return out

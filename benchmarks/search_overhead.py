@@ -41,6 +41,8 @@ Per method, on each workload, in one process, same trials, same seed:
   tenth session): a batch is searched, then built, while the one before it runs (pruner searches
   while the batch before builds, so a round lasts the longer of search and build, not their sum);
 - pruner-r16: pruner as it was before 2026-11-27: rounds of --trials-per-round, drafts in turn;
+- pruner-quick: pruner whose first batch a task is the PSA-best of the first draft's fresh samples,
+  unevolved, and whose second round's draft evolves them (`quick_start`);
 - moa: MoA-Pruner (`pam-siamese-update`) from the shipped model (bridge/weights/pam-cuda-sm_90a.pt);
 - moa-draft2: moa whose first two batches a task are PSA's picks, the pretrained verifier not asked
   (`draft_rounds` 2), as a cold verifier's (Pruner's) are;
@@ -51,7 +53,7 @@ drafting's share of the wall time (and, of the drafting, the shares of MetaSched
 of PSA's featurize + score; the rest is MetaSchedule's evolution), and the share of time the
 stand-in device sat idle. With `--together` the workloads are the tasks of one tuning run (as a
 network's are), and each method's row also gives the seconds until every task's first batch was
-measured.
+measured (and its second).
 
     python benchmarks/search_overhead.py --trials 64 --out runs/search_overhead
     python benchmarks/search_overhead.py --together --methods pruner pruner-first2 --trials 128 --out runs/so_first
@@ -114,6 +116,7 @@ METHODS = {
         CostModelConfig(name="pam"),
         SearchConfig(psa="h100", fill_device=0, straggler_grace=None, draft_ahead=False, first_drafts_ahead=0),
     ),
+    "pruner-quick": (CostModelConfig(name="pam"), SearchConfig(psa="h100", quick_start=True)),
     "moa": (CostModelConfig(name="pam-siamese-update", checkpoint=SHIPPED), SearchConfig(psa="h100")),
     "moa-draft2": (
         CostModelConfig(name="pam-siamese-update", checkpoint=SHIPPED),
@@ -220,7 +223,10 @@ def measure(workload: str, method: str, args, out: Path) -> dict:
     search_s = rows[-1]["elapsed_s"] - device_s if rows else math.nan
     draft_s, psa_s, sample_s = (_total(rows, key) for key in ("draft_s", "psa_s", "sample_s"))
     first: dict[str, float] = {}  # each task's first measured batch
+    second: dict[str, float] = {}  # and its second
     for r in rows:
+        if r["task"] in first:
+            second.setdefault(r["task"], r["elapsed_s"])
         first.setdefault(r["task"], r["elapsed_s"])
     return {
         "workload": workload,
@@ -236,6 +242,7 @@ def measure(workload: str, method: str, args, out: Path) -> dict:
         "update_s": round(_total(rows, "update_s"), 2),
         "tasks": len(first),
         "first_batches_s": round(max(first.values()), 2) if first else math.nan,
+        "second_batches_s": round(max(second.values()), 2) if len(second) == len(first) and second else math.nan,
     }
 
 
@@ -262,12 +269,12 @@ def main(argv: list[str] | None = None) -> list[dict]:
             print(json.dumps(row), flush=True)
             atomic_write_text(out / "results.json", json.dumps(results, indent=1))
     header = f"{'workload':<38} {'method':<17} {'trials':>6} {'search s/trial':>15} {'draft %':>8}"
-    print(f"\n{header} {'(sampling %':>11} {'PSA %)':>7} {'idle %':>7} {'first batches at':>17}")
+    print(f"\n{header} {'(sampling %':>11} {'PSA %)':>7} {'idle %':>7} {'first batches at':>17} {'second':>8}")
     for r in results:
         print(
             f"{r['workload'][:38]:<38} {r['method']:<17} {r['trials']:>6} {r['search_s_per_trial']:>15.3f} "
             f"{100 * r['draft_share']:>8.1f} {100 * r['draft_sampling_share']:>11.1f} {100 * r['draft_psa_share']:>7.1f} "
-            f"{100 * r['device_idle_share']:>7.1f} {r['first_batches_s']:>15.1f} s"
+            f"{100 * r['device_idle_share']:>7.1f} {r['first_batches_s']:>15.1f} s {r['second_batches_s']:>6.1f} s"
         )
     return results
 

@@ -107,13 +107,16 @@ def report(
     also: tuple[Path, ...] = (),
     against: tuple[str, ...] = ("pruner",),
     baseline_from: tuple[Path, ...] = (),
+    sooner: float = 0.0,
 ) -> str:
     """The markdown tables of every workload with a baseline arm; with `plot`, the figure too. `also`:
     more results folders read beside `results` (e.g. workloads that ran under the same settings in
     another folder), each workload from one folder; eager times from the first folder that has them.
     `against`: the methods every other method is paired with, seed by seed. `baseline_from`: folders
     whose baseline arms only are read, for the workloads and seeds the other folders have and whose
-    baseline they lack (an A/B of two settings run without XGB, against XGB runs of another call)."""
+    baseline they lack (an A/B of two settings run without XGB, against XGB runs of another call).
+    `sooner`: a what-if, every other method's curve moved this many seconds earlier (what a first batch
+    that much sooner would give, if the rest of the run followed it); the baseline's stays."""
     import json
 
     folders = [Path(results), *map(Path, also)]
@@ -128,6 +131,14 @@ def report(
             for seed, rows in extra.get(workload, {}).get(baseline, {}).items():
                 if seed in seeds:
                     methods[baseline].setdefault(seed, rows)
+    if sooner < 0:
+        raise ValueError(f"sooner={sooner!r}: seconds to move the curves earlier, >= 0")
+    if sooner:
+        for methods in data.values():
+            for method, runs in methods.items():
+                if method != baseline:
+                    for seed, rows in runs.items():
+                        runs[seed] = [{**r, "elapsed_s": max(r["elapsed_s"] - sooner, _TOL)} for r in rows]
     eager: dict = {}
     for folder in reversed(folders):  # the first folder's time wins
         if (folder / "eager.json").exists():

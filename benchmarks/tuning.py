@@ -78,6 +78,7 @@ SEARCH_KNOBS = (
     "size_filter_kb",
     "eps_greedy",
     "draft_rounds",
+    "quick_start",
 )
 """The draft-then-verify settings this CLI passes to `bridge.config.SearchConfig` as they are."""
 
@@ -269,6 +270,13 @@ def main(argv: list[str] | None = None) -> None:
         default=["pruner"],
         help="with --report: methods (or labels) every other method is paired with, seed by seed",
     )
+    p.add_argument(
+        "--sooner",
+        type=float,
+        default=0.0,
+        help="with --report: a what-if, every non-XGB curve moved this many seconds earlier (a first batch that "
+        "much sooner)",
+    )
     p.add_argument("--workloads", nargs="+", default=list(WORKLOADS))
     p.add_argument("--arms", nargs="+", default=["xgb", "pruner", "moa"], choices=METHODS, help="methods to run")
     p.add_argument(
@@ -324,6 +332,8 @@ def main(argv: list[str] | None = None) -> None:
         raise ValueError(f"--against {args.against}: methods to pair with in the report; it needs --report")
     if args.xgb_from and not args.report:
         raise ValueError(f"--xgb-from {args.xgb_from}: folders of XGB arms to report against; it needs --report")
+    if args.sooner and not args.report:
+        raise ValueError(f"--sooner {args.sooner}: a what-if of the report; it needs --report")
     if args.also and not args.report:
         raise ValueError(f"--also {args.also}: more folders to report on; it needs --report")
     if args.report:
@@ -334,6 +344,7 @@ def main(argv: list[str] | None = None) -> None:
                 also=tuple(args.also),
                 against=tuple(args.against),
                 baseline_from=tuple(args.xgb_from),
+                sooner=args.sooner,
             )
         )
         return

@@ -167,8 +167,12 @@ class DraftVerifySearch(_ResumableSearch):
                 added to the verifier's parents (published: 10%, up to 153).
             eps_greedy: share of each batch measured at random from the draft's samples (published: 0.1).
             quick_start: the first draft ranks its fresh samples unevolved (the first batch comes
-                sooner) and the next draft, due at once, evolves them. Off by default: on an H100 the
-                second batch then came later (docs/benchmarks.md, "Ablation: quick start ...").
+                sooner) and the next draft, due at once, evolves them: with `draft_ahead`, alongside,
+                never held by `redraft_share`, while the rounds measure the ranked samples (in turn,
+                the next round's search waited for that evolution, and so did the first batch's
+                results: a search ahead must end before a round's results are taken in). Off by
+                default: on an H100, before drafts ran alongside, the second batch came later
+                (docs/benchmarks.md, "Ablation: quick start ...").
             draft_rounds: a task's first k searches pick from the potential space in the draft's order
                 without asking the verifier, as a cold verifier's first rounds do (`cold_start` in the
                 log). A pretrained verifier (MoA) spent 4.5 s and 3 s of verifying in its first two rounds
@@ -505,7 +509,7 @@ class DraftVerifySearch(_ResumableSearch):
         stalled = not must and not early and not stats["drafted"]
         if self._background is not None:
             pass  # a draft is running alongside: the rounds verify the current space until it is done
-        elif (early or stalled) and not self._share_allows():
+        elif (early or stalled) and not self._unevolved and not self._share_allows():
             stats["draft_held"] = int(early or self._stall.window_full)
         elif must or early or (stalled and self._stall.due()):
             self._stall.drafted(on_stall=not must and not early)
@@ -643,7 +647,9 @@ class DraftVerifySearch(_ResumableSearch):
         without `low_draft_ahead` a space under `redraft_below` must draft too)."""
         left = len(self._potential)
         must = left < n or (self.redraft_every > 0 and self.round % self.redraft_every == 0)
-        must = must or not self._drafts or self._unevolved
+        must = must or not self._drafts
+        if self._unevolved:  # a quick start's samples: evolved alongside while they fill the batches
+            return (False, True) if self.draft_ahead and not must else (True, False)
         low = left < self.redraft_below * self.potential_size
         if not self.low_draft_ahead:
             return must or low, False

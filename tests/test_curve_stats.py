@@ -18,7 +18,7 @@ def test_each_curve_gets_a_line_and_its_statistics_in_the_json(tmp_path, capsys)
     assert len(CURVES) == 4
     out = curve_stats.main([*CURVES, "--json", str(tmp_path / "s.json")])
     printed = capsys.readouterr().out.splitlines()
-    assert [line.split(": ")[0] for line in printed] == CURVES
+    assert [line.split(": ")[0] for line in printed[:-1]] == CURVES
     assert json.loads((tmp_path / "s.json").read_text()) == out
     for path in CURVES:
         rows, stats = read_rounds(path), out[path]
@@ -31,6 +31,13 @@ def test_each_curve_gets_a_line_and_its_statistics_in_the_json(tmp_path, capsys)
     ahead = [out[p] for p in CURVES if "ahead" in p]
     assert all(s["draft_wait_s"] >= 0 for s in ahead) and any(s["draft_wait_s"] > 0 for s in ahead)
     assert all(math.isfinite(s["drafting"]) for s in out.values())
+    # the first batch: its time and its round's draft and verify, and their medians over the curves
+    for path in CURVES:
+        rows = read_rounds(path)
+        assert (out[path]["first_s"], out[path]["first_draft_s"]) == (rows[0]["elapsed_s"], rows[0]["draft_s"])
+        assert 0 < out[path]["first_draft_s"] < out[path]["first_s"]
+    firsts = sorted(out[p]["first_s"] for p in CURVES)
+    assert printed[-1].startswith(f"median over 4 curves: first batch at {(firsts[1] + firsts[2]) / 2:.1f} s (draft ")
 
 
 def test_a_missing_curve_is_named(tmp_path):

@@ -36,6 +36,7 @@ def test_moa_from_the_shipped_model_with_draft_rounds_asks_the_verifier_from_its
     out = tmp_path / "so"
     row = _run("moa-draft2", out, per_round=4, device_s=0.01)
     assert row["method"] == "moa-draft2" and row["trials"] == 16
+    assert 0 < row["first_batches_s"] < row["second_batches_s"]
     run = out / "dense_16x64x64-moa-draft2"
     assert (run / "cost_model.pam-siamese-update.bin").exists()  # MoA's model, from the shipped artifact
     rounds = read_rounds(run / "tuning_curve.csv")

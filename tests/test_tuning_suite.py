@@ -121,6 +121,20 @@ def test_report_pairs_each_method_with_pruner_seed_by_seed(tmp_path):
     assert "sooner on 1, later on 0;" in suite_report.report(tmp_path)
 
 
+def test_sooner_moves_every_curve_but_the_baselines_earlier(tmp_path):
+    # XGB reaches its final 0.02 at 80 s; pruner at 40 s (2x). 15 s sooner: 25 s (3.2x); XGB's own stays.
+    write_arm(tmp_path / "op" / "xgb-s0.csv", [(20, 16, 0.05), (80, 48, 0.02), (100, 64, 0.02)])
+    write_arm(tmp_path / "op" / "pruner-s0.csv", [(20, 16, 0.03), (40, 32, 0.02), (100, 64, 0.018)])
+    assert "| op | pruner | 1 | 64 | 18.00 | 0.900 | 40 s | 32 | 2.00x |" in suite_report.report(tmp_path)
+    text = suite_report.report(tmp_path, sooner=15.0)
+    assert "| op | pruner | 1 | 64 | 18.00 | 0.900 | 25 s | 32 | 3.20x |" in text, text
+    assert "| op | xgb | 1 | 64 | 20.00 | 1.000 | 80 s | 48 | 1.00x |" in text, text
+    with pytest.raises(ValueError, match="sooner"):
+        suite_report.report(tmp_path, sooner=-1.0)
+    with pytest.raises(ValueError, match="needs --report"):
+        tuning.main(["--sooner", "5", "--results", str(tmp_path)])
+
+
 def test_a_geometric_mean_comes_with_its_t_interval():
     # logs 0.1, 0.2, 0.3: mean 0.2, sd 0.1, t(0.975, 2) = 4.303, half-width 4.303 * 0.1 / sqrt(3) = 0.2484
     assert suite_report.geomean_interval([0.1, 0.2, 0.3], 3) == "1.221x (geometric mean, 95% interval 0.953-1.566x)"
@@ -213,6 +227,7 @@ def test_the_draft_knobs_reach_the_search_config():
         256.0,
         0.3,
         2,
+        True,
     )  # none a default
     knobs = dict(zip(tuning.SEARCH_KNOBS, values, strict=True))
     args = types.SimpleNamespace(psa="h100", psa_formula="published", seed_value=1, **knobs)
@@ -223,7 +238,7 @@ def test_the_draft_knobs_reach_the_search_config():
     assert search.psa_weight == 1.0 and search.fill_device == 48 and search.straggler_grace == 0.25
     assert search.draft_ahead is False and search.first_drafts_ahead == 3 and search.search_ahead == 1
     assert search.low_draft_ahead is False and search.size_filter_kb == 256.0 and search.eps_greedy == 0.3
-    assert search.draft_rounds == 2
+    assert search.draft_rounds == 2 and search.quick_start is True
     assert cost_model.name == "pam" and cost_model.seed == 1
     with pytest.raises(ValueError, match="needs --checkpoint"):
         tuning.configs("moa", types.SimpleNamespace(**{**vars(args), "checkpoint": None}))

@@ -129,17 +129,31 @@ def test_psa_scores_many_and_pam_few(tuned):
     assert all(math.isnan(r["gated"]) and math.isnan(r["verifier_acc"]) for r in rows)  # no verify gate
 
 
-def test_quick_start_measures_ranked_samples_first_and_evolves_them_next(tmp_path):
-    draft, log = Tally(PSACostModel(device="a100")), SearchLog()
-    strategy = DraftVerifySearch(
-        draft=draft, population_size=POPULATION, potential_size=POTENTIAL, quick_start=True, log=log
+@pytest.mark.parametrize("ahead", [True, False])
+def test_quick_start_measures_ranked_samples_first_and_evolves_them_next(ahead):
+    """quick_start: the first batch is PSA's top of the fresh samples, unevolved. With draft_ahead the
+    evolution of them runs alongside, never held by the drafting share, while the next rounds measure
+    the ranked samples, and a later round takes it up; without, the next round evolves them in turn."""
+    strategy = _stall_search(
+        80, 4, quick_start=True, redraft_stall=0, draft_ahead=ahead, redraft_share=0.15, log=SearchLog()
     )
-    tune_matmul(strategy, log, ms.cost_model.RandomModel(), tmp_path, trials=8)
-    first, second = log.rows
-    assert first["drafted"] == second["drafted"] == 1  # the quick start's samples are evolved at once
-    # Round 1: PSA scored the distinct fresh samples once, no generation of children.
-    assert 0 < first["draft_scored"] <= POPULATION
-    assert second["draft_scored"] > first["draft_scored"]  # round 2 evolved: samples and children
+    strategy.ledger.note(1e6)  # the run's drafting far over its share: a stall's draft would be held
+    first = _round(strategy)
+    assert first["drafted"] == 1 and 0 < first["draft_scored"] <= POPULATION  # the samples ranked once, no children
+    assert strategy._unevolved
+    second = _round(strategy)
+    if not ahead:  # evolved in turn: samples and children scored
+        assert second["drafted"] == 1 and second["draft_scored"] > first["draft_scored"]
+        assert not strategy._unevolved
+        strategy.post_tuning()
+        return
+    assert second["drafted"] == 0 and second.get("draft_started") == 1 and not second.get("draft_held")
+    assert strategy._unevolved and strategy._background is not None  # the round measured ranked samples
+    strategy._background.result()  # let it end
+    taken = _round(strategy)
+    assert taken["drafted"] == 1 and taken["draft_scored"] > first["draft_scored"] and not strategy._unevolved
+    assert strategy._background is None and strategy._drafts == 2
+    strategy.post_tuning()
 
 
 def test_tuning_wrote_distinct_records_and_the_curve(tuned, tmp_path):
