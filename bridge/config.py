@@ -85,7 +85,9 @@ class SearchConfig:
     )
     eps_greedy: float = _knob(0.1, "share of each batch measured at random from the draft's samples")
     quick_start: bool = _knob(
-        False, "a task's first batch: the draft's best fresh samples, unevolved (the next draft evolves them)"
+        False,
+        "a task's first batches: PSA's order of the first draft's fresh samples, unevolved, while a draft evolves "
+        "them (alongside with --draft-ahead); host: first batch 7-22 s sooner, untried on the GPU",
     )
     draft_rounds: int = _knob(
         0,
