@@ -41,6 +41,8 @@ Per method, on each workload, in one process, same trials, same seed:
   tenth session): a batch is searched, then built, while the one before it runs (pruner searches
   while the batch before builds, so a round lasts the longer of search and build, not their sum);
 - pruner-r16: pruner as it was before 2026-11-27: rounds of --trials-per-round, drafts in turn;
+- pruner-first1: pruner whose first draft a task evolves one generation instead of two
+  (`first_draft_generations`), the later drafts two;
 - pruner-quick: pruner whose first batch a task is the PSA-best of the first draft's fresh samples,
   unevolved, and whose second round's draft evolves them (`quick_start`);
 - moa: MoA-Pruner (`pam-siamese-update`) from the shipped model (bridge/weights/pam-cuda-sm_90a.pt);
@@ -116,6 +118,7 @@ METHODS = {
         CostModelConfig(name="pam"),
         SearchConfig(psa="h100", fill_device=0, straggler_grace=None, draft_ahead=False, first_drafts_ahead=0),
     ),
+    "pruner-first1": (CostModelConfig(name="pam"), SearchConfig(psa="h100", first_draft_generations=1)),
     "pruner-quick": (CostModelConfig(name="pam"), SearchConfig(psa="h100", quick_start=True)),
     "moa": (CostModelConfig(name="pam-siamese-update", checkpoint=SHIPPED), SearchConfig(psa="h100")),
     "moa-draft2": (

@@ -79,6 +79,7 @@ SEARCH_KNOBS = (
     "eps_greedy",
     "draft_rounds",
     "quick_start",
+    "first_draft_generations",
 )
 """The draft-then-verify settings this CLI passes to `bridge.config.SearchConfig` as they are."""
 

@@ -60,6 +60,9 @@ class SearchConfig:
     )
     potential: int = _knob(256, "potential-space size the draft keeps (published: 512 of 1536)")
     draft_generations: int = _knob(2, "evolution generations scored by PSA (published: 2)")
+    first_draft_generations: int | None = _knob(
+        None, "a task's first draft's generations, the most of its first batch's time (unset: --draft-generations)"
+    )
     verify_generations: int = _knob(1, "further generations scored by the cost model (published: 1)")
     verify_pool: int = _knob(128, "the cost model's best this-many of the potential space parent its generations")
     redraft_every: int = _knob(

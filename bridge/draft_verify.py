@@ -96,6 +96,7 @@ class DraftVerifySearch(_ResumableSearch):
         population_size: int = 512,
         potential_size: int = 256,
         draft_generations: int = 2,
+        first_draft_generations: int | None = None,
         verify_generations: int = 1,
         verify_pool: int = 128,
         mutation_prob: float = 0.85,
@@ -130,6 +131,9 @@ class DraftVerifySearch(_ResumableSearch):
                 sampling, the published size made the first draft a quarter of a 100 s tuning run).
             potential_size: best distinct unmeasured schedules the draft keeps (published: 512 of 1536).
             draft_generations: evolution generations scored by the draft model (published: 2).
+            first_draft_generations: a task's first draft's generations (None: `draft_generations`).
+                The first draft is most of a task's first batch: 13.3 s of 19.0 s on the GPU suite,
+                about 7 s of it the evolution (docs/benchmarks.md, "Where the 3x bar is").
             verify_generations: further generations scored by the verify model (published: 1; 0 =
                 only rank the potential space).
             verify_pool: the verifier's best this-many of the potential space are the parents of
@@ -237,6 +241,10 @@ class DraftVerifySearch(_ResumableSearch):
                 raise ValueError(f"{name}={value!r} must be >= 1")
         for name, value in [
             ("draft_generations", draft_generations),
+            (
+                "first_draft_generations",
+                draft_generations if first_draft_generations is None else first_draft_generations,
+            ),
             ("verify_generations", verify_generations),
             ("redraft_every", redraft_every),
             ("redraft_stall", redraft_stall),
@@ -270,6 +278,7 @@ class DraftVerifySearch(_ResumableSearch):
             population_size=population_size,
             potential_size=potential_size,
             draft_generations=draft_generations,
+            first_draft_generations=first_draft_generations,
             verify_generations=verify_generations,
             verify_pool=verify_pool,
             mutation_prob=mutation_prob,
@@ -322,6 +331,7 @@ class DraftVerifySearch(_ResumableSearch):
             population_size=search.population or 512,
             potential_size=search.potential,
             draft_generations=search.draft_generations,
+            first_draft_generations=search.first_draft_generations,
             verify_generations=search.verify_generations,
             verify_pool=search.verify_pool,
             redraft_every=search.redraft_every,
@@ -363,6 +373,12 @@ class DraftVerifySearch(_ResumableSearch):
             else self.verify_model
         )
         self.drafter = self._evolutionary_search(self.population_size, self.draft_generations, self.draft_model)
+        first = self.first_draft_generations
+        self.first_drafter = (  # a task's first draft, when it evolves for other generations than the rest
+            self._evolutionary_search(self.population_size, first, self.draft_model)
+            if first is not None and first != self.draft_generations
+            else self.drafter
+        )
         self.resampler = (  # the re-drafts' fresh samples, when they need fewer valid ones than the first draft
             self._evolutionary_search(self.population_size, 0, self.draft_model, min_samples=self.redraft_min_samples)
             if self.redraft_min_samples != FIRST_DRAFT_MIN_SAMPLES
@@ -478,8 +494,8 @@ class DraftVerifySearch(_ResumableSearch):
             self._background.result()
         self._ready, self._queued, self._deferred, self._background = None, None, [], None
         self.drafter.post_tuning()
-        if self.resampler is not self.drafter:
-            self.resampler.post_tuning()
+        for other in {id(s): s for s in (self.resampler, self.first_drafter) if s is not self.drafter}.values():
+            other.post_tuning()
 
     def _join(self) -> float:
         return 0.0 if self.pipeline is None else self.pipeline.join()
@@ -616,8 +632,8 @@ class DraftVerifySearch(_ResumableSearch):
         if reused:
             fresh = min(fresh, max(int(self.population_size * self.resample_ratio), fresh - len(reused)))
         return Draft(
-            drafter=self.drafter,
-            sampler=self.resampler if self._drafts else self.drafter,
+            drafter=self.drafter if self._drafts else self.first_drafter,
+            sampler=self.resampler if self._drafts else self.first_drafter,
             draft_model=self.draft_model,
             context=self.context,
             parents=parents,

@@ -228,6 +228,7 @@ def test_the_draft_knobs_reach_the_search_config():
         0.3,
         2,
         True,
+        1,
     )  # none a default
     knobs = dict(zip(tuning.SEARCH_KNOBS, values, strict=True))
     args = types.SimpleNamespace(psa="h100", psa_formula="published", seed_value=1, **knobs)
@@ -238,7 +239,7 @@ def test_the_draft_knobs_reach_the_search_config():
     assert search.psa_weight == 1.0 and search.fill_device == 48 and search.straggler_grace == 0.25
     assert search.draft_ahead is False and search.first_drafts_ahead == 3 and search.search_ahead == 1
     assert search.low_draft_ahead is False and search.size_filter_kb == 256.0 and search.eps_greedy == 0.3
-    assert search.draft_rounds == 2 and search.quick_start is True
+    assert search.draft_rounds == 2 and search.quick_start is True and search.first_draft_generations == 1
     assert cost_model.name == "pam" and cost_model.seed == 1
     with pytest.raises(ValueError, match="needs --checkpoint"):
         tuning.configs("moa", types.SimpleNamespace(**{**vars(args), "checkpoint": None}))

@@ -281,6 +281,26 @@ def _stall_search(trials: int, batch: int, **options):
     return strategy
 
 
+def test_a_tasks_first_draft_evolves_for_its_own_generations_and_the_rest_as_set():
+    """first_draft_generations: the first draft (most of the first batch's time) evolves for its own
+    generations, scoring fewer children with fewer; the later drafts for draft_generations."""
+    one = _stall_search(80, 4, first_draft_generations=1, log=SearchLog())
+    two = _stall_search(80, 4, log=SearchLog())
+    assert one.first_drafter is not one.drafter and two.first_drafter is two.drafter  # no second search unless set
+    assert one._new_draft().drafter is one.first_drafter
+    first_one, first_two = _round(one), _round(two)
+    assert first_one["drafted"] == first_two["drafted"] == 1
+    assert first_one["draft_scored"] < first_two["draft_scored"]  # one generation of children against two
+    assert one._new_draft().drafter is one.drafter and one._new_draft().sampler is one.resampler
+    for strategy in (one, two):
+        strategy.post_tuning()
+    with pytest.raises(ValueError, match="first_draft_generations"):
+        DraftVerifySearch(draft=PSACostModel(device="a100"), first_draft_generations=-1)
+    assert (
+        DraftVerifySearch.from_config(SearchConfig(psa="a100", first_draft_generations=1)).first_draft_generations == 1
+    )
+
+
 def test_a_stalled_task_is_drafted_again():
     """redraft_stall=2: a task whose best has not improved in 2 measured rounds gets a new draft, and
     the count starts again; a failed run is no improvement."""
