@@ -20,8 +20,6 @@ import math
 from collections import defaultdict
 from pathlib import Path
 
-from scipy.stats import t as student_t
-
 from bridge.curve import build_per_round, device_idle_share, drafting_share
 from bridge.search_log import read_rounds
 
@@ -240,11 +238,13 @@ def _pair(base: list[dict], rows: list[dict]) -> dict[str, float]:
     }
 
 
-def geomean_interval(logs: list[float], digits: int) -> str:
-    """ "G x (geometric mean, 95% interval L-H x)" of ratios given as logs: Student's t over the logs;
+def geomean_interval(logs: list[float], digits: int, of: str = "") -> str:
+    """ "G x [of] (geometric mean, 95% interval L-H x)" of ratios given as logs: Student's t over the logs;
     without the interval for a single ratio or ratios all equal."""
+    from scipy.stats import t as student_t  # only a report needs it, not a tuning run's start
+
     n, mean = len(logs), sum(logs) / len(logs)
-    text = f"{math.exp(mean):.{digits}f}x"
+    text = f"{math.exp(mean):.{digits}f}x" + (f" {of}" if of else "")
     sd = math.sqrt(sum((x - mean) ** 2 for x in logs) / (n - 1)) if n > 1 else 0.0
     if sd == 0.0:
         return f"{text} (geometric mean)"
@@ -274,18 +274,13 @@ def _against(data: dict, baseline: str, reference: str = "pruner") -> list[str]:
                 logs.append(math.log(a["speedup"] / b["speedup"]))
                 best_logs.append(math.log(a["best"] / b["best"]))
         if n:
+            of = f"{reference}'s"
             lines.append(
                 f"- {method} against {reference}, seed by seed ({n} seeds where both ran): reached {baseline}'s "
-                f"final sooner on {sooner}, later on {later}; speedup {_of(geomean_interval(logs, 2), reference)}; "
-                f"lower latency at equal time on {lower} of {n}, {_of(geomean_interval(best_logs, 3), reference)}"
+                f"final sooner on {sooner}, later on {later}; speedup {geomean_interval(logs, 2, of)}; "
+                f"lower latency at equal time on {lower} of {n}, {geomean_interval(best_logs, 3, of)}"
             )
     return lines
-
-
-def _of(interval: str, reference: str) -> str:
-    """ "1.03x (geometric mean, ...)" -> "1.03x pruner's (geometric mean, ...)"."""
-    ratio, rest = interval.split(" ", 1)
-    return f"{ratio} {reference}'s {rest}"
 
 
 def _per_seed(data: dict, baseline: str) -> list[str]:

@@ -494,8 +494,9 @@ class DraftVerifySearch(_ResumableSearch):
             self._background.result()
         self._ready, self._queued, self._deferred, self._background = None, None, [], None
         self.drafter.post_tuning()
-        for other in {id(s): s for s in (self.resampler, self.first_drafter) if s is not self.drafter}.values():
-            other.post_tuning()
+        for other in (self.resampler, self.first_drafter):  # each its own search, or the drafter itself
+            if other is not self.drafter:
+                other.post_tuning()
 
     def _join(self) -> float:
         return 0.0 if self.pipeline is None else self.pipeline.join()

@@ -62,9 +62,8 @@ def _results_folders(unpacked: Path) -> list[Path]:
                   {p.parent.parent.relative_to(unpacked) for p in unpacked.rglob("*-s*.csv")})  # fmt: skip
 
 
-def _merge_results(unpacked: Path, root: Path, report: dict) -> list[Path]:
-    """Add RES's new arm CSVs and eager times to the tree; the RES folders found (relative paths)."""
-    found = _results_folders(unpacked)
+def _merge_results(unpacked: Path, found: list[Path], root: Path, report: dict) -> None:
+    """Add the new arm CSVs and eager times of the RES folders `found` in `unpacked` to the tree."""
     for res in found:
         for src in sorted((unpacked / res).rglob("*")):
             if not src.is_file():
@@ -87,7 +86,6 @@ def _merge_results(unpacked: Path, root: Path, report: dict) -> list[Path]:
                 report["added"].append(str(rel))
             elif not filecmp.cmp(src, dst, shallow=False):
                 report["conflicts"].append(f"{rel}: differs from the tree's; the tree's kept")
-    return found
 
 
 def _database_home(res: Path) -> Path:
@@ -146,32 +144,35 @@ def keep(call: Path, label: str | None = None, root: Path = ROOT) -> dict:
 def _keep_lanes(lanes: list[tuple[Path, Path | None]], label: str | None, root: Path) -> dict:
     """`keep` for the call's lanes: (the lane's folder, its log or None) each."""
     report: dict = {"added": [], "conflicts": [], "skipped": []}
-    for lane, _ in lanes:  # every lane checked before anything is added: a refused call adds nothing
-        results = lane / "tuning_results.tar.xz"
-        if not results.exists():
-            raise FileNotFoundError(f"{results}: no tuning results in this call's folder")
-        with tempfile.TemporaryDirectory() as tmp:
-            found = _results_folders(_unpack(results, Path(tmp)))
-        if len(found) > 1 and (lane / "tuning_work.tar.xz").exists():
-            raise ValueError(
-                f"{results}: several results folders ({', '.join(map(str, found))}); whose databases? "
-                "(a folder inside one of the same name is what a stale stage.sh staging leaves)"
-            )
-    for lane, log in lanes:
-        results = lane / "tuning_results.tar.xz"
-        with tempfile.TemporaryDirectory() as tmp:
-            found = _merge_results(_unpack(results, Path(tmp) / "results"), root, report)
+    with tempfile.TemporaryDirectory() as tmp:
+        unpacked = []  # (the lane's results unpacked, its RES folders), every lane's checked before anything is added
+        for i, (lane, _) in enumerate(lanes):
+            results = lane / "tuning_results.tar.xz"
+            if not results.exists():
+                raise FileNotFoundError(f"{results}: no tuning results in this call's folder")
+            into = _unpack(results, Path(tmp) / str(i) / "results")
+            found = _results_folders(into)
+            if len(found) > 1 and (lane / "tuning_work.tar.xz").exists():
+                raise ValueError(
+                    f"{results}: several results folders ({', '.join(map(str, found))}); whose databases? "
+                    "(a folder inside one of the same name is what a stale stage.sh staging leaves)"
+                )
+            unpacked.append((into, found))
+        for i, ((lane, log), (into, found)) in enumerate(zip(lanes, unpacked)):
+            _merge_results(into, found, root, report)
             work = lane / "tuning_work.tar.xz"
             if work.exists() and found:
-                csvs = (Path(tmp) / "results" / found[0]).glob("*/*-s*.csv")
+                csvs = (into / found[0]).glob("*/*-s*.csv")
                 arms = {(c.parent.name, c.stem) for c in csvs if not _is_placeholder(c)}
-                _merge_databases(_unpack(work, Path(tmp) / "work"), _database_home(found[0]), root, report, arms)
-        if label and log is not None and log.exists():
-            dst = root / LOGS / f"{label}{'' if len(lanes) == 1 else '_' + lane.name}.log"
-            if not dst.exists():
-                dst.parent.mkdir(parents=True, exist_ok=True)
-                shutil.copy2(log, dst)
-                report["added"].append(str(dst.relative_to(root)))
+                _merge_databases(
+                    _unpack(work, Path(tmp) / str(i) / "work"), _database_home(found[0]), root, report, arms
+                )
+            if label and log is not None and log.exists():
+                dst = root / LOGS / f"{label}{'' if len(lanes) == 1 else '_' + lane.name}.log"
+                if not dst.exists():
+                    dst.parent.mkdir(parents=True, exist_ok=True)
+                    shutil.copy2(log, dst)
+                    report["added"].append(str(dst.relative_to(root)))
     for line in report["added"]:
         print(f"added {line}")
     for line in report["skipped"]:
