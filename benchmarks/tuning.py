@@ -23,18 +23,22 @@ turn, so each process resumes the same way.
     python benchmarks/tuning.py --arms xgb pruner --budget-s 120 --time-limit 540 --results R --eager
     python benchmarks/tuning.py --arms xgb pruner --budget-s 240 --time-limit 560 --results R --gpus 2
     python benchmarks/tuning.py --report --results R --plot docs/img/tuning_suite.png
+
+`--variants` runs settings of one method side by side in one job, paying the start-up once
+(`benchmarks/suite_variants.py`):
+
+    python benchmarks/tuning.py --arms pruner --variants pruner-quick:quick_start=true pruner --budget-s 195 --results R
 """
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import json
 import math
 import os
 import shutil
-import subprocess
 import sys
-import threading
 import time
 import typing
 from pathlib import Path
@@ -44,6 +48,8 @@ from jsonargparse import ArgumentParser
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.suite_report import report, slug
+from benchmarks.suite_shards import pin, run_shards, share
+from benchmarks.suite_variants import parse_variants
 from bridge.config import CostModelConfig, MeasureConfig, SearchConfig
 from data.atomic import atomic_write_text
 
@@ -112,13 +118,19 @@ def configs(method: str, args):
     return CostModelConfig(name="pam", seed=args.seed_value), search
 
 
-def run_arm(workload: str, method: str, seed: int, args, builder, walk_pool=None) -> list[dict]:
+def run_arm(
+    workload: str, method: str, seed: int, args, builder, walk_pool=None, label: str | None = None, settings=None
+) -> list[dict]:
+    """One arm; `label` names its files (None: the method), `settings` override the job's knobs."""
     from bridge.config import MeasureConfig, TuneConfig
     from bridge.tuning import tune_tasks
 
+    args = copy.copy(args)
+    for knob, value in (settings or {}).items():
+        setattr(args, knob, value)
     args.seed_value = seed
     cost_model, search = configs(method, args)
-    work = Path(args.work) / slug(workload) / f"{arm_name(method, args.label)}-s{seed}"
+    work = Path(args.work) / slug(workload) / f"{arm_name(method, label)}-s{seed}"
     shutil.rmtree(work, ignore_errors=True)  # an arm cut off by the call's end starts again
     result = tune_tasks(
         tasks_of(workload, args.target),
@@ -157,55 +169,18 @@ def arm_path(results: Path, seed: int, workload: str, method: str, label: str | 
     return results / slug(workload) / f"{arm_name(method, label)}-s{seed}.csv"
 
 
-def pending_arms(results: Path, seeds, workloads, methods, label: str | None = None) -> list[tuple[int, str, str]]:
-    """(seed, workload, method) of every arm with no results file yet, in the suite's order."""
+def pending_arms(results: Path, seeds, workloads, methods, label: str | None = None, variants=None) -> list[tuple]:
+    """(seed, workload, method, label, settings) of every arm with no results file yet, in the suite's
+    order; with `variants` ((label, settings) pairs of `suite_variants.parse_variants`), each of the one
+    method's variants in their order, else each method with `label`."""
+    kinds = [(methods[0], lb, st) for lb, st in variants] if variants else [(m, label, {}) for m in methods]
     return [
-        (s, w, m) for s in seeds for w in workloads for m in methods if not arm_path(results, s, w, m, label).exists()
+        (s, w, m, lb, st)
+        for s in seeds
+        for w in workloads
+        for m, lb, st in kinds
+        if not arm_path(results, s, w, m, lb).exists()
     ]
-
-
-def share(items: list, index: int, count: int) -> list:
-    """The `index`-th of `count` shares of `items`, dealt out in turn (the i-th item to share i mod count)."""
-    if not 0 <= index < count:
-        raise ValueError(f"share {index} of {count} does not exist")
-    return items[index::count]
-
-
-def _pin(index: int, count: int) -> None:
-    """Pin this process to its contiguous share of the cores it may use, before TVM or torch start threads."""
-    cores = sorted(os.sched_getaffinity(0))
-    per = len(cores) // count
-    if per < 1:
-        raise ValueError(f"{count} processes need at least {count} cores; this one may use {len(cores)}")
-    mine = cores[index * per : (index + 1) * per]
-    os.sched_setaffinity(0, mine)
-    os.environ["TVM_NUM_THREADS"] = str(len(mine))
-
-
-def run_shards(args, argv: list[str], time_left: float) -> int:
-    """Start one `tuning.py --shard i/N` per GPU (CUDA_VISIBLE_DEVICES its GPU), echo each one's lines
-    prefixed with its GPU, and wait for all; the exit status is the worst child's."""
-    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
-    gpus = visible.split(",") if visible else [str(i) for i in range(args.gpus)]
-    if len(gpus) < args.gpus:
-        raise ValueError(f"--gpus {args.gpus}, but CUDA_VISIBLE_DEVICES names {len(gpus)}: {visible}")
-    script = str(Path(__file__).resolve())
-    children = []
-    for i in range(args.gpus):
-        env = dict(os.environ, CUDA_VISIBLE_DEVICES=gpus[i], PYTHONUNBUFFERED="1")
-        cmd = [sys.executable, script, *argv, "--shard", f"{i}/{args.gpus}", "--time-limit", f"{time_left:.0f}"]
-        children.append(subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
-
-    def echo(i: int, child: subprocess.Popen) -> None:
-        for line in child.stdout:
-            print(f"[gpu {gpus[i]}] {line}", end="", flush=True)
-
-    threads = [threading.Thread(target=echo, args=(i, c)) for i, c in enumerate(children)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    return max(c.wait() for c in children)
 
 
 def write_rows(path: Path, rows: list[dict]) -> None:
@@ -286,6 +261,13 @@ def main(argv: list[str] | None = None) -> None:
         help="name the arms' files and work dirs after this instead of the method (one --arms only): "
         "a variant's settings beside the method's defaults in one results folder, e.g. pruner-r16",
     )
+    p.add_argument(
+        "--variants",
+        nargs="+",
+        default=None,
+        help="variants of the one method in --arms, run in turn in this job: LABEL[:KNOB=VALUE,...] with "
+        "draft-then-verify knobs (e.g. pruner-quick:quick_start=true); the method's own name is its default arm",
+    )
     p.add_argument("--seeds", nargs="+", type=int, default=[0])
     p.add_argument("--budget-s", type=float, default=120.0, help="search-time budget of every arm")
     p.add_argument("--time-limit", type=float, default=540.0, help="start no arm that would end after this")
@@ -329,6 +311,13 @@ def main(argv: list[str] | None = None) -> None:
         if len(args.arms) != 1:
             raise ValueError(f"--label {args.label!r} names one method's arms; --arms gave {args.arms}")
         arm_name(args.arms[0], args.label)  # a bad label fails before any arm runs
+    variants = None
+    if args.variants is not None and not args.report:
+        if len(args.arms) != 1 or args.label is not None:
+            raise ValueError(f"--variants {args.variants} are of one method, without --label; --arms gave {args.arms}")
+        variants = parse_variants(args.arms[0], args.variants, SEARCH_KNOBS, typing.get_type_hints(SearchConfig))
+        for label, _ in variants:
+            arm_name(args.arms[0], label)  # a bad label fails before any arm runs
     if args.against != p.get_default("against") and not args.report:
         raise ValueError(f"--against {args.against}: methods to pair with in the report; it needs --report")
     if args.xgb_from and not args.report:
@@ -352,8 +341,8 @@ def main(argv: list[str] | None = None) -> None:
     start = time.perf_counter()
     if args.shard:
         index, count = (int(x) for x in args.shard.split("/"))
-        _pin(index, count)
-    arms = pending_arms(results, args.seeds, args.workloads, args.arms, args.label)
+        pin(index, count)
+    arms = pending_arms(results, args.seeds, args.workloads, args.arms, args.label, variants)
     if args.shard:
         # every share is computed before any child writes a file, from the same listing
         arms = share(arms, index, count)
@@ -364,7 +353,14 @@ def main(argv: list[str] | None = None) -> None:
     if args.eager and not args.shard:
         eager_times(args.workloads, results)  # before the shards start, on the first GPU
     if args.gpus > 1 and not args.shard:
-        sys.exit(run_shards(args, [a for a in argv if a != "--eager"], args.time_limit - (time.perf_counter() - start)))
+        sys.exit(
+            run_shards(
+                args,
+                [a for a in argv if a != "--eager"],
+                args.time_limit - (time.perf_counter() - start),
+                str(Path(__file__).resolve()),
+            )
+        )
     import tvm_env
 
     target = tvm_env.parse_target(args.target)
@@ -377,19 +373,19 @@ def main(argv: list[str] | None = None) -> None:
     builder, walk_pool = start_workers(
         target, MeasureConfig(timeout=args.build_timeout, max_source_kb=args.max_source_kb), walk=True, wait=True
     )
-    for seed, workload, method in arms:
-        path = arm_path(results, seed, workload, method, args.label)
+    for seed, workload, method, label, settings in arms:
+        path = arm_path(results, seed, workload, method, label)
         left = args.time_limit - (time.perf_counter() - start)
         if left < args.budget_s * 1.1 + 15:
             print(f"stopping: {left:.0f} s left in this call, an arm needs about {args.budget_s * 1.1 + 15:.0f}")
             return
         t0 = time.perf_counter()
-        rows = run_arm(workload, method, seed, args, builder, walk_pool)
+        rows = run_arm(workload, method, seed, args, builder, walk_pool, label, settings)
         path.parent.mkdir(parents=True, exist_ok=True)
         write_rows(path, rows)
         best = min((r["best_us"] for r in rows), default=math.inf) if rows else math.inf
         print(
-            f"arm {workload} {arm_name(method, args.label)} seed {seed}: {rows[-1]['total_trials'] if rows else 0:.0f} trials, "
+            f"arm {workload} {arm_name(method, label)} seed {seed}: {rows[-1]['total_trials'] if rows else 0:.0f} trials, "
             f"best {best:.2f} us, {time.perf_counter() - t0:.0f} s",
             flush=True,
         )

@@ -171,6 +171,23 @@ def test_two_lanes_writing_one_arm_are_refused_before_any_lane_starts(tmp_path):
     # a job naming no workloads runs the default ones, which may hold any named workload
     done = _run(root, tmp_path, "RES=r/a ARMS=xgb", "RES=r/a ARMS='xgb pruner' WORKLOADS=dense:8,8,8")
     assert done.returncode == 2 and "both run arm xgb seed 0 of" in done.stderr
+    # a job's VARIANTS name its arms: a variant's label, or the method's own for its default arm
+    quick = "VARIANTS='pruner-quick:quick_start=true,draft_rounds=2 pruner'"
+    done = _run(
+        root, tmp_path, f"RES=r/a ARMS=pruner {quick} WORKLOADS=dense:8,8,8", "RES=r/a ARMS=pruner LABEL=pruner-quick"
+    )
+    assert done.returncode == 2 and "lanes 0 and 1 both run arm pruner-quick seed 0 of" in done.stderr
+    done = _run(
+        root,
+        tmp_path,
+        f"RES=r/a ARMS=pruner {quick} WORKLOADS=dense:8,8,8",
+        "RES=r/a ARMS=pruner WORKLOADS=dense:8,8,8",
+    )
+    assert done.returncode == 2 and "both run arm pruner seed 0 of dense:8,8,8 in r/a" in done.stderr
+    done = _run(
+        root, tmp_path, f"RES=r/a ARMS=pruner {quick} WORKLOADS=dense:8,8,8", "RES=r/a ARMS=pruner LABEL=pruner-r16"
+    )
+    assert done.returncode == 0, done.stderr
 
 
 def test_lanes_that_differ_in_seed_label_or_folder_run(tmp_path):

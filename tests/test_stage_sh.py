@@ -130,3 +130,33 @@ def test_an_earlier_staging_not_put_back_is_refused_and_nothing_moves(tmp_path):
     assert done.returncode == 3 and str(tmp_path / "stage") in done.stderr and "earlier staging" in done.stderr
     assert (tree / "docs/benchmarks.md").read_text() == "# new numbers\n"
     assert not (tmp_path / "stage/docs/docs").exists() and stale.read_text() == "# old numbers\n"
+
+
+def _benchmark_imports(module: str, seen: set[str]) -> set[str]:
+    """The `benchmarks` modules `module` imports (at any depth of the file), and theirs, recursively."""
+    import ast
+
+    seen.add(module)
+    tree = ast.parse((REPO / "benchmarks" / f"{module}.py").read_text())
+    for node in ast.walk(tree):
+        names = [node.module] if isinstance(node, ast.ImportFrom) and node.module else []
+        names += [a.name for a in node.names] if isinstance(node, ast.Import) else []
+        for name in names:
+            if name.startswith("benchmarks."):
+                sub = name.split(".")[1]
+                if sub not in seen and (REPO / "benchmarks" / f"{sub}.py").exists():
+                    _benchmark_imports(sub, seen)
+    return seen
+
+
+def test_lean_staging_keeps_every_benchmarks_module_a_suite_arm_imports():
+    """A device run of the suite imports tuning.py and, from it, other benchmarks modules: `lean` must
+    keep each (a module split out of tuning.py and not kept would fail every device call)."""
+    script = (REPO / "benchmarks/gpu/stage.sh").read_text()
+    kept = {
+        p.strip().removeprefix("benchmarks/").removesuffix(".py")
+        for p in script.split('case "$f" in ', 1)[1].split(")", 1)[0].replace("\\\n", "").split("|")
+    }
+    needed = _benchmark_imports("tuning", set())
+    assert {"tuning", "suite_report", "suite_variants", "suite_shards", "eager"} <= needed
+    assert needed <= kept, needed - kept

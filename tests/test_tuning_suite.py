@@ -160,9 +160,11 @@ def test_pending_arms_are_dealt_out_in_turn(tmp_path):
     (tmp_path / "dense_1x8x8").mkdir()
     (tmp_path / "dense_1x8x8" / "xgb-s0.csv").write_text("done")
     arms = tuning.pending_arms(tmp_path, [0, 1], ["dense:1,8,8", "conv"], ["xgb", "pruner"])
-    assert arms[0] == (0, "dense:1,8,8", "pruner") and (0, "dense:1,8,8", "xgb") not in arms and len(arms) == 7
+    assert arms[0] == (0, "dense:1,8,8", "pruner", None, {}) and len(arms) == 7
+    assert (0, "dense:1,8,8", "xgb", None, {}) not in arms
     shares = [tuning.share(arms, i, 2) for i in range(2)]
-    assert sorted(shares[0] + shares[1]) == sorted(arms) and len(shares[0]) == 4 and len(shares[1]) == 3
+    assert sorted(map(str, shares[0] + shares[1])) == sorted(map(str, arms))
+    assert len(shares[0]) == 4 and len(shares[1]) == 3
     with pytest.raises(ValueError, match="share 2 of 2"):
         tuning.share(arms, 2, 2)
 
@@ -171,7 +173,9 @@ def test_a_label_names_a_variants_arms_and_the_report_sets_it_beside_xgb(tmp_pat
     assert tuning.arm_path(tmp_path, 1, "conv:1", "pruner", "pruner-r16") == tmp_path / "conv_1" / "pruner-r16-s1.csv"
     assert tuning.arm_path(tmp_path, 1, "conv:1", "pruner") == tmp_path / "conv_1" / "pruner-s1.csv"
     write_arm(tmp_path / "conv_1" / "pruner-s0.csv", [(10, 16, 0.04)])
-    assert tuning.pending_arms(tmp_path, [0], ["conv:1"], ["pruner"], "pruner-r16") == [(0, "conv:1", "pruner")]
+    assert tuning.pending_arms(tmp_path, [0], ["conv:1"], ["pruner"], "pruner-r16") == [
+        (0, "conv:1", "pruner", "pruner-r16", {})
+    ]
     assert tuning.pending_arms(tmp_path, [0], ["conv:1"], ["pruner"]) == []
     for bad in ("", "xgb", "a/b", "pruner-s2"):
         with pytest.raises(ValueError, match="--label"):
@@ -299,3 +303,72 @@ def test_report_over_several_folders_takes_each_arm_from_one(tmp_path, capsys):
         tuning.main(["--results", str(first), "--also", str(second)])
     tuning.main(["--report", "--results", str(first), "--also", str(second)])
     assert f"{math.sqrt(12):.2f}x over 2 workloads" in capsys.readouterr().out
+
+
+suite_variants = load_benchmark("suite_variants")
+
+
+def _variants(*specs: str, method: str = "pruner"):
+    import typing
+
+    from bridge.config import SearchConfig
+
+    return suite_variants.parse_variants(method, list(specs), tuning.SEARCH_KNOBS, typing.get_type_hints(SearchConfig))
+
+
+def test_variants_take_typed_draft_knobs_and_name_the_bad_one():
+    got = _variants("pruner-quick:quick_start=true,draft_rounds=2,redraft_share=null,psa_weight=1", "pruner")
+    assert got == [
+        ("pruner-quick", {"quick_start": True, "draft_rounds": 2, "redraft_share": None, "psa_weight": 1.0}),
+        (None, {}),
+    ]
+    assert isinstance(got[0][1]["psa_weight"], float)
+    for spec, match in (
+        ("v:quick_start=1", "quick_start: 1 is not a bool"),
+        ("v:draft_rounds=true", "draft_rounds: True is not a int"),
+        ("v:draft_rounds=two", "draft_rounds: 'two' is not a int"),
+        ("v:fill_device=null", "fill_device: None is not a int"),
+        ("v:budget_s=9", "budget_s: not a draft-then-verify knob"),
+        ("v:quick_start", "quick_start: a setting is KNOB=VALUE"),
+        ("pruner:quick_start=true", "the method's own arm takes no settings"),
+    ):
+        with pytest.raises(ValueError, match=match):
+            _variants(spec)
+    with pytest.raises(ValueError, match="'v' is given twice"):
+        _variants("v:quick_start=true", "v:draft_rounds=1")
+
+
+def test_variants_are_pending_in_their_order_and_skipped_when_done(tmp_path):
+    variants = _variants("pruner-quick:quick_start=true", "pruner")
+    write_arm(tmp_path / "conv_1" / "pruner-s1.csv", [(10, 16, 0.04)])
+    arms = tuning.pending_arms(tmp_path, [0, 1], ["conv:1"], ["pruner"], None, variants)
+    assert arms == [
+        (0, "conv:1", "pruner", "pruner-quick", {"quick_start": True}),
+        (0, "conv:1", "pruner", None, {}),
+        (1, "conv:1", "pruner", "pruner-quick", {"quick_start": True}),
+    ]
+    for argv, match in (
+        (["--arms", "xgb", "pruner", "--variants", "a:quick_start=true"], "of one method"),
+        (["--arms", "pruner", "--label", "x", "--variants", "a:quick_start=true"], "without --label"),
+        (["--arms", "pruner", "--variants", "xgb"], "--label 'xgb'"),
+    ):
+        with pytest.raises(ValueError, match=match):
+            tuning.main([*argv, "--results", str(tmp_path)])
+
+
+def test_two_variants_tune_in_one_job_each_with_its_own_settings(tmp_path):
+    """A real job (llvm, Pruner) running a quick-start variant, then the default: both arms' curves are
+    written, the variant's first draft scored only its fresh samples (no evolution) and the default's,
+    run after it in the same process, evolved them (the variant's settings did not stay)."""
+    cmd = [sys.executable, str(Path(tuning.__file__)), "--target", '{"kind": "llvm"}', "--psa", "h100"]
+    cmd += ["--arms", "pruner", "--variants", "pruner-quick:quick_start=true", "pruner", "--workloads", "dense:1,32,32"]
+    cmd += ["--budget-s", "8", "--max-trials", "16", "--trials-per-round", "8"]
+    cmd += ["--results", str(tmp_path / "r"), "--work", str(tmp_path / "w")]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=300, check=True).stdout
+    assert out.index("arm dense:1,32,32 pruner-quick seed 0") < out.index("arm dense:1,32,32 pruner seed 0"), out
+    first = {}
+    for name in ("pruner-quick", "pruner"):
+        lines = (tmp_path / "r" / "dense_1x32x32" / f"{name}-s0.csv").read_text().splitlines()
+        first[name] = dict(zip(lines[0].split(","), lines[1].split(",")))
+    assert 0 < float(first["pruner-quick"]["draft_scored"]) <= float(first["pruner-quick"]["samples"])
+    assert float(first["pruner"]["draft_scored"]) > float(first["pruner"]["samples"])

@@ -10,10 +10,11 @@
 # workload, then another arm on another seed: tuning.py crosses ARMS x WORKLOADS x SEEDS, so one job
 # cannot say that); each job has its own settings and gets the call's time left. The lane's tars are
 # its last job's, so the jobs of a lane must share RES (WORK is the lane's). The lane's log holds all.
-# Each job pays its own start-up (50-60 s: build workers, NVRTC, eager timing), so two 225 s arms fit a
-# 588 s call only as one job (ARMS='xgb pruner', or SEEDS='0 1'), not as two jobs joined by " ;; ".
+# Each job pays its own start-up (50-80 s: build workers, NVRTC, eager timing), so two 225 s arms fit a
+# 588 s call only as one job (ARMS='xgb pruner', SEEDS='0 1', or an A/B's two settings as
+# VARIANTS='pruner-quick:quick_start=true pruner'), not as two jobs joined by " ;; ".
 # A job with less time left than its BUDGET + 90 s is not started (it would start no arm). Two lanes
-# that would write the same arm (RES, workload, ARMS or LABEL, seed) are refused before any starts:
+# that would write the same arm (RES, workload, ARMS, LABEL or VARIANTS, seed) are refused before any starts:
 # both would run, and the later would overwrite the other's CSV in the shared results folder.
 #   bash benchmarks/gpu/lanes.sh "ARMS=xgb WORKLOADS=net:resnet_50:4 ;; ARMS=xgb SEEDS=1 WORKLOADS=dense:128,3072,768"
 #   bash benchmarks/gpu/lanes.sh \
@@ -52,7 +53,9 @@ for lane in "$@"; do  # refuse a lane whose jobs use two results folders before 
 done
 arms_of() {  # the arms a job would write: "RES|workload|arm file name|seed", one a line ("*": suite.sh's default workloads)
   ( set -f; eval "export $1"
-    for w in ${WORKLOADS:-*}; do for a in ${LABEL:-${ARMS:-xgb pruner}}; do for s in ${SEEDS:-0}; do
+    names=${LABEL:-${ARMS:-xgb pruner}}
+    [ -z "${VARIANTS:-}" ] || names=$(for v in $VARIANTS; do echo "${v%%:*}"; done)  # LABEL[:KNOB=VALUE,...]
+    for w in ${WORKLOADS:-*}; do for a in $names; do for s in ${SEEDS:-0}; do
       echo "${RES:-benchmarks/results/tuning}|$w|$a|$s"; done; done; done )
 }
 declare -A owner=()  # refuse two lanes writing one arm's CSV in one results folder (both run; the later overwrites)
