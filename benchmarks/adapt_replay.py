@@ -9,6 +9,8 @@ the records' features read back from the shards). Variants:
 
 - `pam`: Pruner online, a PAM from nothing, retrained every batch (bounded as in tuning). Until it has
   learned from a batch it ranks as PSA, as the search's cold start does.
+- `pam-rN`: the same with `replay` N: once it holds more than N records it continues training the
+  current network for `warm_epochs` instead of retraining a fresh one (tuning's N is 1,024).
 - `moa-K`: MoA, the pretrained `--artifact` adapted every K-th batch (`pam-siamese-update`, the
   paper's K is 4).
 - `pretrained`: the artifact, never adapted (`pam-no-update`).
@@ -23,7 +25,8 @@ batches better, `bridge.verify_gate`; on by default for MoA in tuning).
 
 Printed per database and variant, over the first `--rounds` batches: the pairwise accuracy within
 the batches (pairs of one task with different latencies) and the batches' peak@1 (the batch's best
-latency / the latency of the variant's top pick, a mean over batches). The batches were picked by
+latency / the latency of the variant's top pick, a mean over batches); the JSON also has each
+learner's seconds of learning (`learn_s`, on this host's CPU: a tuning run trains on its GPU). The batches were picked by
 the run's own search, so this compares the verifiers on the schedules one run measured, not on what
 each would have picked. The online fits' results depend on torch's CPU thread count (the
 floating-point order of their sums), so compare runs made with the same `OMP_NUM_THREADS`.
@@ -37,6 +40,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -89,6 +93,8 @@ def variant_model(name: str, artifact: str | None, seed: int, epochs: int):
         return _Ensemble(*members)
     if name == "pam":
         return PrunerCostModel(mode="pam", device="cpu", seed=seed, epochs=epochs, workers=1)
+    if name.startswith("pam-r") and name[5:].isdigit() and int(name[5:]) >= 1:
+        return PrunerCostModel(mode="pam", device="cpu", seed=seed, epochs=epochs, workers=1, replay=int(name[5:]))
     if name == "pretrained":
         return PrunerCostModel(mode="pam-no-update", artifact=artifact, device="cpu", seed=seed, workers=1)
     if name.startswith("moa-") and name[4:].isdigit() and int(name[4:]) >= 1:
@@ -103,7 +109,9 @@ def variant_model(name: str, artifact: str | None, seed: int, epochs: int):
         )
     if name == "psa":
         return None
-    raise ValueError(f"variant {name!r}: one of pam, pretrained, psa, moa-K (K >= 1), or learners joined by &")
+    raise ValueError(
+        f"variant {name!r}: one of pam, pam-rN, pretrained, psa, moa-K (K >= 1, N >= 1), or learners joined by &"
+    )
 
 
 def record_features(data: ShardData, i: int) -> tuple[np.ndarray, np.ndarray]:
@@ -142,6 +150,7 @@ def replay_database(
     ]
     gates: dict[tuple[str, str], VerifyGate] = {}
     right = {name: 0.0 for name in names}
+    learn_s = dict.fromkeys(learners, 0.0)
     peaks = {name: [] for name in names}
     pairs = 0
     for model in learners.values():
@@ -174,17 +183,26 @@ def replay_database(
                 if finite.sum() >= 2:
                     top = int(np.argmax(scores))  # a pick that fails counts 0, as it would in tuning
                     peaks[name].append(latency[finite].min() / latency[top] if np.isfinite(latency[top]) else 0.0)
-            for model in learners.values():
+            for name, model in learners.items():
+                start_s = time.perf_counter()
                 model.learn(key, feats, latency)
+                learn_s[name] += time.perf_counter() - start_s
         done += 1
     return {
         name: {
             "pairwise": right[name] / pairs if pairs else float("nan"),
             "peak1": float(np.mean(peaks[name])) if peaks[name] else float("nan"),
             "batches": float(done),
+            **({"learn_s": learn_s[name]} if name in learn_s else {}),
         }
         for name in names
     }
+
+
+def _cell(name: str, row: dict[str, float]) -> str:
+    """A variant's printed result: pairwise / peak@1, and a learner's seconds of learning."""
+    learn = f" ({row['learn_s']:.1f} s learning)" if "learn_s" in row else ""
+    return f"{name} {row['pairwise']:.3f} / {row['peak1']:.3f}{learn}"
 
 
 def workload_means(results: dict[str, dict[str, dict[str, float]]]) -> dict[str, dict[str, float]]:
@@ -198,7 +216,8 @@ def workload_means(results: dict[str, dict[str, dict[str, float]]]) -> dict[str,
         cells = [[r[name] for r in rows] for rows in by_workload.values()]
         out[name] = {
             metric: float(np.mean([np.mean([c[metric] for c in cell]) for cell in cells]))
-            for metric in ("pairwise", "peak1")
+            for metric in ("pairwise", "peak1", "learn_s")
+            if all(metric in c for cell in cells for c in cell)
         }
         out[name]["workloads"] = float(len(cells))
     return out
@@ -246,11 +265,11 @@ def adapt_replay(
         mine = database_records(data, db, shards)
         models = {name: variant_model(name, artifact, seed, epochs) for name in variants}
         out[db] = replay_database(data, mine, psa, models, batch, rounds, psa_weight, gate)
-        cells = ", ".join(f"{n} {r['pairwise']:.3f} / {r['peak1']:.3f}" for n, r in out[db].items())
+        cells = ", ".join(_cell(n, r) for n, r in out[db].items())
         print(f"{db} ({int(next(iter(out[db].values()))['batches'])} batches of {batch}; pairwise / peak@1): {cells}")
     if len(out) > 1:
         means = workload_means(out)
-        cells = ", ".join(f"{n} {r['pairwise']:.3f} / {r['peak1']:.3f}" for n, r in means.items())
+        cells = ", ".join(_cell(n, r) for n, r in means.items())
         print(f"mean over {int(next(iter(means.values()))['workloads'])} workloads of their databases: {cells}")
     if json_out:
         Path(json_out).write_text(json.dumps(out, indent=1))
