@@ -17,7 +17,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 SUITE_STANDIN = """#!/usr/bin/env bash
-{ for v in CUDA_VISIBLE_DEVICES GPUS TVM_NUM_THREADS OUT WORK LIMIT RES ARMS REDRAFT_STALL PIPELINE; do
+{ for v in CUDA_VISIBLE_DEVICES GPUS TVM_NUM_THREADS OUT WORK LIMIT RES ARMS REDRAFT_STALL PIPELINE VARIANTS; do
     echo "$v=${!v-}"; done
   grep Cpus_allowed_list /proc/self/status; echo "--"; } >> "$OUT/env.txt"
 sleep 1
@@ -188,6 +188,7 @@ def test_two_lanes_writing_one_arm_are_refused_before_any_lane_starts(tmp_path):
         root, tmp_path, f"RES=r/a ARMS=pruner {quick} WORKLOADS=dense:8,8,8", "RES=r/a ARMS=pruner LABEL=pruner-r16"
     )
     assert done.returncode == 0, done.stderr
+    assert _jobs(tmp_path / "out", 0)[-1]["VARIANTS"] == "pruner-quick:quick_start=true,draft_rounds=2 pruner"
 
 
 def test_lanes_that_differ_in_seed_label_or_folder_run(tmp_path):
