@@ -7,8 +7,9 @@ quick start and a one-generation first draft on the GPU"). As variants of one jo
 and share its build and walk workers, the way `--arms 'pruner moa'` does.
 
 A variant is `LABEL[:KNOB=VALUE[,KNOB=VALUE...]]`: its arms are named LABEL (as `--label` names
-them) and run with the draft-then-verify knobs given (`tuning.SEARCH_KNOBS`, as `SearchConfig`
-types them; `null` for None), the job's other settings otherwise. The method's own name, with no
+them) and run with the knobs given, the draft-then-verify ones (`tuning.SEARCH_KNOBS`, as
+`SearchConfig` types them) and the cost model's online training (`tuning.COST_KNOBS`, as
+`CostModelConfig` types them; `null` for None), the job's other settings otherwise. The method's own name, with no
 settings, is its default arm:
 
     python benchmarks/tuning.py --arms pruner --variants pruner-quick:quick_start=true pruner ...

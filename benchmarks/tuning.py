@@ -88,6 +88,8 @@ SEARCH_KNOBS = (
     "first_draft_generations",
 )
 """The draft-then-verify settings this CLI passes to `bridge.config.SearchConfig` as they are."""
+COST_KNOBS = ("epochs",)
+"""The online-training settings this CLI passes to our cost models' `bridge.config.CostModelConfig`."""
 
 
 def tasks_of(workload: str, target):
@@ -103,7 +105,7 @@ def configs(method: str, args):
     if method == "xgb":
         return CostModelConfig(name="xgb", seed=args.seed_value), SearchConfig()
     if method == "mlp":
-        return CostModelConfig(name="mlp", seed=args.seed_value), SearchConfig()
+        return CostModelConfig(name="mlp", seed=args.seed_value, epochs=args.epochs), SearchConfig()
     knobs = {k: getattr(args, k) for k in SEARCH_KNOBS}
     search = SearchConfig(psa=args.psa, **knobs)
     if args.psa_formula:
@@ -112,10 +114,14 @@ def configs(method: str, args):
         if not args.checkpoint:
             raise ValueError("the moa arm needs --checkpoint (a pretrained PAM artifact)")
         moa = CostModelConfig(
-            name="pam-siamese-update", checkpoint=args.checkpoint, adapt_every=args.adapt_every, seed=args.seed_value
+            name="pam-siamese-update",
+            checkpoint=args.checkpoint,
+            adapt_every=args.adapt_every,
+            seed=args.seed_value,
+            epochs=args.epochs,
         )
         return moa, search
-    return CostModelConfig(name="pam", seed=args.seed_value), search
+    return CostModelConfig(name="pam", seed=args.seed_value, epochs=args.epochs), search
 
 
 def run_arm(
@@ -276,6 +282,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--checkpoint", default=None, help="pretrained PAM artifact for the moa arm")
     (adapt,) = (f for f in dataclasses.fields(CostModelConfig) if f.name == "adapt_every")  # as tune.py has it
     p.add_argument("--adapt-every", type=int, default=adapt.default, help=f"{adapt.metadata['help']}; the moa arm")
+    (epochs,) = (f for f in dataclasses.fields(CostModelConfig) if f.name == "epochs")  # as tune.py has it
+    p.add_argument("--epochs", type=int, default=epochs.default, help=f"{epochs.metadata['help']}; pruner, moa, mlp")
     p.add_argument("--psa-formula", default=None, help="PSA formula of the draft (unset: bridge.psa.DEFAULT_FORMULA)")
     p.add_argument("--population", type=int, default=None, help="draft population (unset: the default)")
     p.add_argument("--potential", type=int, default=512, help="potential-space size of the draft")
@@ -315,9 +323,15 @@ def main(argv: list[str] | None = None) -> None:
     if args.variants is not None and not args.report:
         if len(args.arms) != 1 or args.label is not None:
             raise ValueError(f"--variants {args.variants} are of one method, without --label; --arms gave {args.arms}")
-        variants = parse_variants(args.arms[0], args.variants, SEARCH_KNOBS, typing.get_type_hints(SearchConfig))
-        for label, _ in variants:
+        hints = {**typing.get_type_hints(SearchConfig), **typing.get_type_hints(CostModelConfig)}
+        variants = parse_variants(args.arms[0], args.variants, SEARCH_KNOBS + COST_KNOBS, hints)
+        for label, settings in variants:
             arm_name(args.arms[0], label)  # a bad label fails before any arm runs
+            takes = {"xgb": (), "mlp": COST_KNOBS}.get(args.arms[0], SEARCH_KNOBS + COST_KNOBS)
+            if set(settings) - set(takes):
+                raise ValueError(
+                    f"--variants: {label!r} sets {sorted(set(settings) - set(takes))}, which {args.arms[0]} does not take"
+                )
     if args.against != p.get_default("against") and not args.report:
         raise ValueError(f"--against {args.against}: methods to pair with in the report; it needs --report")
     if args.xgb_from and not args.report:

@@ -235,7 +235,7 @@ def test_the_draft_knobs_reach_the_search_config():
         1,
     )  # none a default
     knobs = dict(zip(tuning.SEARCH_KNOBS, values, strict=True))
-    args = types.SimpleNamespace(psa="h100", psa_formula="published", seed_value=1, **knobs)
+    args = types.SimpleNamespace(psa="h100", psa_formula="published", seed_value=1, epochs=7, **knobs)
     cost_model, search = tuning.configs("pruner", args)
     assert (search.redraft_every, search.redraft_stall, search.psa_formula) == (2, 0, "published")
     assert search.redraft_backoff is True and search.redraft_min_samples == 16 and search.redraft_share == 0.2
@@ -244,7 +244,8 @@ def test_the_draft_knobs_reach_the_search_config():
     assert search.draft_ahead is False and search.first_drafts_ahead == 3 and search.search_ahead == 1
     assert search.low_draft_ahead is False and search.size_filter_kb == 256.0 and search.eps_greedy == 0.3
     assert search.draft_rounds == 2 and search.quick_start is True and search.first_draft_generations == 1
-    assert cost_model.name == "pam" and cost_model.seed == 1
+    assert cost_model.name == "pam" and cost_model.seed == 1 and cost_model.epochs == 7
+    assert tuning.configs("mlp", args)[0].epochs == 7
     with pytest.raises(ValueError, match="needs --checkpoint"):
         tuning.configs("moa", types.SimpleNamespace(**{**vars(args), "checkpoint": None}))
 
@@ -313,15 +314,16 @@ def _variants(*specs: str, method: str = "pruner"):
 
     from bridge.config import SearchConfig
 
-    return suite_variants.parse_variants(method, list(specs), tuning.SEARCH_KNOBS, typing.get_type_hints(SearchConfig))
+    from bridge.config import CostModelConfig
+
+    hints = {**typing.get_type_hints(SearchConfig), **typing.get_type_hints(CostModelConfig)}
+    return suite_variants.parse_variants(method, list(specs), tuning.SEARCH_KNOBS + tuning.COST_KNOBS, hints)
 
 
 def test_variants_take_typed_draft_knobs_and_name_the_bad_one():
-    got = _variants("pruner-quick:quick_start=true,draft_rounds=2,redraft_share=null,psa_weight=1", "pruner")
-    assert got == [
-        ("pruner-quick", {"quick_start": True, "draft_rounds": 2, "redraft_share": None, "psa_weight": 1.0}),
-        (None, {}),
-    ]
+    got = _variants("pruner-quick:quick_start=true,draft_rounds=2,redraft_share=null,psa_weight=1,epochs=20", "pruner")
+    want = {"quick_start": True, "draft_rounds": 2, "redraft_share": None, "psa_weight": 1.0, "epochs": 20}
+    assert got == [("pruner-quick", want), (None, {})]
     assert isinstance(got[0][1]["psa_weight"], float)
     for spec, match in (
         ("v:quick_start=1", "quick_start: 1 is not a bool"),
@@ -351,6 +353,11 @@ def test_variants_are_pending_in_their_order_and_skipped_when_done(tmp_path):
         (["--arms", "xgb", "pruner", "--variants", "a:quick_start=true"], "of one method"),
         (["--arms", "pruner", "--label", "x", "--variants", "a:quick_start=true"], "without --label"),
         (["--arms", "pruner", "--variants", "xgb"], "--label 'xgb'"),
+        (["--arms", "xgb", "--variants", "xgb-f:fill_device=8"], r"\['fill_device'\], which xgb does not take"),
+        (
+            ["--arms", "mlp", "--variants", "mlp-e:epochs=5,quick_start=true"],
+            r"\['quick_start'\], which mlp does not take",
+        ),
     ):
         with pytest.raises(ValueError, match=match):
             tuning.main([*argv, "--results", str(tmp_path)])
