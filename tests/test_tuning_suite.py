@@ -312,9 +312,7 @@ suite_variants = load_benchmark("suite_variants")
 def _variants(*specs: str, method: str = "pruner"):
     import typing
 
-    from bridge.config import SearchConfig
-
-    from bridge.config import CostModelConfig
+    from bridge.config import CostModelConfig, SearchConfig
 
     hints = {**typing.get_type_hints(SearchConfig), **typing.get_type_hints(CostModelConfig)}
     return suite_variants.parse_variants(method, list(specs), tuning.SEARCH_KNOBS + tuning.COST_KNOBS, hints)
