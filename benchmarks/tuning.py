@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import json
 import math
 import os
 import shutil
@@ -47,6 +46,7 @@ from jsonargparse import ArgumentParser
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks.suite_eager import eager_times
 from benchmarks.suite_report import report, slug
 from benchmarks.suite_shards import pin, run_shards, share
 from benchmarks.suite_variants import parse_variants
@@ -198,36 +198,6 @@ def write_rows(path: Path, rows: list[dict]) -> None:
     atomic_write_text(path, "\n".join(lines) + "\n")
 
 
-def merge_eager(path: Path, times: dict[str, float]) -> None:
-    """Add `times` to the eager times in `path` (a time already there is kept) and write it back,
-    under a lock: lanes of one device call share a results folder, and each writes its own
-    workloads' times (a plain read-then-write lost another lane's)."""
-    import fcntl
-
-    path.parent.mkdir(parents=True, exist_ok=True)
-    folder = os.open(path.parent, os.O_RDONLY)  # the lock: the folder itself, so no lock file is left
-    try:
-        fcntl.flock(folder, fcntl.LOCK_EX)
-        known = json.loads(path.read_text()) if path.exists() else {}
-        atomic_write_text(path, json.dumps({**times, **known}, indent=1))
-    finally:
-        os.close(folder)  # closing the descriptor releases the lock
-
-
-def eager_times(workloads: list[str], results: Path) -> None:
-    """Median milliseconds of each operator in torch eager mode on GPU 0 -> RESULTS/eager.json."""
-    from benchmarks.eager import eager_ms
-
-    path = results / "eager.json"
-    known = json.loads(path.read_text()) if path.exists() else {}
-    times = {}
-    for w in workloads:
-        if w not in known and not w.startswith("net:"):
-            times[w] = eager_ms(w)
-            print(f"eager {w}: {times[w]:.4f} ms", flush=True)
-    merge_eager(path, times)
-
-
 def main(argv: list[str] | None = None) -> None:
     p = ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--results", default="benchmarks/results/tuning", help="one CSV per finished arm")
@@ -366,6 +336,7 @@ def main(argv: list[str] | None = None) -> None:
         return
     if args.eager and not args.shard:
         eager_times(args.workloads, results)  # before the shards start, on the first GPU
+    eager_s = time.perf_counter() - start
     if args.gpus > 1 and not args.shard:
         sys.exit(
             run_shards(
@@ -384,8 +355,14 @@ def main(argv: list[str] | None = None) -> None:
 
     # the first arm of a call would otherwise pay the build and walk workers' start-up in its budget
     # (for CUDA each build worker also builds a tiny kernel: NVRTC is loaded before the first arm)
+    tvm_s = time.perf_counter() - start - eager_s
     builder, walk_pool = start_workers(
         target, MeasureConfig(timeout=args.build_timeout, max_source_kb=args.max_source_kb), walk=True, wait=True
+    )
+    workers_s = time.perf_counter() - start - eager_s - tvm_s
+    print(
+        f"start-up {eager_s + tvm_s + workers_s:.1f} s: eager {eager_s:.1f}, TVM {tvm_s:.1f}, workers {workers_s:.1f}",
+        flush=True,
     )
     for seed, workload, method, label, settings in arms:
         path = arm_path(results, seed, workload, method, label)

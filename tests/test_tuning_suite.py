@@ -5,6 +5,7 @@ import ast
 import json
 import math
 import os
+import re
 import subprocess
 import sys
 import time
@@ -258,7 +259,7 @@ def test_lanes_sharing_a_results_folder_keep_every_eager_time(tmp_path):
     path.write_text('{"dense:1,8,8": 1.5}')
     start = time.time() + 3.0  # after every process has imported, all merge at once
     code = (
-        "import sys, time; from pathlib import Path; from benchmarks.tuning import merge_eager; "
+        "import sys, time; from pathlib import Path; from benchmarks.suite_eager import merge_eager; "
         f"time.sleep(max(0.0, {start} - time.time())); "
         "[merge_eager(Path(sys.argv[1]), {f'{sys.argv[2]}_{j}': float(j), 'dense:1,8,8': 9.0}) for j in range(30)]"
     )
@@ -371,6 +372,9 @@ def test_two_variants_tune_in_one_job_each_with_its_own_settings(tmp_path):
     cmd += ["--results", str(tmp_path / "r"), "--work", str(tmp_path / "w")]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=300, check=True).stdout
     assert out.index("arm dense:1,32,32 pruner-quick seed 0") < out.index("arm dense:1,32,32 pruner seed 0"), out
+    startup = re.search(r"start-up ([\d.]+) s: eager ([\d.]+), TVM ([\d.]+), workers ([\d.]+)", out)
+    total, *parts = (float(x) for x in startup.groups())  # where the job's start-up went, once for both arms
+    assert out.count("start-up ") == 1 and parts[2] > 0 and abs(total - sum(parts)) < 0.15, out
     first = {}
     for name in ("pruner-quick", "pruner"):
         lines = (tmp_path / "r" / "dense_1x32x32" / f"{name}-s0.csv").read_text().splitlines()
