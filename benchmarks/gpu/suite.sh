@@ -31,9 +31,11 @@ GPUS=${GPUS:-$(nvidia-smi -L | wc -l)}  # arms at once, one per GPU, each on its
 RES=${RES:-benchmarks/results/tuning}  # e.g. RES=benchmarks/results/tuning_240 for the 240 s suite
 WORK=${WORK:-runs/suite}  # the arms' work dirs (two suite.sh at once, e.g. one per GPU for an A/B, need two)
 LEFT=$(( ${LIMIT:-560} - ($(date +%s) - T0) ))
+echo "suite.sh: tuning.py starts at $(( $(date +%s) - T0 )) s"  # the kit and pylib before it (tuning.py prints its own start-up)
 python3 benchmarks/tuning.py --results $RES --arms ${ARMS:-xgb pruner} --budget-s ${BUDGET:-120} \
   --time-limit $LEFT --seeds ${SEEDS:-0} ${WORKLOADS:+--workloads $WORKLOADS} \
   ${CHECKPOINT:+--checkpoint $CHECKPOINT} ${ADAPT_EVERY:+--adapt-every $ADAPT_EVERY} ${EPOCHS:+--epochs $EPOCHS} ${PSA_FORMULA:+--psa-formula $PSA_FORMULA} ${BUILD_TIMEOUT:+--build-timeout $BUILD_TIMEOUT} ${MAX_SOURCE_KB:+--max-source-kb $MAX_SOURCE_KB} ${DRAFT_GENERATIONS:+--draft-generations $DRAFT_GENERATIONS} ${REDRAFT_EVERY:+--redraft-every $REDRAFT_EVERY} ${REDRAFT_STALL:+--redraft-stall $REDRAFT_STALL} ${REDRAFT_BACKOFF:+--redraft-backoff $REDRAFT_BACKOFF} ${REDRAFT_SHARE:+--redraft-share $REDRAFT_SHARE} ${REDRAFT_MIN_SAMPLES:+--redraft-min-samples $REDRAFT_MIN_SAMPLES} ${VERIFY_GATE:+--verify-gate $VERIFY_GATE} ${PSA_WEIGHT:+--psa-weight $PSA_WEIGHT} ${PIPELINE:+--pipeline $PIPELINE} ${FILL_DEVICE:+--fill-device $FILL_DEVICE} ${STRAGGLER_GRACE:+--straggler-grace $STRAGGLER_GRACE} ${DRAFT_AHEAD:+--draft-ahead $DRAFT_AHEAD} ${LOW_DRAFT_AHEAD:+--low-draft-ahead $LOW_DRAFT_AHEAD} ${FIRST_DRAFTS_AHEAD:+--first-drafts-ahead $FIRST_DRAFTS_AHEAD} ${SEARCH_AHEAD:+--search-ahead $SEARCH_AHEAD} ${SIZE_FILTER_KB:+--size-filter-kb $SIZE_FILTER_KB} ${EPS_GREEDY:+--eps-greedy $EPS_GREEDY} ${DRAFT_ROUNDS:+--draft-rounds $DRAFT_ROUNDS} ${QUICK_START:+--quick-start $QUICK_START} ${FIRST_DRAFT_GENERATIONS:+--first-draft-generations $FIRST_DRAFT_GENERATIONS} ${LABEL:+--label $LABEL} ${VARIANTS:+--variants $VARIANTS} --work $WORK --gpus $GPUS --eager 2>&1 | grep -v -i warning | tail -60
+echo "suite.sh: tuning.py ended at $(( $(date +%s) - T0 )) s"
 tar -cJf $OUT/tuning_results.tar.xz $RES
 # the work tar holds the arms' databases only, what keep.py keeps: with the cost models and logs a lane's
 # work dir was 52 MB, and compressing it in one thread took long enough to outlast a call
