@@ -216,7 +216,7 @@ def test_skip_entries_match_a_command(doc, start):
         # the documented lines before the flags changed: the check must reject them
         (
             """python benchmarks/tuning.py --target '{"kind": "llvm"}' --psa a100 --trials 24 --epochs 20 --deadline 480 --out /tmp/t""",
-            "--epochs",
+            "--deadline",  # (--epochs is a flag again since 2026-11-28)
         ),
         (
             "python3 benchmarks/tuning.py --psa h100 --checkpoint runs/pam_h100.pt --trials 150 --deadline 433",
