@@ -20,7 +20,7 @@ import math
 from collections import defaultdict
 from pathlib import Path
 
-from bridge.curve import build_per_round, device_idle_share, drafting_share
+from bridge.curve import build_per_round, device_idle_share, drafting_share, idle_between_batches
 from bridge.search_log import read_rounds
 
 __all__ = ["arms", "report", "slug", "time_to", "trials_to"]
@@ -143,7 +143,7 @@ def report(
             eager.update({slug(k): v for k, v in json.loads((folder / "eager.json").read_text()).items()})
     lines = [
         "| workload | method | seeds | trials | best at equal time (us) | vs XGB at equal time "
-        "| reached XGB's final at (s) | trials to it | speedup | device idle | drafting | build a round |",
+        "| reached XGB's final at (s) | trials to it | speedup | device idle (between batches) | drafting | build a round |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     speedups: dict[str, list[float]] = defaultdict(list)
@@ -168,6 +168,7 @@ def report(
                     if pair["ratio"] > _BEHIND:
                         pairs[method].append(f"{workload} s{seed} {_ratio(pair['ratio'])}x")
                 cols["idle"].append(device_idle_share(rows))
+                cols["between"].append(idle_between_batches(rows))
                 cols["drafting"].append(drafting_share(rows))
                 cols["build"].append(build_per_round(rows))
             if not cols:
@@ -185,7 +186,8 @@ def report(
             lines.append(
                 f"| {workload} | {method} | {n} | {sum(cols['trials']) / n:.0f} | {sum(cols['best']) / n:.2f} "
                 f"| {_ratio(ratio)} | {_reached(cols['time'], reached, ' s')} | {_reached(cols['trials_to'], reached)} "
-                f"| {'<' if bound else ''}{speedup:.2f}x | {100 * sum(cols['idle']) / n:.0f}% | {_share(cols['drafting'])} "
+                f"| {'<' if bound else ''}{speedup:.2f}x | {100 * sum(cols['idle']) / n:.0f}% ({100 * sum(cols['between']) / n:.0f}%) "
+                f"| {_share(cols['drafting'])} "
                 f"| {_seconds(cols['build'])} |"
             )
         if workload in eager:

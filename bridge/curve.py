@@ -8,6 +8,7 @@ saved curve read back with `bridge.search_log.read_rounds`).
   the build workers; `deferred_picks`: the picks a batch left building for the next one;
   `refused_picks`: the picks the builder's source guard refused (`--max-source-kb`);
 - `build_bound_idle`: the idle share that the builds alone impose on the rounds after the first.
+- `idle_between_batches`: the idle share from the first batch's start on (the issue's measure).
 
 Each takes the rows as a run writes them; a column a run did not fill (NaN, or absent in an older
 curve) counts as missing.
@@ -28,6 +29,7 @@ __all__ = [
     "device_idle_parts",
     "device_idle_share",
     "drafting_share",
+    "idle_between_batches",
     "refused_picks",
 ]
 
@@ -50,6 +52,18 @@ def device_idle_share(rows: Sequence[Mapping[str, Any]]) -> float:
     wall = float(rows[-1]["elapsed_s"])
     busy = sum(float(r["run_s"]) for r in rows if math.isfinite(float(r["run_s"])))
     return max(0.0, 1.0 - busy / wall) if wall > 0 else math.nan
+
+
+def idle_between_batches(rows: Sequence[Mapping[str, Any]]) -> float:
+    """Share of the wall-clock time from the first batch's start on in which no batch was running:
+    the idle time between batches (issue 12's measure), without the first search and build before
+    anything runs (`device_idle_parts`' `before_first`). NaN without rows or time after that start."""
+    if not rows:
+        return math.nan
+    wall = float(rows[-1]["elapsed_s"])
+    start = float(rows[0]["elapsed_s"]) - (_finite(rows[0], "run_s") or 0.0)
+    busy = sum(value for r in rows if (value := _finite(r, "run_s")) is not None)
+    return max(0.0, 1.0 - busy / (wall - start)) if wall > start else math.nan
 
 
 def device_idle_parts(rows: Sequence[Mapping[str, Any]]) -> dict[str, float]:

@@ -51,6 +51,10 @@ def test_report_times_speedups_and_never(tmp_path):
     }
     # drafting: (7.5 + 0 + 4.5) s of drafts over 120 s; XGB drafts nothing; op_b's pruner logged no drafts
     assert lines[("op_a", "pruner")].endswith("| 10% | 2.0 s |") and lines[("op_a", "xgb")].endswith("| - | 0.5 s |")
+    # idle: 3 runs of 1 s in 120 s; between batches, from the first run's start at 9 s: 1 - 3/111
+    assert lines[("op_a", "pruner")].endswith(
+        f"| {100 * (1 - 3 / 120):.0f}% ({100 * (1 - 3 / 111):.0f}%) | 10% | 2.0 s |"
+    )
     assert lines[("op_b", "pruner")].endswith("| - | 0.5 s |")
     # op_b: pruner never reaches 0.008 ms; bound 100/100 = 1x, marked "<"; 0.0083/0.008 = 1.0375 worse
     assert "| op_b | pruner | 1 | 64 | 8.30 | 1.038 | never | never | <1.00x |" in text

@@ -11,6 +11,7 @@ from bridge.curve import (
     deferred_picks,
     device_idle_parts,
     device_idle_share,
+    idle_between_batches,
     refused_picks,
 )
 from bridge.search_log import SearchLog
@@ -33,6 +34,16 @@ def test_a_pipelined_run_charges_a_draft_to_the_round_that_waited_for_it():
     parts = device_idle_parts(run)
     assert parts == pytest.approx({"before_first": 10 / 29, "drafts": 7 / 29, "other": 4 / 29})
     assert sum(parts.values()) == pytest.approx(device_idle_share(run))
+
+
+def test_idle_between_batches_counts_from_the_first_batchs_start():
+    # the first batch starts at 12 - 2 = 10 s; from then to 29 s the device ran 4 x 2 s
+    run = rows((12, 2, 1, math.nan), (17, 2, 0, 4.0), (26, 2, 0, 4.0), (29, 2, 1, 4.0))
+    assert idle_between_batches(run) == pytest.approx(1 - 8 / 19)
+    parts = device_idle_parts(run)  # the same idle time, less the first round's, over the shorter span
+    assert idle_between_batches(run) == pytest.approx((parts["drafts"] + parts["other"]) * 29 / 19)
+    assert idle_between_batches(rows((5, 5, 1, math.nan), (9, 4, 0, math.nan))) == 0.0
+    assert math.isnan(idle_between_batches([]))
 
 
 def test_a_run_searched_in_turn_charges_a_draft_to_its_own_round():
