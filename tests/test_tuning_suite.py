@@ -372,7 +372,7 @@ def test_two_variants_tune_in_one_job_each_with_its_own_settings(tmp_path):
     run after it in the same process, evolved them (the variant's settings did not stay)."""
     cmd = [sys.executable, str(Path(tuning.__file__)), "--target", '{"kind": "llvm"}', "--psa", "h100"]
     cmd += ["--arms", "pruner", "--variants", "pruner-quick:quick_start=true", "pruner", "--workloads", "dense:1,32,32"]
-    cmd += ["--budget-s", "8", "--max-trials", "16", "--trials-per-round", "8"]
+    cmd += ["--budget-s", "8", "--max-trials", "8", "--trials-per-round", "8"]
     cmd += ["--results", str(tmp_path / "r"), "--work", str(tmp_path / "w")]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=300, check=True).stdout
     assert out.index("arm dense:1,32,32 pruner-quick seed 0") < out.index("arm dense:1,32,32 pruner seed 0"), out
