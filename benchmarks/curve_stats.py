@@ -7,7 +7,8 @@ and where it fell, drafting, builds (`bridge.curve` on each `tuning_curve.csv` o
 Columns: trials; final (the best latency, us); idle (share of the run with no batch on the device)
 and its parts (before the first batch / rounds that waited on a draft / the rest), and the idle share
 that the builds alone impose after the first batch (`bridge.curve.build_bound_idle`: a batch cannot
-run before it is built); drafting (share
+run before it is built) and the idle share between batches, from the first batch's start on
+(`bridge.curve.idle_between_batches`, issue 12's measure); drafting (share
 of the run spent drafting, alongside or in turn); build (median seconds a batch took to build);
 busy (median share of the build workers' time a batch kept busy; needs --workers); deferred (picks
 a batch left building for the next); refused (picks the builder's source guard refused,
@@ -36,6 +37,7 @@ from bridge.curve import (  # noqa: E402 - after the path insert, as the other b
     deferred_picks,
     device_idle_parts,
     device_idle_share,
+    idle_between_batches,
     drafting_share,
     refused_picks,
 )
@@ -53,6 +55,7 @@ def curve_stats(rows: list[dict], workers: int = 16) -> dict[str, float]:
         "idle": device_idle_share(rows),
         **{f"idle_{k}": v for k, v in device_idle_parts(rows).items()},
         "idle_builds": build_bound_idle(rows),
+        "idle_between": idle_between_batches(rows),
         "drafting": drafting_share(rows),
         "build_s": build_per_round(rows),
         "busy": build_busy(rows, workers),
@@ -77,7 +80,7 @@ def line(path: str, stats: dict[str, float]) -> str:
     return (
         f"{path}: {stats['trials']:,.0f} trials, final {stats['final_us']:.2f} us, idle {_pct(stats['idle'])} "
         f"({_pct(stats['idle_before_first'])} / {_pct(stats['idle_drafts'])} / {_pct(stats['idle_other'])}; "
-        f"builds alone {_pct(stats['idle_builds'])}), "
+        f"builds alone {_pct(stats['idle_builds'])}; between batches {_pct(stats['idle_between'])}), "
         f"drafting {_pct(stats['drafting'])}, build {stats['build_s']:.1f} s, busy {_pct(stats['busy'])}, "
         f"deferred {stats['deferred']:.0f}, refused {stats['refused']:.0f}, redrafts {stats['redrafts']:.0f}, draft waits {stats['draft_wait_s']:.1f} s, "
         + _first(*(stats[k] for k in FIRST))

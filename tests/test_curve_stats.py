@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks import curve_stats
-from bridge.curve import build_bound_idle, device_idle_parts, device_idle_share
+from bridge.curve import build_bound_idle, device_idle_parts, device_idle_share, idle_between_batches
 from bridge.search_log import read_rounds
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -27,6 +27,12 @@ def test_each_curve_gets_a_line_and_its_statistics_in_the_json(tmp_path, capsys)
         parts = device_idle_parts(rows)
         assert sum(stats[f"idle_{k}"] for k in parts) == pytest.approx(stats["idle"], abs=1e-6)
         assert stats["idle_builds"] == pytest.approx(build_bound_idle(rows)) and 0 <= stats["idle_builds"] < 1
+        # between batches: the idle time after the first round's, over the time from the first batch's start
+        first_wait = rows[0]["elapsed_s"] - rows[0]["run_s"]
+        between = (
+            (stats["idle"] - stats["idle_before_first"]) * rows[-1]["elapsed_s"] / (rows[-1]["elapsed_s"] - first_wait)
+        )
+        assert stats["idle_between"] == pytest.approx(idle_between_batches(rows)) == pytest.approx(between, abs=1e-6)
         assert 0 < stats["busy"] <= 1 and stats["redrafts"] == sum(1 for r in rows[1:] if r["drafted"])
     ahead = [out[p] for p in CURVES if "ahead" in p]
     assert all(s["draft_wait_s"] >= 0 for s in ahead) and any(s["draft_wait_s"] > 0 for s in ahead)
