@@ -37,8 +37,8 @@ from bridge.curve import (  # noqa: E402 - after the path insert, as the other b
     deferred_picks,
     device_idle_parts,
     device_idle_share,
-    idle_between_batches,
     drafting_share,
+    idle_between_batches,
     refused_picks,
 )
 from bridge.search_log import read_rounds  # noqa: E402
