@@ -91,10 +91,9 @@ def variant_model(name: str, artifact: str | None, seed: int, epochs: int):
         if None in members:
             raise ValueError(f"variant {name!r}: only learners join with & (psa is the draft model, not a learner)")
         return _Ensemble(*members)
-    if name == "pam":
-        return PrunerCostModel(mode="pam", device="cpu", seed=seed, epochs=epochs, workers=1)
-    if name.startswith("pam-r") and name[5:].isdigit() and int(name[5:]) >= 1:
-        return PrunerCostModel(mode="pam", device="cpu", seed=seed, epochs=epochs, workers=1, replay=int(name[5:]))
+    if name == "pam" or (name.startswith("pam-r") and name[5:].isdigit() and int(name[5:]) >= 1):
+        replay = {} if name == "pam" else {"replay": int(name[5:])}  # pam: tuning's own replay
+        return PrunerCostModel(mode="pam", device="cpu", seed=seed, epochs=epochs, workers=1, **replay)
     if name == "pretrained":
         return PrunerCostModel(mode="pam-no-update", artifact=artifact, device="cpu", seed=seed, workers=1)
     if name.startswith("moa-") and name[4:].isdigit() and int(name[4:]) >= 1:

@@ -198,6 +198,12 @@ def write_rows(path: Path, rows: list[dict]) -> None:
     atomic_write_text(path, "\n".join(lines) + "\n")
 
 
+def _field(config: type, name: str) -> dataclasses.Field:
+    """A config dataclass's field, whose default and help this CLI's flag of the same name takes."""
+    (field,) = (f for f in dataclasses.fields(config) if f.name == name)
+    return field
+
+
 def main(argv: list[str] | None = None) -> None:
     p = ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--results", default="benchmarks/results/tuning", help="one CSV per finished arm")
@@ -250,9 +256,9 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--target", default="nvidia/nvidia-h100")
     p.add_argument("--psa", default="auto", help="PSA device row ('auto': this GPU)")
     p.add_argument("--checkpoint", default=None, help="pretrained PAM artifact for the moa arm")
-    (adapt,) = (f for f in dataclasses.fields(CostModelConfig) if f.name == "adapt_every")  # as tune.py has it
+    adapt = _field(CostModelConfig, "adapt_every")  # as tune.py has it
     p.add_argument("--adapt-every", type=int, default=adapt.default, help=f"{adapt.metadata['help']}; the moa arm")
-    (epochs,) = (f for f in dataclasses.fields(CostModelConfig) if f.name == "epochs")  # as tune.py has it
+    epochs = _field(CostModelConfig, "epochs")
     p.add_argument("--epochs", type=int, default=epochs.default, help=f"{epochs.metadata['help']}; pruner, moa, mlp")
     p.add_argument("--psa-formula", default=None, help="PSA formula of the draft (unset: bridge.psa.DEFAULT_FORMULA)")
     p.add_argument("--population", type=int, default=None, help="draft population (unset: the default)")
@@ -271,7 +277,7 @@ def main(argv: list[str] | None = None) -> None:
         default=30.0,
         help="seconds a candidate may take to build (then it is a failed build)",
     )
-    (guard,) = (f for f in dataclasses.fields(MeasureConfig) if f.name == "max_source_kb")  # as tune.py has it
+    guard = _field(MeasureConfig, "max_source_kb")
     p.add_argument(
         "--max-source-kb",
         type=typing.get_type_hints(MeasureConfig)["max_source_kb"],

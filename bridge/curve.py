@@ -40,6 +40,11 @@ def _finite(row: Mapping[str, Any], key: str) -> float | None:
     return value if math.isfinite(value) else None
 
 
+def _busy(rows: Sequence[Mapping[str, Any]]) -> float:
+    """Seconds the device ran batches in a run: the sum of its rounds' `run_s`."""
+    return sum(value for r in rows if (value := _finite(r, "run_s")) is not None)
+
+
 def device_idle_share(rows: Sequence[Mapping[str, Any]]) -> float:
     """Share of the run's wall-clock time in which no batch was running (1 - sum of run_s / elapsed).
 
@@ -50,8 +55,7 @@ def device_idle_share(rows: Sequence[Mapping[str, Any]]) -> float:
     if not rows:
         return math.nan
     wall = float(rows[-1]["elapsed_s"])
-    busy = sum(float(r["run_s"]) for r in rows if math.isfinite(float(r["run_s"])))
-    return max(0.0, 1.0 - busy / wall) if wall > 0 else math.nan
+    return max(0.0, 1.0 - _busy(rows) / wall) if wall > 0 else math.nan
 
 
 def idle_between_batches(rows: Sequence[Mapping[str, Any]]) -> float:
@@ -62,8 +66,7 @@ def idle_between_batches(rows: Sequence[Mapping[str, Any]]) -> float:
         return math.nan
     wall = float(rows[-1]["elapsed_s"])
     start = float(rows[0]["elapsed_s"]) - (_finite(rows[0], "run_s") or 0.0)
-    busy = sum(value for r in rows if (value := _finite(r, "run_s")) is not None)
-    return max(0.0, 1.0 - busy / (wall - start)) if wall > start else math.nan
+    return max(0.0, 1.0 - _busy(rows) / (wall - start)) if wall > start else math.nan
 
 
 def device_idle_parts(rows: Sequence[Mapping[str, Any]]) -> dict[str, float]:
