@@ -88,7 +88,7 @@ SEARCH_KNOBS = (
     "first_draft_generations",
 )
 """The draft-then-verify settings this CLI passes to `bridge.config.SearchConfig` as they are."""
-COST_KNOBS = ("epochs",)
+COST_KNOBS = ("epochs", "background_update")
 """The online-training settings this CLI passes to our cost models' `bridge.config.CostModelConfig`."""
 
 
@@ -101,11 +101,16 @@ def tasks_of(workload: str, target):
     return [zoo.operator_task(workload)]
 
 
+def _online(args) -> dict:
+    """The cost models' online-training settings (`COST_KNOBS`) of `args`."""
+    return {knob: getattr(args, knob) for knob in COST_KNOBS}
+
+
 def configs(method: str, args):
     if method == "xgb":
         return CostModelConfig(name="xgb", seed=args.seed_value), SearchConfig()
     if method == "mlp":
-        return CostModelConfig(name="mlp", seed=args.seed_value, epochs=args.epochs), SearchConfig()
+        return CostModelConfig(name="mlp", seed=args.seed_value, **_online(args)), SearchConfig()
     knobs = {k: getattr(args, k) for k in SEARCH_KNOBS}
     search = SearchConfig(psa=args.psa, **knobs)
     if args.psa_formula:
@@ -118,10 +123,10 @@ def configs(method: str, args):
             checkpoint=args.checkpoint,
             adapt_every=args.adapt_every,
             seed=args.seed_value,
-            epochs=args.epochs,
+            **_online(args),
         )
         return moa, search
-    return CostModelConfig(name="pam", seed=args.seed_value, epochs=args.epochs), search
+    return CostModelConfig(name="pam", seed=args.seed_value, **_online(args)), search
 
 
 def run_arm(
@@ -260,6 +265,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--adapt-every", type=int, default=adapt.default, help=f"{adapt.metadata['help']}; the moa arm")
     epochs = _field(CostModelConfig, "epochs")
     p.add_argument("--epochs", type=int, default=epochs.default, help=f"{epochs.metadata['help']}; pruner, moa, mlp")
+    background = _field(CostModelConfig, "background_update")
+    p.add_argument("--background-update", type=bool, default=background.default, help=background.metadata["help"])
     p.add_argument("--psa-formula", default=None, help="PSA formula of the draft (unset: bridge.psa.DEFAULT_FORMULA)")
     p.add_argument("--population", type=int, default=None, help="draft population (unset: the default)")
     p.add_argument("--potential", type=int, default=512, help="potential-space size of the draft")

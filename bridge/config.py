@@ -180,6 +180,12 @@ class CostModelConfig:
     )
     checkpoint: str | None = _knob(None, "artifact (bridge.export) or train.py .ckpt for the pretrained modes")
     epochs: int = _knob(50, "online-training epochs of our cost models")
+    background_update: bool = _knob(
+        True,
+        "our cost models train on a measured batch on a thread of their own while the next batch is "
+        "searched, built and run; the next scoring waits for it, so the picks are the same (false: the "
+        "update trains before the next batch is handed out)",
+    )
     adapt_every: int = _knob(
         1,
         "pam-siamese-update: adapt the pretrained model after every this-many rounds (published: 4; every round "

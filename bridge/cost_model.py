@@ -17,7 +17,9 @@ sample of the earlier ones. While the run has measured at most `replay` records,
 modes retrain a fresh network on all of them for up to `epochs` epochs (as docs/pruner.md section 2
 describes); past that, they continue training the current network ("warm") for up to
 `warm_epochs` epochs. So the cost of an update stops growing with the number of trials (the
-published flow retrains on everything, which makes late rounds of a long run the slowest).
+published flow retrains on everything, which makes late rounds of a long run the slowest). By
+default the training runs in the background (`bridge.background`) while the next batch is searched,
+built and run, and the next scoring waits for it: the same scores, off the tuning loop's path.
 
 Labels of the online updates are `data.labels.normalized_throughput` of each task's records in this
 run (best / latency, failed = 0), the same definition as offline training. From-scratch modes take
@@ -32,20 +34,24 @@ would not lower) get the smallest positive float.
 from __future__ import annotations
 
 import copy
+import functools
 import io
 import os
 import threading
+import time
 from collections.abc import Sequence
 
 import numpy as np
 import torch
 from tvm.ir.utils import derived_object
 
+from bridge.background import BackgroundJob, warm_up_cuda
 from bridge.export import Artifact, load_model
+from bridge.replay import replay_batches
 from data.atomic import atomic_write_bytes
 from data.batch import compute_scales, make_batch
 from data.features import FeatureCache, WalkPool, default_walk_workers, workload_tags
-from data.labels import mean_latency, normalized_throughput
+from data.labels import mean_latency
 from data.schema import STMT_DIM
 from pruner_models import registry
 from pruner_models.losses import LOSSES
@@ -61,16 +67,8 @@ MODES = tuple(_MODES)
 _PRETRAINED = {mode for mode, (_, policy) in _MODES.items() if policy != "scratch"}
 
 
-def _warm_up(device: torch.device) -> None:
-    """One small training step on `device`, so the run's first update does not start CUDA."""
-    try:
-        net = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.ReLU(), torch.nn.Linear(64, 1)).to(device)
-        optimizer = torch.optim.Adam(net.parameters())
-        net(torch.randn(256, 64, device=device)).square().mean().backward()
-        optimizer.step()
-        torch.cuda.synchronize(device)
-    except Exception:  # a warm-up is an optimization: the first update reports a real problem
-        pass
+_SEEDED = threading.Lock()
+"""Held while a network is initialized from torch's global RNG, seeded: training threads share it."""
 
 
 def _nets_for(mode: str) -> tuple[str, ...]:
@@ -102,6 +100,7 @@ class PrunerCostModel(ms.cost_model.PyCostModel):
         features: FeatureCache | None = None,
         replay: int = 1024,
         warm_epochs: int = 10,
+        background: bool = True,
     ):
         """
         Args:
@@ -122,6 +121,10 @@ class PrunerCostModel(ms.cost_model.PyCostModel):
                 already saves this model the work); None: a cache of its own.
             replay: records one update trains on at most (the newest batch plus a random sample).
             warm_epochs: maximum epochs of a warm update (from-scratch modes past `replay` records).
+            background: `update` records the batch and returns, and the training runs on a thread of
+                its own while the next batch is searched, built and run; the next `predict` (or
+                `update`, `save`, `load`) waits for it, so every score comes from the same network as
+                without it. False: `update` trains before it returns.
         """
         super().__init__()
         if mode not in MODES:
@@ -150,7 +153,7 @@ class PrunerCostModel(ms.cost_model.PyCostModel):
         self.replay, self.warm_epochs = replay, warm_epochs
         self.uses_gemm = mode.startswith("pam")
         self.net: torch.nn.Module | None = None
-        self.trained = False
+        self._is_trained = False
         if artifact is not None:
             loaded = artifact if isinstance(artifact, Artifact) else load_model(artifact)
             if loaded.net_class not in _nets_for(mode):
@@ -160,7 +163,7 @@ class PrunerCostModel(ms.cost_model.PyCostModel):
             net = loaded.net
             if mode == "pam-siamese-update" and isinstance(net, PAMNet):
                 net = MoANet.from_pretrained(net, momentum)
-            self.net, self.trained = net.to(self.device).eval(), True
+            self.net, self._is_trained = net.to(self.device).eval(), True
             self.source = loaded.path
         # Records measured in this run: task key -> lists of stmt rows, gemm matrices, latencies.
         self.data: dict[str, dict[str, list]] = {}
@@ -170,14 +173,15 @@ class PrunerCostModel(ms.cost_model.PyCostModel):
             features = FeatureCache(pool=WalkPool(default_walk_workers() if workers is None else workers))
         self.features = features
         self._pending: list[tuple[str, int]] = []  # records not trained on yet (MoA adapts every few rounds)
+        self.learn_s = 0.0  # seconds this model spent training in this run
+        self._trainer = BackgroundJob("pruner-learn") if background else None
         # predict may run on a search's background thread while update runs on the main one
         self._lock = threading.RLock()
         # A first CUDA training step pays seconds of start-up (context, cuBLAS, autograd kernels):
         # pay it on a thread while the first batch is searched, built and run.
-        self._warming = None
+        self._warming = BackgroundJob("pruner-warm-up")
         if self.device.type == "cuda":
-            self._warming = threading.Thread(target=_warm_up, args=(self.device,), daemon=True)
-            self._warming.start()
+            self._warming.submit(functools.partial(warm_up_cuda, self.device))
 
     # ------------------------------------------------------------------------------------------
     # Features
@@ -203,7 +207,8 @@ class PrunerCostModel(ms.cost_model.PyCostModel):
             return self._predict(context, list(candidates))
 
     def _predict(self, context, candidates: list) -> np.ndarray:
-        if not self.trained:
+        self._trained_up()
+        if not self._is_trained:
             return np.ones(len(candidates), dtype=np.float64)
         self._warmed()
         key = self._task(context)
@@ -214,7 +219,8 @@ class PrunerCostModel(ms.cost_model.PyCostModel):
         """`predict` on featurized candidates of task `key` ((stmt rows, gemm matrix), None where featurizing
         failed), e.g. records read back from shards by an offline replay (`self.tags[key]` set first)."""
         with self._lock:
-            if not self.trained:
+            self._trained_up()
+            if not self._is_trained:
                 return np.ones(len(feats), dtype=np.float64)
             ok = [i for i, f in enumerate(feats) if f is not None]
             scores = np.full(len(feats), np.finfo(np.float64).tiny)
@@ -259,6 +265,7 @@ class PrunerCostModel(ms.cost_model.PyCostModel):
         if self.mode.endswith("no-update"):
             return
         with self._lock:
+            self._trained_up()
             task = self.data.setdefault(key, {"stmt": [], "gemm": [], "latency": []})
             newest = []
             for (stmt, gemm), latency in zip(feats, latencies, strict=True):
@@ -274,79 +281,63 @@ class PrunerCostModel(ms.cost_model.PyCostModel):
             self._pending = []
             if not batches:
                 return
-            self._warmed()
-            on_device = [{k: v.to(self.device) for k, v in b.items()} for b in batches]
             seed = self.seed + self.rounds
-            if self.mode == "pam-siamese-update":
-                self.net.adapt(on_device, epochs=self.epochs, seed=seed, **self.train_options)
-                return
-            if self.trained and self.measured() > self.replay:
-                net, epochs = copy.deepcopy(self.net), self.warm_epochs  # warm: continue the current network
+            warm = self._is_trained and self.measured() > self.replay  # continue the current network
+            job = functools.partial(self._train, batches, seed, warm)
+            if self._trainer is None:
+                job()
+            else:  # the next `predict`, `learn`, `save` or `load` waits for it (`_trained_up`)
+                self._trainer.submit(job)
+
+    def _train(self, batches: list[dict[str, torch.Tensor]], seed: int, warm: bool) -> None:
+        """One update's training on `batches` (per the mode; `warm`: continue the current network)."""
+        start = time.perf_counter()
+        self._warmed()
+        on_device = [{k: v.to(self.device) for k, v in b.items()} for b in batches]
+        if self.mode == "pam-siamese-update":
+            self.net.adapt(on_device, epochs=self.epochs, seed=seed, **self.train_options)
+        else:
+            if warm:
+                net, epochs = copy.deepcopy(self.net), self.warm_epochs
             else:
-                torch.manual_seed(seed)
-                net, epochs = _MODES[self.mode][0].new(), self.epochs
+                with _SEEDED:  # another model's training thread must not draw from torch's RNG meanwhile
+                    torch.manual_seed(seed)
+                    net, epochs = _MODES[self.mode][0].new(), self.epochs
                 net.set_scales(*compute_scales(batches))
                 net = net.to(self.device)
             train_online(net, on_device, epochs=epochs, seed=seed, **self.train_options)
-            self.net, self.trained = net.eval(), True
+            self.net, self._is_trained = net.eval(), True
+        self.learn_s += time.perf_counter() - start
+
+    def _trained_up(self) -> None:
+        """Wait for the update training in the background, if any; re-raises what it raised."""
+        if self._trainer is not None:
+            self._trainer.wait()
+
+    @property
+    def learn_wait_s(self) -> float:
+        """Seconds of `learn_s` that scoring (or the next update) waited for: the rest overlapped."""
+        return 0.0 if self._trainer is None else self._trainer.waited_s
+
+    @property
+    def trained(self) -> bool:
+        """Whether the network has been trained (or loaded); waits for an update training in the background."""
+        with self._lock:
+            self._trained_up()
+            return self._is_trained
 
     def _warmed(self) -> None:
-        if self._warming is not None:
-            self._warming.join()
-            self._warming = None
+        self._warming.wait()
 
     def measured(self) -> int:
         """Records of this run the model holds."""
         return sum(len(d["latency"]) for d in self.data.values())
 
     def _batches(self, newest: Sequence[tuple[str, int]] = ()) -> list[dict[str, torch.Tensor]]:
-        """Task-grouped training batches of at most `replay` records of this run: every record in
-        `newest` ((task key, index) pairs) and a random sample of the others.
-
-        A task enters once it has two records with different labels (labels are per task, over all
-        its records). Tasks are packed whole into batches of up to `batch_size` records; a larger
-        task is split into random chunks.
-        """
+        """This round's training batches (`bridge.replay.replay_batches`): every record in `newest`
+        ((task key, index) pairs) and a random sample of the others, at most `replay` in all."""
         rng = np.random.default_rng(self.seed + self.rounds)
-        labels = {key: normalized_throughput(np.asarray(task["latency"])) for key, task in self.data.items()}
-        usable = {key for key, lab in labels.items() if len(lab) >= 2 and np.ptp(lab) > 0}
-        fresh = [(k, i) for k, i in newest if k in usable]
-        chosen = set(fresh)
-        older = [(k, i) for k in sorted(usable) for i in range(len(labels[k])) if (k, i) not in chosen]
-        room = max(0, self.replay - len(fresh))
-        if len(older) > room:
-            older = [older[j] for j in rng.choice(len(older), room, replace=False)]
-        picked: dict[str, list[int]] = {}
-        for k, i in [*fresh[: self.replay], *older]:
-            picked.setdefault(k, []).append(i)
-        groups = []
-        for key in sorted(picked):
-            order = rng.permutation(np.asarray(picked[key]))
-            if len(order) < 2:
-                continue
-            for start in range(0, len(order), self.batch_size):
-                groups.append((key, order[start : start + self.batch_size], labels[key]))
-        batches, current, size = [], [], 0
-        for group in groups:
-            if current and size + len(group[1]) > self.batch_size:
-                batches.append(self._batch(current))
-                current, size = [], 0
-            current.append(group)
-            size += len(group[1])
-        if current:
-            batches.append(self._batch(current))
-        return [b for b in batches if len(b["label"]) >= 2]
-
-    def _batch(self, groups: list[tuple[str, np.ndarray, np.ndarray]]) -> dict[str, torch.Tensor]:
-        stmt, gemm, tags, label, task = [], [], [], [], []
-        for t, (key, index, labels) in enumerate(groups):
-            data = self.data[key]
-            stmt += [data["stmt"][i] for i in index]
-            gemm += [data["gemm"][i] for i in index]
-            tags.append(np.repeat(self.tags[key][None], len(index), axis=0))
-            label.append(labels[index])
-            task.append(np.full(len(index), t))
-        return make_batch(stmt, np.concatenate(tags), np.stack(gemm), np.concatenate(label), np.concatenate(task))
+        return replay_batches(self.data, self.tags, newest, replay=self.replay, batch_size=self.batch_size, rng=rng)
 
     def save(self, path: str) -> None:
         """Write the mode, the network (`pruner_models.registry.net_state`, if any) and this run's
@@ -354,7 +345,7 @@ class PrunerCostModel(ms.cost_model.PyCostModel):
         state = {
             "mode": self.mode,
             "rounds": self.rounds,
-            "trained": self.trained,
+            "trained": self._is_trained,
             "net": None if self.net is None else registry.net_state(self.net),
             "tags": {k: torch.from_numpy(v) for k, v in self.tags.items()},
             "data": {
@@ -377,6 +368,8 @@ class PrunerCostModel(ms.cost_model.PyCostModel):
             ValueError: a file that is not a saved PrunerCostModel, one saved in another mode, or one
                 whose network holds non-finite weights (names the file and tensor).
         """
+        with self._lock:
+            self._trained_up()
         try:
             state = torch.load(path, map_location="cpu", weights_only=True)
         except Exception as err:
@@ -385,7 +378,7 @@ class PrunerCostModel(ms.cost_model.PyCostModel):
             raise ValueError(f"{path}: not a saved PrunerCostModel")
         if state["mode"] != self.mode:
             raise ValueError(f"{path}: saved in mode {state['mode']!r}, this model runs mode {self.mode!r}")
-        self.rounds, self.trained = int(state["rounds"]), bool(state["trained"])
+        self.rounds, self._is_trained = int(state["rounds"]), bool(state["trained"])
         if state["net"] is not None:
             self.net = registry.build_net(state["net"], path).to(self.device).eval()
         self.tags = {k: v.numpy() for k, v in state["tags"].items()}

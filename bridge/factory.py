@@ -124,6 +124,7 @@ def make_cost_model(config: CostModelConfig, *, target: Any = None, cores: int =
         mode=name,
         artifact=artifact,
         epochs=config.epochs,
+        background=config.background_update,
         adapt_every=config.adapt_every,
         seed=config.seed,
         features=features,

@@ -145,7 +145,9 @@ class SearchLog:
         "deferred",  # picks searched for this batch whose build was still running when it was due (in the next batch)
         "refused",  # picks the builder refused over its source guard (--max-source-kb): failed, never compiled
         "size_dropped",  # picks the search passed over as estimated over --size-filter-kb (bridge.size_filter)
-        "update_s",
+        "update_s",  # seconds of MetaSchedule's cost-model update callback (our models: recording the batch)
+        "learn_s",  # seconds our cost model trained since the last search (in the background or in update_s)
+        "learn_wait_s",  # seconds of learn_s that this search waited for (the rest overlapped the search)
         "total_trials",
         "elapsed_s",
         "estimated_ms",

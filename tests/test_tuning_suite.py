@@ -240,7 +240,7 @@ def test_the_draft_knobs_reach_the_search_config():
         1,
     )  # none a default
     knobs = dict(zip(tuning.SEARCH_KNOBS, values, strict=True))
-    args = types.SimpleNamespace(psa="h100", psa_formula="published", seed_value=1, epochs=7, **knobs)
+    args = types.SimpleNamespace(psa="h100", psa_formula="published", seed_value=1, epochs=7, background_update=False, **knobs)
     cost_model, search = tuning.configs("pruner", args)
     assert (search.redraft_every, search.redraft_stall, search.psa_formula) == (2, 0, "published")
     assert search.redraft_backoff is True and search.redraft_min_samples == 16 and search.redraft_share == 0.2
@@ -250,7 +250,9 @@ def test_the_draft_knobs_reach_the_search_config():
     assert search.low_draft_ahead is False and search.size_filter_kb == 256.0 and search.eps_greedy == 0.3
     assert search.draft_rounds == 2 and search.quick_start is True and search.first_draft_generations == 1
     assert cost_model.name == "pam" and cost_model.seed == 1 and cost_model.epochs == 7
-    assert tuning.configs("mlp", args)[0].epochs == 7
+    assert cost_model.background_update is False  # the default is True
+    mlp = tuning.configs("mlp", args)[0]
+    assert mlp.epochs == 7 and mlp.background_update is False
     with pytest.raises(ValueError, match="needs --checkpoint"):
         tuning.configs("moa", types.SimpleNamespace(**{**vars(args), "checkpoint": None}))
 

@@ -193,9 +193,67 @@ def test_online_updates_stay_bounded_past_the_replay_size(measured_matmul, monke
     model = PrunerCostModel(mode="pam", device="cpu", epochs=2, warm_epochs=1, replay=8, seed=0)
     model.update(context, candidates[:4], results[:4])
     model.update(context, candidates[4:8], results[4:8])  # 8 records <= replay: a fresh network
+    assert model.trained  # waits for the training in the background
     trained = copy.deepcopy(model.net.state_dict())
     model.update(context, candidates[8:12], results[8:12])  # 12 > replay: warm, on <= 8 records
+    assert model.trained
     assert [(epochs, n) for _, epochs, n in calls] == [(2, 4), (2, 8), (1, 8)]
     for name, value in calls[2][0].items():  # the warm update started from the trained network
         torch.testing.assert_close(value, trained[name])
     assert model.measured() == 12 and np.isfinite(model.predict(context, candidates)).all()
+
+
+@pytest.mark.parametrize("mode", ["pam", "pam-siamese-update"])
+def test_background_training_scores_as_training_in_turn_and_leaves_update_at_once(
+    measured_matmul, artifacts, mode, monkeypatch
+):
+    """`update` returns while its training runs (the next batch's search need not wait for it), and
+    the next `predict` waits for it: the scores are those of a model that trains before `update`
+    returns."""
+    import threading
+
+    import bridge.cost_model as cost_model_module
+
+    context, candidates, results = measured_matmul
+    artifact = artifacts["PAMModule"] if mode != "pam" else None
+    kwargs = dict(mode=mode, artifact=artifact, epochs=3, replay=12, warm_epochs=2, device="cpu", seed=3)
+    in_turn = PrunerCostModel(background=False, **kwargs)
+    for start in range(0, 18, 6):  # the third update of "pam" is a warm one (18 > replay)
+        in_turn.update(context, candidates[start : start + 6], results[start : start + 6])
+    expected = in_turn.predict(context, candidates)
+
+    release, started = threading.Event(), threading.Event()
+    real_train, real_adapt = cost_model_module.train_online, cost_model_module.MoANet.adapt
+
+    def held(real):
+        def wrapper(*args, **kw):
+            started.set()
+            assert release.wait(60), "the test never released the training"
+            return real(*args, **kw)
+
+        return wrapper
+
+    monkeypatch.setattr(cost_model_module, "train_online", held(real_train))
+    monkeypatch.setattr(cost_model_module.MoANet, "adapt", held(real_adapt))
+    model = PrunerCostModel(background=True, **kwargs)
+    model.update(context, candidates[:6], results[:6])  # returns with its training held
+    assert started.wait(60) and model._trainer.running
+    release.set()
+    for start in range(6, 18, 6):
+        model.update(context, candidates[start : start + 6], results[start : start + 6])
+    np.testing.assert_array_equal(model.predict(context, candidates), expected)
+    assert model.learn_s > 0 and model.rounds == in_turn.rounds == 3
+
+
+def test_a_failed_background_training_is_raised_by_the_next_predict(measured_matmul, monkeypatch):
+    import bridge.cost_model as cost_model_module
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("CUDA error: out of memory")
+
+    monkeypatch.setattr(cost_model_module, "train_online", broken)
+    context, candidates, results = measured_matmul
+    model = PrunerCostModel(mode="pam", epochs=2, device="cpu")
+    model.update(context, candidates[:8], results[:8])  # returns: the training fails on its thread
+    with pytest.raises(RuntimeError, match="out of memory"):
+        model.predict(context, candidates)
