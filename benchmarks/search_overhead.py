@@ -14,6 +14,9 @@ Per method, on each workload, in one process, same trials, same seed:
   (a new draft when a task's best has not improved in 3 measured rounds, or the potential space
   runs low);
 - pruner-serial: the same, rounds in turn (no pipelining);
+- pruner-sync: pruner whose cost model trains on each measured batch before the next is handed out
+  (`background_update` false, the default before 2026-11-28, ninth session; pruner trains in the
+  background while the next batch is searched, built and run);
 - pruner-redraft2: pruner drafting again every 2nd round (the published schedule; later drafts
   evolve the last population on, with a quarter sampled afresh), pipelined;
 - pruner-when-low: pruner drafting again only when the potential space runs low (the default
@@ -97,6 +100,7 @@ METHODS = {
     "xgb": (CostModelConfig(name="xgb"), SearchConfig()),
     "pruner": (CostModelConfig(name="pam"), SearchConfig(psa="h100")),
     "pruner-serial": (CostModelConfig(name="pam"), SearchConfig(psa="h100", pipeline=False)),
+    "pruner-sync": (CostModelConfig(name="pam", background_update=False), SearchConfig(psa="h100")),
     "pruner-redraft2": (CostModelConfig(name="pam"), SearchConfig(psa="h100", redraft_every=2)),
     "pruner-when-low": (CostModelConfig(name="pam"), SearchConfig(psa="h100", redraft_stall=0)),
     "pruner-backoff": (CostModelConfig(name="pam"), SearchConfig(psa="h100", redraft_backoff=True)),

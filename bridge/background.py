@@ -1,8 +1,8 @@
-"""One job at a time on a thread of its own, waited for before what depends on it reads its result.
+"""Jobs run in turn on a thread of their own, waited for before what depends on them reads their result.
 
-`PrunerCostModel` trains on a measured batch this way (`background=True`) while the next batch is
-searched, built and run, and warms CUDA up this way (`warm_up_cuda`) while the first batch is; its scoring waits
-for the job first, so it scores with the network the job left.
+`PrunerCostModel` trains on a measured batch this way (`background=True`), and then writes its
+state, while the next batch is searched, built and run; it warms CUDA up this way (`warm_up_cuda`)
+while the first batch is. Its scoring waits for the jobs first, so it scores with the network they left.
 """
 
 from __future__ import annotations
@@ -13,11 +13,11 @@ from concurrent.futures import Future, ThreadPoolExecutor
 
 import torch
 
-__all__ = ["BackgroundJob", "warm_up_cuda"]
+__all__ = ["BackgroundJobs", "warm_up_cuda"]
 
 
-class BackgroundJob:
-    """A worker thread that runs one job at a time.
+class BackgroundJobs:
+    """A worker thread that runs the jobs submitted to it one at a time, in the order submitted.
 
     Attributes:
         waited_s: seconds `wait` spent waiting for jobs not yet done.
@@ -25,29 +25,33 @@ class BackgroundJob:
 
     def __init__(self, name: str):
         self._executor = ThreadPoolExecutor(1, thread_name_prefix=name)
-        self._job: Future | None = None
+        self._jobs: list[Future] = []
         self.waited_s = 0.0
 
     def submit(self, job: Callable[[], object]) -> None:
-        """Run `job()` on the thread, after the job in flight (which is waited for first)."""
-        self.wait()
-        self._job = self._executor.submit(job)
+        """Run `job()` on the thread once the jobs submitted before it are done; returns at once."""
+        self._jobs = [j for j in self._jobs if not j.done() or j.exception() is not None]
+        self._jobs.append(self._executor.submit(job))
 
     def wait(self) -> None:
-        """Wait for the job in flight, if any; re-raises what it raised (once)."""
-        job, self._job = self._job, None
-        if job is None:
+        """Wait for every job submitted so far; re-raises (once) the first error one of them raised."""
+        jobs, self._jobs = self._jobs, []
+        if not jobs:
             return
         start = time.perf_counter()
         try:
-            job.result()
+            for job in jobs:
+                job.exception()  # waits
         finally:
             self.waited_s += time.perf_counter() - start
+        for job in jobs:
+            if job.exception() is not None:
+                raise job.exception()
 
     @property
     def running(self) -> bool:
-        """Whether a job was submitted and is not done yet."""
-        return self._job is not None and not self._job.done()
+        """Whether a job submitted is not done yet."""
+        return any(not j.done() for j in self._jobs)
 
 
 def warm_up_cuda(device: torch.device) -> None:

@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import copy
 import functools
-import io
 import os
 import threading
 import time
@@ -45,10 +44,10 @@ import numpy as np
 import torch
 from tvm.ir.utils import derived_object
 
-from bridge.background import BackgroundJob, warm_up_cuda
+from bridge.background import BackgroundJobs, warm_up_cuda
 from bridge.export import Artifact, load_model
+from bridge.model_state import read_state, write_state
 from bridge.replay import replay_batches
-from data.atomic import atomic_write_bytes
 from data.batch import compute_scales, make_batch
 from data.features import FeatureCache, WalkPool, default_walk_workers, workload_tags
 from data.labels import mean_latency
@@ -174,12 +173,12 @@ class PrunerCostModel(ms.cost_model.PyCostModel):
         self.features = features
         self._pending: list[tuple[str, int]] = []  # records not trained on yet (MoA adapts every few rounds)
         self.learn_s = 0.0  # seconds this model spent training in this run
-        self._trainer = BackgroundJob("pruner-learn") if background else None
+        self._trainer = BackgroundJobs("pruner-learn") if background else None
         # predict may run on a search's background thread while update runs on the main one
         self._lock = threading.RLock()
         # A first CUDA training step pays seconds of start-up (context, cuBLAS, autograd kernels):
         # pay it on a thread while the first batch is searched, built and run.
-        self._warming = BackgroundJob("pruner-warm-up")
+        self._warming = BackgroundJobs("pruner-warm-up")
         if self.device.type == "cuda":
             self._warming.submit(functools.partial(warm_up_cuda, self.device))
 
@@ -265,7 +264,6 @@ class PrunerCostModel(ms.cost_model.PyCostModel):
         if self.mode.endswith("no-update"):
             return
         with self._lock:
-            self._trained_up()
             task = self.data.setdefault(key, {"stmt": [], "gemm": [], "latency": []})
             newest = []
             for (stmt, gemm), latency in zip(feats, latencies, strict=True):
@@ -281,23 +279,21 @@ class PrunerCostModel(ms.cost_model.PyCostModel):
             self._pending = []
             if not batches:
                 return
-            seed = self.seed + self.rounds
-            warm = self._is_trained and self.measured() > self.replay  # continue the current network
-            job = functools.partial(self._train, batches, seed, warm)
+            job = functools.partial(self._train, batches, self.seed + self.rounds, self.measured())
             if self._trainer is None:
                 job()
-            else:  # the next `predict`, `learn`, `save` or `load` waits for it (`_trained_up`)
+            else:  # the next `predict`, `save` or `load` waits for it (`_trained_up`)
                 self._trainer.submit(job)
 
-    def _train(self, batches: list[dict[str, torch.Tensor]], seed: int, warm: bool) -> None:
-        """One update's training on `batches` (per the mode; `warm`: continue the current network)."""
+    def _train(self, batches: list[dict[str, torch.Tensor]], seed: int, measured: int) -> None:
+        """One update's training on `batches`, per the mode, once the model held `measured` records."""
         start = time.perf_counter()
         self._warmed()
         on_device = [{k: v.to(self.device) for k, v in b.items()} for b in batches]
         if self.mode == "pam-siamese-update":
             self.net.adapt(on_device, epochs=self.epochs, seed=seed, **self.train_options)
         else:
-            if warm:
+            if self._is_trained and measured > self.replay:  # warm: continue the current network
                 net, epochs = copy.deepcopy(self.net), self.warm_epochs
             else:
                 with _SEEDED:  # another model's training thread must not draw from torch's RNG meanwhile
@@ -341,28 +337,35 @@ class PrunerCostModel(ms.cost_model.PyCostModel):
 
     def save(self, path: str) -> None:
         """Write the mode, the network (`pruner_models.registry.net_state`, if any) and this run's
-        records, atomically (torch.save of tensors and plain types; `load` reads it with weights_only)."""
-        state = {
-            "mode": self.mode,
-            "rounds": self.rounds,
-            "trained": self._is_trained,
-            "net": None if self.net is None else registry.net_state(self.net),
-            "tags": {k: torch.from_numpy(v) for k, v in self.tags.items()},
-            "data": {
-                k: {
-                    "stmt": [torch.from_numpy(s) for s in d["stmt"]],
-                    "gemm": [torch.from_numpy(g) for g in d["gemm"]],
-                    "latency": torch.tensor(d["latency"], dtype=torch.float64),
-                }
-                for k, d in self.data.items()
-            },
-        }
-        buffer = io.BytesIO()
-        torch.save(state, buffer)
-        atomic_write_bytes(path, buffer.getvalue())
+        records, atomically (torch.save of tensors and plain types; `load` reads it with weights_only),
+        once the trainings in the background are done."""
+        self._save(path, wait=True)
+
+    def save_later(self, path: str) -> None:
+        """`save`, but returning at once: with `background`, the file is written on the training
+        thread once the trainings in flight are done (the next `predict`, `save` or `load` waits for
+        it), with the records as they are now. The state on disk is then always one whose network
+        learned from every record beside it, and the tuning loop does not wait for it."""
+        self._save(path, wait=False)
+
+    def _save(self, path: str, wait: bool) -> None:
+        with self._lock:
+            records = {
+                "rounds": self.rounds,
+                "tags": dict(self.tags),
+                "data": {k: {name: list(column) for name, column in d.items()} for k, d in self.data.items()},
+            }
+            if wait or self._trainer is None:
+                self._trained_up()
+                self._write(path, records)
+            else:
+                self._trainer.submit(functools.partial(self._write, path, records))
+
+    def _write(self, path: str, records: dict) -> None:
+        write_state(path, mode=self.mode, trained=self._is_trained, net=self.net, **records)
 
     def load(self, path: str) -> None:
-        """Restore what `save` wrote (the mode must match this model's).
+        """Restore what `save` wrote (`bridge.model_state.read_state`; the mode must match this model's).
 
         Raises:
             ValueError: a file that is not a saved PrunerCostModel, one saved in another mode, or one
@@ -370,23 +373,8 @@ class PrunerCostModel(ms.cost_model.PyCostModel):
         """
         with self._lock:
             self._trained_up()
-        try:
-            state = torch.load(path, map_location="cpu", weights_only=True)
-        except Exception as err:
-            raise ValueError(f"{path}: cannot read a saved cost model ({type(err).__name__}: {err})") from None
-        if not isinstance(state, dict) or "mode" not in state or "net" not in state:
-            raise ValueError(f"{path}: not a saved PrunerCostModel")
-        if state["mode"] != self.mode:
-            raise ValueError(f"{path}: saved in mode {state['mode']!r}, this model runs mode {self.mode!r}")
-        self.rounds, self._is_trained = int(state["rounds"]), bool(state["trained"])
-        if state["net"] is not None:
-            self.net = registry.build_net(state["net"], path).to(self.device).eval()
-        self.tags = {k: v.numpy() for k, v in state["tags"].items()}
-        self.data = {
-            k: {
-                "stmt": [s.numpy() for s in d["stmt"]],
-                "gemm": [g.numpy() for g in d["gemm"]],
-                "latency": d["latency"].tolist(),
-            }
-            for k, d in state["data"].items()
-        }
+            state = read_state(path, self.mode)
+            self.rounds, self._is_trained = state["rounds"], state["trained"]
+            if state["net"] is not None:
+                self.net = state["net"].to(self.device).eval()
+            self.tags, self.data = state["tags"], state["data"]

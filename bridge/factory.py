@@ -136,10 +136,15 @@ def state_file(out: str | os.PathLike, name: str) -> Path:
     return Path(out) / f"cost_model.{name}.bin"
 
 
-def save_state(model: Any, out: str | os.PathLike, name: str) -> None:
-    """Save the cost model's state atomically (random keeps none)."""
-    if name != "random":
+def save_state(model: Any, out: str | os.PathLike, name: str, *, wait: bool = True) -> None:
+    """Save the cost model's state atomically (random keeps none); `wait=False` lets our cost models
+    write it after their training in the background (`bridge.cost_model.PrunerCostModel.save_later`)."""
+    if name == "random":
+        return
+    if wait or not hasattr(model, "save_later"):  # MetaSchedule's models save at once
         model.save(str(state_file(out, name)))
+    else:
+        model.save_later(str(state_file(out, name)))
 
 
 def load_state(model: Any, out: str | os.PathLike, name: str) -> bool:

@@ -341,10 +341,11 @@ def tune_tasks(
 
         def after_round(row: dict) -> None:
             # The database already holds this batch (AddToDatabase runs first) and the cost model
-            # was updated on it (UpdateCostModel): save both companions now, atomically, the cost
-            # model first, so that a curve row (what a user and the kill -9 test look at) always has
-            # the state that learned from its batch beside it.
-            save_state(model, out, cost_model.name)
+            # was given it (UpdateCostModel): save both companions now, atomically, the cost model
+            # first. Our models write their state once their training on the batch, in the
+            # background, is done (the loop goes on meanwhile): on disk is always a state whose
+            # network learned from every record beside it, one batch behind the curve at most.
+            save_state(model, out, cost_model.name, wait=False)
             search_log.write_csv(out / CURVE_CSV, previous_rows)
             advance(row)
             if on_round is not None:

@@ -240,7 +240,9 @@ def test_the_draft_knobs_reach_the_search_config():
         1,
     )  # none a default
     knobs = dict(zip(tuning.SEARCH_KNOBS, values, strict=True))
-    args = types.SimpleNamespace(psa="h100", psa_formula="published", seed_value=1, epochs=7, background_update=False, **knobs)
+    args = types.SimpleNamespace(
+        psa="h100", psa_formula="published", seed_value=1, epochs=7, background_update=False, **knobs
+    )
     cost_model, search = tuning.configs("pruner", args)
     assert (search.redraft_every, search.redraft_stall, search.psa_formula) == (2, 0, "published")
     assert search.redraft_backoff is True and search.redraft_min_samples == 16 and search.redraft_share == 0.2

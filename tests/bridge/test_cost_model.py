@@ -257,3 +257,36 @@ def test_a_failed_background_training_is_raised_by_the_next_predict(measured_mat
     model.update(context, candidates[:8], results[:8])  # returns: the training fails on its thread
     with pytest.raises(RuntimeError, match="out of memory"):
         model.predict(context, candidates)
+
+
+def test_a_state_saved_without_waiting_is_written_after_the_training_it_follows(measured_matmul, tmp_path, monkeypatch):
+    """`save_later` (what the tuning loop does each round) returns while the batch's training
+    runs, and writes a state whose network learned from every record in it."""
+    import threading
+
+    import bridge.cost_model as cost_model_module
+
+    context, candidates, results = measured_matmul
+    release = threading.Event()
+    real = cost_model_module.train_online
+
+    def held(*args, **kwargs):
+        assert release.wait(60), "the test never released the training"
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(cost_model_module, "train_online", held)
+    model = PrunerCostModel(mode="pam", epochs=2, device="cpu")
+    path = tmp_path / "state.bin"
+    model.update(context, candidates[:8], results[:8])
+    model.save_later(str(path))
+    model.update(context, candidates[8:16], results[8:16])  # recorded after the save: not in its state
+    assert not path.exists()  # written after the training, which is held
+    release.set()
+    expected = model.predict(context, candidates)  # waits for both trainings and the save between them
+    saved = PrunerCostModel(mode="pam", device="cpu")
+    saved.load(str(path))
+    assert saved.rounds == 1 and saved.measured() == 8 and saved.trained
+    first = PrunerCostModel(mode="pam", epochs=2, device="cpu", background=False)
+    first.update(context, candidates[:8], results[:8])  # the network the saved state must hold
+    np.testing.assert_array_equal(saved.predict(context, candidates), first.predict(context, candidates))
+    assert not np.array_equal(expected, first.predict(context, candidates))  # the second training moved on
