@@ -71,25 +71,8 @@ Pairs = list[tuple[int, Any]]
 """(schedule key, schedule) pairs, so a schedule is hashed once however many rounds it waits."""
 
 
-_SUMMED = (
-    "draft_scored",
-    "verify_scored",
-    "draft_s",
-    "sample_s",
-    "samples",
-    "verify_s",
-    "psa_s",
-    "verifier_s",
-    "learn_s",
-    "learn_wait_s",
-)
+_SUMMED = ("draft_scored", "verify_scored", "draft_s", "sample_s", "samples", "verify_s", "psa_s", "verifier_s")
 """Search statistics that add up over two searches of one batch (the rest: the first search's, `drafted` either's)."""
-
-
-def _learning(model: Any) -> tuple[float, float]:
-    """(seconds `model` trained, seconds scoring waited for a training in the background) so far; 0 for a
-    model that does not say (`bridge.cost_model.PrunerCostModel` does)."""
-    return float(getattr(model, "learn_s", 0.0)), float(getattr(model, "learn_wait_s", 0.0))
 
 
 def _merged(stats: dict, extra: dict) -> dict:
@@ -525,7 +508,6 @@ class DraftVerifySearch(_ResumableSearch):
         """Draft (when due), verify and pick `n` schedules; (picks or None when exhausted, stats)."""
         start = time.perf_counter()
         verify_before, verifier_before = self.verify_model.scored, self.verify_model.seconds
-        learned_before = _learning(self.cost_model)
         stats: dict = {"drafted": 0, "draft_scored": 0, "psa_s": 0.0}
         background_s = waited = 0.0
         self._potential = self._unmeasured(self._potential)
@@ -585,10 +567,6 @@ class DraftVerifySearch(_ResumableSearch):
             draft_s=verify_start - start - waited + background_s,
             verify_s=time.perf_counter() - verify_start,
             verifier_s=self.verify_model.seconds - verifier_before,
-            **{
-                k: now - before
-                for k, now, before in zip(("learn_s", "learn_wait_s"), _learning(self.cost_model), learned_before)
-            },
             cold_start=int(cold),
         )
         return [s for _, s in picks], stats

@@ -146,8 +146,8 @@ class SearchLog:
         "refused",  # picks the builder refused over its source guard (--max-source-kb): failed, never compiled
         "size_dropped",  # picks the search passed over as estimated over --size-filter-kb (bridge.size_filter)
         "update_s",  # seconds of MetaSchedule's cost-model update callback (our models: recording the batch)
-        "learn_s",  # seconds our cost model trained since the last search (in the background or in update_s)
-        "learn_wait_s",  # seconds of learn_s that this search waited for (the rest overlapped the search)
+        "learn_s",  # seconds our cost model trained since the last row (in the background, or within update_s)
+        "learn_wait_s",  # seconds since the last row that scoring or a save waited for such training
         "total_trials",
         "elapsed_s",
         "estimated_ms",
@@ -167,6 +167,8 @@ class SearchLog:
         self.deadline_s = deadline_s
         self.total_trials, self.seconds_before = int(trials_before), float(seconds_before)
         self.on_round = on_round
+        self.learning: Callable[[], tuple[float, float]] | None = None  # (learn_s, learn_wait_s) so far
+        self._learned = (0.0, 0.0)
         self.rows: list[dict] = []
         self.start = time.perf_counter()
         self._search: dict[str, dict] = {}
@@ -230,6 +232,15 @@ class SearchLog:
         """Sum over tasks of weight x best latency, in seconds; inf until every task has one."""
         return float(sum(w * self.best.get(task, math.inf) for task, w in weights.items()))
 
+    def _learning(self) -> dict[str, float]:
+        """learn_s and learn_wait_s since the last row (NaN without `learning`, e.g. for XGB)."""
+        if self.learning is None:
+            return {}
+        now = self.learning()
+        since = {key: b - a for key, a, b in zip(("learn_s", "learn_wait_s"), self._learned, now)}
+        self._learned = now
+        return since
+
     def _record(
         self, task_scheduler: Any, task_id: int, candidates: list, builder_results: list, runner_results: list
     ) -> None:
@@ -262,6 +273,7 @@ class SearchLog:
             total_trials=self.total_trials,
             elapsed_s=self.elapsed(),
             update_s=math.nan if self._update_start is None else time.perf_counter() - self._update_start,
+            **self._learning(),
             estimated_ms=self.estimated_total(weights) * 1e3,
             **search,
         )

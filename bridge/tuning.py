@@ -322,6 +322,8 @@ def tune_tasks(
     pipeline = Pipeline(prefetch)
     model = make_cost_model(cost_model, target=target, cores=cores, features=features)
     load_state(model, out, cost_model.name)
+    if hasattr(model, "learn_s"):  # our cost models: their training time in the curve
+        search_log.learning = lambda: (model.learn_s, model.learn_wait_s)
     strategy = make_strategy(
         search,
         cost_model=cost_model.name,

@@ -59,6 +59,9 @@ def test_pipelined_rounds_build_ahead_and_measure_distinct_schedules(tmp_path, b
     for r, wall in zip(rows, [rows[0]["build_s"], *(r["prebuild_s"] for r in rows[1:])]):
         assert 0 < r["build_cpu_s"] and 0 < r["build_work_s"] <= 2 * wall, r
     assert all(r["update_s"] >= 0 for r in rows)
+    # PAM trains after every batch, in the background: every row has the seconds of training (and
+    # of waiting for it) since the row before; a run this short may end before the first is done
+    assert all(r["learn_s"] >= 0 and r["learn_wait_s"] >= 0 for r in rows)
     saved = read_rounds(tmp_path / "on" / CURVE_CSV)
     assert [r["prebuild_s"] > 0 for r in saved[1:]] == [True, True]
     assert 0.0 <= device_idle_share(rows) < 1.0
