@@ -67,7 +67,7 @@ def profile_round(
         if not db.has_workload(task.mod):
             raise ValueError(f"{database}: holds no records of {workload}")
         features = FeatureCache(pool=WalkPool(0))
-        pam = PrunerCostModel(mode="pam", device="cpu", epochs=5, seed=0, features=features)
+        pam = PrunerCostModel(mode="pam", device="cpu", epochs=5, seed=0, features=features, background=False)
         search = DraftVerifySearch(
             draft=PSACostModel(device="h100", features=features),
             population_size=population,

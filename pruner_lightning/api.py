@@ -136,7 +136,7 @@ def cost_model(mode: str = "pam", model: str | os.PathLike | Artifact | None = N
         model: the pretrained model of the `*-update` / `*-no-update` modes: a path (artifact or
             .ckpt) or a `load_model` result; None for "pam" and "mlp".
         **options: further `bridge.cost_model.PrunerCostModel` options (epochs, lr, adapt_every,
-            momentum, device, seed, ...).
+            momentum, device, seed, background, ...).
 
     Returns:
         a `bridge.cost_model.PrunerCostModel` (an `ms.cost_model.PyCostModel`).
