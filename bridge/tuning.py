@@ -12,7 +12,8 @@ Everything goes to `TuneConfig.out`: the MetaSchedule database (database_*.json)
 (tuning_curve.csv: one row per measured batch with the per-round search statistics), the cost
 model's state (cost_model.<name>.bin) and MetaSchedule's logs. The curve and the cost model's state
 are rewritten atomically after EVERY measured batch, so a `kill -9` loses at most the batch in
-flight. Running again on the same dir resumes: torn database lines are skipped and reported
+flight (our cost models write their state once their training on the batch, in the background, is
+done: the state a kill leaves may miss the last batch or two, which the database keeps). Running again on the same dir resumes: torn database lines are skipped and reported
 (bridge.database), trials already spent count against `trials`, measured schedules are not measured
 again, the cost model and the curve continue.
 """
