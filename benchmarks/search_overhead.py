@@ -49,6 +49,7 @@ Per method, on each workload, in one process, same trials, same seed:
 - pruner-quick: pruner whose first batch a task is the PSA-best of the first draft's fresh samples,
   unevolved, and whose second round's draft evolves them (`quick_start`);
 - moa: MoA-Pruner (`pam-siamese-update`) from the shipped model (bridge/weights/pam-cuda-sm_90a.pt);
+- moa-sync: moa adapting on each measured batch before the next is handed out (`background_update` false);
 - moa-draft2: moa whose first two batches a task are PSA's picks, the pretrained verifier not asked
   (`draft_rounds` 2), as a cold verifier's (Pruner's) are;
 - pruner-published: the published schedule (a new draft every 2nd round from a fresh population,
@@ -125,6 +126,10 @@ METHODS = {
     "pruner-first1": (CostModelConfig(name="pam"), SearchConfig(psa="h100", first_draft_generations=1)),
     "pruner-quick": (CostModelConfig(name="pam"), SearchConfig(psa="h100", quick_start=True)),
     "moa": (CostModelConfig(name="pam-siamese-update", checkpoint=SHIPPED), SearchConfig(psa="h100")),
+    "moa-sync": (
+        CostModelConfig(name="pam-siamese-update", checkpoint=SHIPPED, background_update=False),
+        SearchConfig(psa="h100"),
+    ),
     "moa-draft2": (
         CostModelConfig(name="pam-siamese-update", checkpoint=SHIPPED),
         SearchConfig(psa="h100", draft_rounds=2),
@@ -247,6 +252,9 @@ def measure(workload: str, method: str, args, out: Path) -> dict:
         "draft_psa_share": round(psa_s / draft_s, 4) if draft_s else math.nan,
         "device_idle_share": round(device_idle_share(rows), 4),
         "update_s": round(_total(rows, "update_s"), 2),
+        # our cost models' training (in the background unless *-sync), and what the search waited of it
+        "learn_s": round(_total(rows, "learn_s"), 2),
+        "learn_wait_s": round(_total(rows, "learn_wait_s"), 2),
         "tasks": len(first),
         "first_batches_s": round(max(first.values()), 2) if first else math.nan,
         "second_batches_s": round(max(second.values()), 2) if len(second) == len(first) and second else math.nan,
