@@ -121,6 +121,40 @@ def test_kill_9_mid_tune_keeps_the_curve_and_the_cost_model_then_resumes(tmp_pat
     assert len(read_rounds(curve)) == 3  # the curve continued where the killed run left it
 
 
+def test_kill_9_while_pam_trains_in_the_background_leaves_a_whole_state_then_resumes(tmp_path):
+    """Pruner's path: PAM trains on each batch, and writes its state, on a thread of its own while the
+    loop goes on. A kill -9 leaves a state that is whole (or none yet), never with records the
+    database lacks; the resumed run completes and its state holds no record twice."""
+    from bridge.cost_model import PrunerCostModel
+    from bridge.database import open_database
+
+    out = tmp_path / "work"
+    cmd = [sys.executable, "tune.py", "--workload", WORKLOAD, "--target", json.dumps(TARGET), "--cost-model", "pam",
+           "--psa", "a100", "--epochs", "3", "--potential", "16", "--fill-device", "0", "--trials", "12",
+           "--trials-per-round", "3", "--work-dir", str(out), "--no-progress", *QUICK]  # fmt: skip
+    proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    curve, deadline = out / CURVE_CSV, time.time() + 300
+    while time.time() < deadline and not (curve.exists() and curve.read_text().count("\n") >= 3):
+        assert proc.poll() is None, proc.stderr.read()
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=60)
+    database, _ = open_database(out)
+    measured = distinct(database)
+    state = out / "cost_model.pam.bin"
+    if state.exists():  # written atomically on the training thread: whole, and behind the database at most
+        killed = PrunerCostModel(mode="pam", device="cpu")
+        killed.load(str(state))
+        assert 0 < killed.measured() <= measured
+    done = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    database, skipped = open_database(out)
+    assert distinct(database) == 12 and not skipped
+    resumed = PrunerCostModel(mode="pam", device="cpu")
+    resumed.load(str(state))  # the run's last save waits for the training: every batch of the run in it
+    assert 12 - measured <= resumed.measured() <= 12 and resumed.trained
+
+
 def _crash() -> float:
     os.kill(os.getpid(), signal.SIGILL)  # what a kernel built for another CPU does
     return 0.0
