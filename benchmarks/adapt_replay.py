@@ -93,9 +93,13 @@ def variant_model(name: str, artifact: str | None, seed: int, epochs: int):
         return _Ensemble(*members)
     if name == "pam" or (name.startswith("pam-r") and name[5:].isdigit() and int(name[5:]) >= 1):
         replay = {} if name == "pam" else {"replay": int(name[5:])}  # pam: tuning's own replay
-        return PrunerCostModel(mode="pam", device="cpu", seed=seed, epochs=epochs, workers=1, background=False, **replay)
+        return PrunerCostModel(
+            mode="pam", device="cpu", seed=seed, epochs=epochs, workers=1, background=False, **replay
+        )
     if name == "pretrained":
-        return PrunerCostModel(mode="pam-no-update", artifact=artifact, device="cpu", seed=seed, workers=1, background=False)
+        return PrunerCostModel(
+            mode="pam-no-update", artifact=artifact, device="cpu", seed=seed, workers=1, background=False
+        )
     if name.startswith("moa-") and name[4:].isdigit() and int(name[4:]) >= 1:
         return PrunerCostModel(
             mode="pam-siamese-update",
