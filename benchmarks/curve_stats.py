@@ -14,7 +14,9 @@ busy (median share of the build workers' time a batch kept busy; needs --workers
 a batch left building for the next); refused (picks the builder's source guard refused,
 `--max-source-kb`); redrafts (drafts after the first); draft waits (seconds rounds
 waited for drafts started alongside); first batch (when the first batch was measured, and its round's
-drafting and verifying seconds). With several curves, a last line gives the medians of the first
+drafting and verifying seconds); update (seconds of the cost model's update callback, in the loop),
+training (seconds our cost model trained, in the background by default) and what of it scoring or a
+save waited for (`learn_s`, `learn_wait_s`; n/a in curves from before 2026-11-28, ninth session). With several curves, a last line gives the medians of the first
 batch's numbers over them.
 """
 
@@ -63,6 +65,9 @@ def curve_stats(rows: list[dict], workers: int = 16) -> dict[str, float]:
         "refused": float(refused_picks(rows)),
         "redrafts": float(sum(1 for r in rows[1:] if float(r.get("drafted", 0) or 0) > 0)),
         "draft_wait_s": float(sum(w for w in waits if math.isfinite(w))),
+        "update_s": _sum(rows, "update_s"),
+        "learn_s": _sum(rows, "learn_s"),
+        "learn_wait_s": _sum(rows, "learn_wait_s"),
         "first_s": float(rows[0]["elapsed_s"]),
         "first_draft_s": float(rows[0].get("draft_s", math.nan)),
         "first_verify_s": float(rows[0].get("verify_s", math.nan)),
@@ -70,6 +75,12 @@ def curve_stats(rows: list[dict], workers: int = 16) -> dict[str, float]:
 
 
 FIRST = ("first_s", "first_draft_s", "first_verify_s")
+
+
+def _sum(rows: list[dict], key: str) -> float:
+    """A column's sum over the rows that have it; NaN when none has (a curve from before the column)."""
+    values = [float(v) for r in rows if (v := r.get(key)) not in (None, "") and math.isfinite(float(v))]
+    return float(sum(values)) if values else math.nan
 
 
 def _pct(x: float) -> str:
@@ -83,6 +94,7 @@ def line(path: str, stats: dict[str, float]) -> str:
         f"builds alone {_pct(stats['idle_builds'])}; between batches {_pct(stats['idle_between'])}), "
         f"drafting {_pct(stats['drafting'])}, build {stats['build_s']:.1f} s, busy {_pct(stats['busy'])}, "
         f"deferred {stats['deferred']:.0f}, refused {stats['refused']:.0f}, redrafts {stats['redrafts']:.0f}, draft waits {stats['draft_wait_s']:.1f} s, "
+        f"update {stats['update_s']:.1f} s, training {stats['learn_s']:.1f} s (waited for {stats['learn_wait_s']:.1f} s), "
         + _first(*(stats[k] for k in FIRST))
     )
 
