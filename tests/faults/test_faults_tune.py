@@ -94,17 +94,23 @@ def test_torn_and_garbage_database_lines_are_skipped_reported_and_kept(tmp_path,
     assert distinct(resumed.database) == 6 and resumed.tasks[0].trials == 6
 
 
-def test_kill_9_mid_tune_keeps_the_curve_and_the_cost_model_then_resumes(tmp_path):
-    out = tmp_path / "work"
-    cmd = [sys.executable, "tune.py", "--workload", WORKLOAD, "--target", json.dumps(TARGET), "--cost-model", "xgb",
-           "--trials", "9", "--trials-per-round", "3", "--work-dir", str(out), "--no-progress", *QUICK]  # fmt: skip
+def kill_9_after(cmd: list[str], out: Path, rows: int) -> Path:
+    """Run tune.py `cmd` writing into `out`, and kill -9 it once its curve has `rows` rows; the curve's path."""
     proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     curve, deadline = out / CURVE_CSV, time.time() + 300
-    while time.time() < deadline and not (curve.exists() and curve.read_text().count("\n") >= 2):
+    while time.time() < deadline and not (curve.exists() and curve.read_text().count("\n") >= rows + 1):
         assert proc.poll() is None, proc.stderr.read()
         time.sleep(0.1)
     proc.send_signal(signal.SIGKILL)
     proc.wait(timeout=60)
+    return curve
+
+
+def test_kill_9_mid_tune_keeps_the_curve_and_the_cost_model_then_resumes(tmp_path):
+    out = tmp_path / "work"
+    cmd = [sys.executable, "tune.py", "--workload", WORKLOAD, "--target", json.dumps(TARGET), "--cost-model", "xgb",
+           "--trials", "9", "--trials-per-round", "3", "--work-dir", str(out), "--no-progress", *QUICK]  # fmt: skip
+    curve = kill_9_after(cmd, out, rows=1)
     rows = read_rounds(curve)  # written atomically after the batch: whole
     assert rows and rows[0]["trials"] == 3
     from bridge.xgb import SafeXGBModel
@@ -132,13 +138,7 @@ def test_kill_9_while_pam_trains_in_the_background_leaves_a_whole_state_then_res
     cmd = [sys.executable, "tune.py", "--workload", WORKLOAD, "--target", json.dumps(TARGET), "--cost-model", "pam",
            "--psa", "a100", "--epochs", "3", "--potential", "16", "--fill-device", "0", "--trials", "12",
            "--trials-per-round", "3", "--work-dir", str(out), "--no-progress", *QUICK]  # fmt: skip
-    proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    curve, deadline = out / CURVE_CSV, time.time() + 300
-    while time.time() < deadline and not (curve.exists() and curve.read_text().count("\n") >= 3):
-        assert proc.poll() is None, proc.stderr.read()
-        time.sleep(0.1)
-    proc.send_signal(signal.SIGKILL)
-    proc.wait(timeout=60)
+    kill_9_after(cmd, out, rows=2)
     database, _ = open_database(out)
     measured = distinct(database)
     state = out / "cost_model.pam.bin"
