@@ -14,6 +14,8 @@ Per method, on each workload, in one process, same trials, same seed:
   (a new draft when a task's best has not improved in 3 measured rounds, or the potential space
   runs low);
 - pruner-serial: the same, rounds in turn (no pipelining);
+- pruner-apart: pruner whose jobs wait for their builds on a thread of their own (`build_apart`): the
+  next search, another task's in a network, runs meanwhile, and a task's turn waits for its own jobs only;
 - pruner-sync: pruner whose cost model trains on each measured batch before the next is handed out
   (`background_update` false, the default before 2026-11-28, ninth session; pruner trains in the
   background while the next batch is searched, built and run);
@@ -102,6 +104,7 @@ METHODS = {
     "pruner": (CostModelConfig(name="pam"), SearchConfig(psa="h100")),
     "pruner-serial": (CostModelConfig(name="pam"), SearchConfig(psa="h100", pipeline=False)),
     "pruner-sync": (CostModelConfig(name="pam", background_update=False), SearchConfig(psa="h100")),
+    "pruner-apart": (CostModelConfig(name="pam"), SearchConfig(psa="h100", build_apart=True)),
     "pruner-redraft2": (CostModelConfig(name="pam"), SearchConfig(psa="h100", redraft_every=2)),
     "pruner-when-low": (CostModelConfig(name="pam"), SearchConfig(psa="h100", redraft_stall=0)),
     "pruner-backoff": (CostModelConfig(name="pam"), SearchConfig(psa="h100", redraft_backoff=True)),

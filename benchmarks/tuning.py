@@ -81,6 +81,7 @@ SEARCH_KNOBS = (
     "low_draft_ahead",
     "first_drafts_ahead",
     "search_ahead",
+    "build_apart",
     "size_filter_kb",
     "eps_greedy",
     "draft_rounds",

@@ -139,6 +139,12 @@ class SearchConfig:
         "(one more round of staleness; on the GPU suite the device idled less on 6 of 7 seeds, latency level); 1, "
         "the next batch is searched, then built, while the current one runs (the default before 2026-11-27)",
     )
+    build_apart: bool = _knob(
+        False,
+        "with a pipeline, a job's wait for its builds runs on a thread of its own, so the next search (another "
+        "task's, in a network) runs meanwhile, and a task's turn waits only for its own jobs (a network's rounds "
+        "waited 2-7 s for the task before's builds on the GPU; untested on the GPU)",
+    )
     size_filter_kb: float | None = _knob(
         None,
         "pass over verified picks whose CUDA source is estimated (bridge.build_size) over this many KB before they "

@@ -395,6 +395,7 @@ class DraftVerifySearch(_ResumableSearch):
         self._best: dict[int, tuple[float, Any]] = {}  # measured schedules: key -> (latency, schedule)
         self._seeded = False  # whether `_best` holds the database's best records of earlier runs
         self._waited = 0.0  # seconds the loop waited on the search since the last batch was handed out
+        self._own_job = None  # this task's last job in the pipeline (`Pipeline.submit`)
         self._drafts = 0
         self._searches = 0  # searches of the task so far (`draft_rounds`)
         self._last_draft_s = 0.0  # the task's last draft's own seconds, what the next is reckoned to take
@@ -414,7 +415,12 @@ class DraftVerifySearch(_ResumableSearch):
         return [s for _, s in self._potential]
 
     def _propose(self, n: int) -> list | None:
-        waited = self._waited + self._join()
+        # With `Pipeline.build_apart` a task waits for its own jobs only: another task's job in flight
+        # may go on while this batch, built already, runs. A batch searched here waits for them all.
+        apart = self.pipeline is not None and self.pipeline.build_apart
+        waited = self._waited + self._join(self._own_job if apart else None)
+        if apart and self._ready is None:
+            waited += self._join()
         self._waited = 0.0
         start = time.perf_counter()
         ready, self._ready = self._ready, None
@@ -465,7 +471,7 @@ class DraftVerifySearch(_ResumableSearch):
             stats["job_s"] = time.perf_counter() - start
             self._fill.observe_job(stats["job_s"])
 
-        self.pipeline.submit(search, build)
+        self._own_job = self.pipeline.submit(search, build)
 
     def _next_batch(self, current: int) -> int:
         return self._fill.next(current)
@@ -498,8 +504,8 @@ class DraftVerifySearch(_ResumableSearch):
             if other is not self.drafter:
                 other.post_tuning()
 
-    def _join(self) -> float:
-        return 0.0 if self.pipeline is None else self.pipeline.join()
+    def _join(self, upto: Any = None) -> float:
+        return 0.0 if self.pipeline is None else self.pipeline.join(upto)
 
     # ------------------------------------------------------------------------------------------
     # One round's search

@@ -13,7 +13,9 @@ anything of MetaSchedule's but the builder and runner of the current round. A jo
 then (optionally) a build; `notify_runner_results`, which MetaSchedule calls BEFORE its measure
 callbacks update the cost model and the database, waits for the search part (`join_search`), so the
 build of the next batch may go on while the model updates; `generate_measure_candidates` and
-`post_tuning` wait for the whole job. A pipeline runs one job at a time for all tasks of a run. The FFI releases the GIL, so the
+`post_tuning` wait for the whole job. A pipeline runs one search at a time for all tasks of a run;
+with `build_apart`, a task's `generate_measure_candidates` waits only for its own jobs, and the
+next job's search may run while the last job's builds finish. The FFI releases the GIL, so the
 drafting's C++ evolution and the walk's worker processes run in parallel with the builder's.
 """
 
@@ -188,15 +190,22 @@ def _build_into(builder: Any, inputs: list, futures: Sequence[Future]) -> None:
 class Pipeline:
     """One background worker shared by the search strategies of every task of a tuning run.
 
+    A job is a search, then (optionally) the wait for its picks' builds. By default a job runs whole
+    on the worker, and `submit` waits for the job before it. With `build_apart`, the build part of a
+    job runs on a second thread, so the worker searches for the next job (another task's, in a
+    network) while the builds of the last one finish; `submit` queues the job and returns, and a task
+    waits only for its own jobs (`join(upto=...)`), not for another task's (`DraftVerifySearch`).
+
     Attributes:
         builder: where picks are built ahead (None: only the search runs ahead).
+        build_apart: see above.
     """
 
-    def __init__(self, builder: PrefetchBuilder | None = None):
-        self.builder = builder
+    def __init__(self, builder: PrefetchBuilder | None = None, *, build_apart: bool = False):
+        self.builder, self.build_apart = builder, build_apart
         self._executor = ThreadPoolExecutor(1, thread_name_prefix="pruner-search")
-        self._job: Future | None = None
-        self._searched = threading.Event()
+        self._waiter = ThreadPoolExecutor(1, thread_name_prefix="pruner-build-wait") if build_apart else None
+        self._jobs: list[tuple[Future, threading.Event]] = []  # each job's end and its search's end, in order
         self._draft_slots: threading.BoundedSemaphore | None = None
 
     def draft_slots(self, n: int) -> threading.BoundedSemaphore:
@@ -206,46 +215,73 @@ class Pipeline:
             self._draft_slots = threading.BoundedSemaphore(n)
         return self._draft_slots
 
-    def submit(self, search: Callable[[], Any], build: Callable[[Any], None] | None = None) -> None:
-        """Run `search()` in the background, then `build(its result)` (after the job in flight, which
-        is joined first). `join_search` waits for the first part only."""
-        self.join()
-        self._searched.clear()
+    def submit(self, search: Callable[[], Any], build: Callable[[Any], None] | None = None) -> Future:
+        """Run `search()` in the background, then `build(its result)`; a future of the whole job. Jobs
+        run in the order submitted; without `build_apart` the job in flight is joined first.
+        `join_search` waits for the search parts only."""
+        if not self.build_apart:
+            self.join()
+        searched, done = threading.Event(), Future()
 
         def job() -> None:
             try:
                 result = search()
-            finally:
-                self._searched.set()
-            if build is not None:
-                build(result)
+            except BaseException as err:  # the joiner re-raises it
+                searched.set()
+                done.set_exception(err)
+                return
+            searched.set()
+            if self._waiter is None:
+                _finish_job(build, result, done)
+            else:
+                self._waiter.submit(_finish_job, build, result, done)
 
-        self._job = self._executor.submit(job)
+        self._executor.submit(job)
+        self._jobs.append((done, searched))
+        return done
 
     def join_search(self) -> float:
-        """Wait until the search part of the job in flight is done (its build may go on); re-raises
-        what the job raised if it ended. Returns the seconds waited."""
-        if self._job is None:
+        """Wait until the search part of every job submitted is done (their builds may go on);
+        re-raises what a job that ended raised. Returns the seconds waited."""
+        if not self._jobs:
             return 0.0
         start = time.perf_counter()
-        self._searched.wait()
-        if self._job.done():
-            self._job.result()
+        self._jobs[-1][1].wait()  # the searches run in turn: the last one's end is every one's
+        for done, _ in list(self._jobs):
+            if done.done() and done.exception() is not None:
+                self._jobs = [job for job in self._jobs if job[0] is not done]
+                done.result()
         return time.perf_counter() - start
 
-    def join(self) -> float:
-        """Wait for the job in flight, if any; re-raises what it raised. Returns the seconds waited."""
-        job, self._job = self._job, None
-        if job is None:
+    def join(self, upto: Future | None = None) -> float:
+        """Wait for the jobs in flight, all of them or those submitted up to `upto` (a job `submit`
+        returned; nothing if it was joined already); re-raises what a job raised. Returns the seconds
+        waited."""
+        if not self._jobs or (upto is not None and all(done is not upto for done, _ in self._jobs)):
             return 0.0
         start = time.perf_counter()
-        job.result()
+        while self._jobs:
+            done, _ = self._jobs.pop(0)
+            done.result()
+            if done is upto:
+                break
         return time.perf_counter() - start
 
     def close(self) -> None:
-        """Join the job in flight and drop unused prefetched builds."""
+        """Join the jobs in flight and drop unused prefetched builds."""
         try:
             self.join()
         finally:
             if self.builder is not None:
                 self.builder.discard()
+
+
+def _finish_job(build: Callable[[Any], None] | None, result: Any, done: Future) -> None:
+    """The build part of a job (if any) on `result`, then `done` set (or its error)."""
+    try:
+        if build is not None:
+            build(result)
+    except BaseException as err:
+        done.set_exception(err)
+        return
+    done.set_result(None)

@@ -320,7 +320,7 @@ def tune_tasks(
         if search.psa is not None and search.pipeline
         else None
     )
-    pipeline = Pipeline(prefetch)
+    pipeline = Pipeline(prefetch, build_apart=search.build_apart)
     model = make_cost_model(cost_model, target=target, cores=cores, features=features)
     load_state(model, out, cost_model.name)
     if hasattr(model, "learn_s"):  # our cost models: their training time in the curve

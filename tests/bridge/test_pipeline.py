@@ -165,6 +165,63 @@ def test_join_search_lets_the_build_go_on():
     assert pipeline.join_search() == 0.0 and pipeline.join() == 0.0
 
 
+def test_build_apart_searches_the_next_job_while_the_last_builds_and_joins_a_task_its_own():
+    import time
+
+    pipeline, events = Pipeline(build_apart=True), []
+
+    def search(name):
+        return lambda: events.append((f"search {name}", time.perf_counter())) or name
+
+    def slow_build(name):
+        return lambda _: (time.sleep(1.0), events.append((f"built {name}", time.perf_counter())))
+
+    start = time.perf_counter()
+    first = pipeline.submit(search("a"), slow_build("a"))
+    second = pipeline.submit(search("b"), slow_build("b"))
+    assert time.perf_counter() - start < 0.5  # queued: submit does not wait for the job before
+    assert pipeline.join_search() < 0.5  # both searches ran while a's build waited
+    order = [name for name, _ in events]
+    assert order[:2] == ["search a", "search b"] and "built a" not in order
+    pipeline.join(upto=first)  # a's job whole; b's goes on
+    assert [name for name, _ in events][-1] == "built a" and not second.done()
+    assert pipeline.join(upto=first) == 0.0  # joined already
+    pipeline.join()
+    assert [name for name, _ in events] == ["search a", "search b", "built a", "built b"]
+
+
+def test_build_apart_reraises_a_failed_build_at_its_join():
+    pipeline = Pipeline(build_apart=True)
+
+    def broken(_):
+        raise RuntimeError("build failed")
+
+    job = pipeline.submit(lambda: "picks", broken)
+    pipeline.submit(lambda: "more")
+    with pytest.raises(RuntimeError, match="build failed"):
+        pipeline.join(upto=job)
+    assert pipeline.join() >= 0.0
+
+
+def test_a_network_tuned_with_build_apart_measures_every_task_and_each_schedule_once(tmp_path, builder):
+    tasks = [zoo.operator_task(spec) for spec in ("matmul:64,64,64", "matmul:32,64,32")]
+    result = tune_tasks(
+        tasks,
+        json.loads(TARGET),
+        TuneConfig(out=str(tmp_path), trials=16, trials_per_round=4),
+        cost_model=CostModelConfig(name="pam", epochs=3),
+        search=SearchConfig(psa="a100", population=48, potential=12, fill_device=0, build_apart=True),
+        measure=MeasureConfig(number=2, min_repeat_ms=5),
+        builder=builder,
+        progress=False,
+    )
+    rows = result.rows
+    assert sum(r["trials"] for r in rows) == 16 and {r["task"] for r in rows} == {t.name for t in tasks}
+    records = result.database.get_all_tuning_records()
+    assert len({int(tvm_ffi.structural_hash(r.as_measure_candidate().sch.mod)) for r in records}) == 16
+    assert all(r["prebuild_s"] > 0 for r in rows if r["round"] > 1)  # later rounds were built ahead
+
+
 def _matmul(n: int, unroll: bool = False):
     from tvm import te
     from tvm.s_tir.meta_schedule.testing import te_workload
