@@ -36,6 +36,7 @@ from bridge.curve import (  # noqa: E402 - after the path insert, as the other b
     build_bound_idle,
     build_busy,
     build_per_round,
+    column_total,
     deferred_picks,
     device_idle_parts,
     device_idle_share,
@@ -65,9 +66,9 @@ def curve_stats(rows: list[dict], workers: int = 16) -> dict[str, float]:
         "refused": float(refused_picks(rows)),
         "redrafts": float(sum(1 for r in rows[1:] if float(r.get("drafted", 0) or 0) > 0)),
         "draft_wait_s": float(sum(w for w in waits if math.isfinite(w))),
-        "update_s": _sum(rows, "update_s"),
-        "learn_s": _sum(rows, "learn_s"),
-        "learn_wait_s": _sum(rows, "learn_wait_s"),
+        "update_s": column_total(rows, "update_s"),
+        "learn_s": column_total(rows, "learn_s"),
+        "learn_wait_s": column_total(rows, "learn_wait_s"),
         "first_s": float(rows[0]["elapsed_s"]),
         "first_draft_s": float(rows[0].get("draft_s", math.nan)),
         "first_verify_s": float(rows[0].get("verify_s", math.nan)),
@@ -75,12 +76,6 @@ def curve_stats(rows: list[dict], workers: int = 16) -> dict[str, float]:
 
 
 FIRST = ("first_s", "first_draft_s", "first_verify_s")
-
-
-def _sum(rows: list[dict], key: str) -> float:
-    """A column's sum over the rows that have it; NaN when none has (a curve from before the column)."""
-    values = [float(v) for r in rows if (v := r.get(key)) not in (None, "") and math.isfinite(float(v))]
-    return float(sum(values)) if values else math.nan
 
 
 def _pct(x: float) -> str:

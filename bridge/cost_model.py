@@ -121,9 +121,9 @@ class PrunerCostModel(ms.cost_model.PyCostModel):
             replay: records one update trains on at most (the newest batch plus a random sample).
             warm_epochs: maximum epochs of a warm update (from-scratch modes past `replay` records).
             background: `update` records the batch and returns, and the training runs on a thread of
-                its own while the next batch is searched, built and run; the next `predict` (or
-                `update`, `save`, `load`) waits for it, so every score comes from the same network as
-                without it. False: `update` trains before it returns.
+                its own while the next batch is searched, built and run; the next `predict` (or `save`,
+                `load`) waits for it, so every score comes from the same network as without it (an
+                `update` meanwhile queues its training behind it). False: `update` trains before it returns.
         """
         super().__init__()
         if mode not in MODES:
@@ -312,7 +312,7 @@ class PrunerCostModel(ms.cost_model.PyCostModel):
 
     @property
     def learn_wait_s(self) -> float:
-        """Seconds of `learn_s` that scoring (or the next update) waited for: the rest overlapped."""
+        """Seconds of `learn_s` that scoring, a save or a load waited for: the rest overlapped."""
         return 0.0 if self._trainer is None else self._trainer.waited_s
 
     @property

@@ -9,6 +9,7 @@ saved curve read back with `bridge.search_log.read_rounds`).
   `refused_picks`: the picks the builder's source guard refused (`--max-source-kb`);
 - `build_bound_idle`: the idle share that the builds alone impose on the rounds after the first.
 - `idle_between_batches`: the idle share from the first batch's start on (the issue's measure).
+- `column_total`: a logged column's sum (e.g. `update_s`, `learn_s`).
 
 Each takes the rows as a run writes them; a column a run did not fill (NaN, or absent in an older
 curve) counts as missing.
@@ -25,6 +26,7 @@ __all__ = [
     "build_bound_idle",
     "build_busy",
     "build_per_round",
+    "column_total",
     "deferred_picks",
     "device_idle_parts",
     "device_idle_share",
@@ -38,6 +40,12 @@ def _finite(row: Mapping[str, Any], key: str) -> float | None:
     """A curve row's `key` as a float, or None where it is missing or not finite (NaN: not logged)."""
     value = float(row.get(key, math.nan))
     return value if math.isfinite(value) else None
+
+
+def column_total(rows: Sequence[Mapping[str, Any]], key: str) -> float:
+    """A column's sum over the rows that logged it; NaN when none did (e.g. a curve from before it)."""
+    values = [value for r in rows if (value := _finite(r, key)) is not None]
+    return float(sum(values)) if values else math.nan
 
 
 def _busy(rows: Sequence[Mapping[str, Any]]) -> float:

@@ -8,6 +8,7 @@ import pytest
 from bridge.curve import (
     build_bound_idle,
     build_busy,
+    column_total,
     deferred_picks,
     device_idle_parts,
     device_idle_share,
@@ -93,3 +94,9 @@ def test_the_builds_bound_the_idle_share_of_the_rounds_after_the_first():
     assert build_bound_idle(run[:3]) == pytest.approx(1 - 4 / 6)
     assert build_bound_idle(rows((5, 2, 0, 1.0), (9, 3, 0, 1.5))) == 0.0  # every build shorter than its run
     assert math.isnan(build_bound_idle(run[:1])) and math.isnan(build_bound_idle([]))
+
+
+def test_column_total_sums_the_rows_that_logged_it_and_is_nan_when_none_did():
+    curve = [{"learn_s": 1.5}, {"learn_s": math.nan}, {}, {"learn_s": 0.25}]
+    assert column_total(curve, "learn_s") == 1.75
+    assert math.isnan(column_total(curve, "learn_wait_s")) and math.isnan(column_total([], "learn_s"))
