@@ -94,8 +94,18 @@ def line(path: str, stats: dict[str, float]) -> str:
     )
 
 
+def _s(x: float) -> str:
+    return f"{x:.1f} s" if math.isfinite(x) else "n/a"
+
+
 def _first(at: float, draft: float, verify: float) -> str:
-    return f"first batch at {at:.1f} s (draft {draft:.1f} s, verify {verify:.1f} s)"
+    return f"first batch at {_s(at)} (draft {_s(draft)}, verify {_s(verify)})"
+
+
+def _median(values: list[float]) -> float:
+    """The median of the finite values; NaN when none is (XGB's curves have no draft columns)."""
+    finite = [v for v in values if math.isfinite(v)]
+    return statistics.median(finite) if finite else math.nan
 
 
 def main(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
@@ -112,7 +122,7 @@ def main(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
         out[path] = curve_stats(rows, args.workers)
         print(line(path, out[path]))
     if len(out) > 1:
-        medians = [statistics.median(v for s in out.values() if math.isfinite(v := s[k])) for k in FIRST]
+        medians = [_median([s[k] for s in out.values()]) for k in FIRST]
         print(f"median over {len(out)} curves: " + _first(*medians))
     if args.json:
         Path(args.json).write_text(json.dumps(out, indent=1))

@@ -52,3 +52,21 @@ def test_each_curve_gets_a_line_and_its_statistics_in_the_json(tmp_path, capsys)
 def test_a_missing_curve_is_named(tmp_path):
     with pytest.raises(ValueError, match="nothing.csv: no curve rows"):
         curve_stats.main([str(tmp_path / "nothing.csv")])
+
+
+def test_curves_without_draft_columns_get_no_draft_median(capsys):
+    """XGB's curves (MetaSchedule's evolution) have no draft columns: their line and the
+    median over curves say n/a there instead of failing; beside a Pruner curve the median is its own."""
+    xgb = sorted(str(p) for p in (ROOT / "benchmarks/results/ablations/suite_bg").glob("*/xgb-s0.csv"))[:2]
+    assert len(xgb) == 2
+    out = curve_stats.main(xgb)
+    printed = capsys.readouterr().out.splitlines()
+    assert all(math.isnan(out[p]["first_draft_s"]) for p in xgb)
+    firsts = sorted(out[p]["first_s"] for p in xgb)
+    verify = (out[xgb[0]]["first_verify_s"] + out[xgb[1]]["first_verify_s"]) / 2  # its evolution's seconds
+    assert printed[-1] == (
+        f"median over 2 curves: first batch at {(firsts[0] + firsts[1]) / 2:.1f} s (draft n/a, verify {verify:.1f} s)"
+    )
+    curve_stats.main([*xgb, CURVES[0]])
+    draft = read_rounds(CURVES[0])[0]["draft_s"]
+    assert f"(draft {draft:.1f} s, verify " in capsys.readouterr().out.splitlines()[-1]
