@@ -84,6 +84,8 @@ SEARCH_KNOBS = (
     "build_apart",
     "size_filter_kb",
     "eps_greedy",
+    "local_share",
+    "local_parents",
     "draft_rounds",
     "quick_start",
     "first_draft_generations",

@@ -87,6 +87,13 @@ class SearchConfig:
         "init_min_unmeasured); about one pass where most random GPU schedules fail to postprocess",
     )
     eps_greedy: float = _knob(0.1, "share of each batch measured at random from the draft's samples")
+    local_share: float = _knob(
+        0.0,
+        "share of each batch given to local moves: one-mutation neighbours of the task's best measured schedules, "
+        "best first by the verifier (on the GPU suite Pruner spread its trials over 515-871 tilings after its early "
+        "lead, 0-2% on its best's; 0: none; untested on the GPU)",
+    )
+    local_parents: int = _knob(8, "how many of the task's best measured schedules parent the local moves")
     quick_start: bool = _knob(
         False,
         "a task's first batches: PSA's order of the first draft's fresh samples, unevolved, while a draft evolves "

@@ -23,7 +23,8 @@ Per task and round:
    then its best `verify_pool` plus the best measured schedules (`pool_measured_ratio` of them)
    evolve `verify_generations` more generations scored by the verifier.
 3. Pick the verifier's top n, with an epsilon-greedy share (`eps_greedy`) of random samples from
-   the draft's fresh samples.
+   the draft's fresh samples and, with `local_share`, a share of local moves: one-mutation
+   neighbours of the task's `local_parents` best measured schedules, best first by the verifier.
 Cold start: while the verifier scores every schedule the same (no data yet), the potential space
 is measured in PSA's order.
 
@@ -71,7 +72,17 @@ Pairs = list[tuple[int, Any]]
 """(schedule key, schedule) pairs, so a schedule is hashed once however many rounds it waits."""
 
 
-_SUMMED = ("draft_scored", "verify_scored", "draft_s", "sample_s", "samples", "verify_s", "psa_s", "verifier_s")
+_SUMMED = (
+    "draft_scored",
+    "verify_scored",
+    "draft_s",
+    "sample_s",
+    "samples",
+    "verify_s",
+    "psa_s",
+    "verifier_s",
+    "local",
+)
 """Search statistics that add up over two searches of one batch (the rest: the first search's, `drafted` either's)."""
 
 
@@ -110,6 +121,8 @@ class DraftVerifySearch(_ResumableSearch):
         init_measured_ratio: float = 0.2,
         pool_measured_ratio: float = 0.1,
         eps_greedy: float = 0.1,
+        local_share: float = 0.0,
+        local_parents: int = 8,
         quick_start: bool = False,
         draft_rounds: int = 0,
         verify_gate: bool = False,
@@ -170,6 +183,14 @@ class DraftVerifySearch(_ResumableSearch):
             pool_measured_ratio: share of the measured records (at most this share of the population)
                 added to the verifier's parents (published: 10%, up to 153).
             eps_greedy: share of each batch measured at random from the draft's samples (published: 0.1).
+            local_share: share of each batch given to local moves (`_local`): children of one
+                generation of mutation (MetaSchedule's mutators: a tile size, an unroll step, a compute
+                location) from the task's `local_parents` best measured schedules, best first by the
+                verifier (by the draft model while the verifier is cold or gated), the share the
+                verifier's picks leave; 0 = none. On the GPU suite Pruner spread its trials over
+                515-871 tilings after its early lead and put 0-2% of them on its best's tiling, while
+                XGB's evolution stayed around its best (docs/benchmarks.md, "Why Pruner plateaus").
+            local_parents: how many of the best measured schedules parent the local moves.
             quick_start: the first draft ranks its fresh samples unevolved (the first batch comes
                 sooner) and the next draft, due at once, evolves them: with `draft_ahead`, alongside,
                 never held by `redraft_share`, while the rounds measure the ranked samples (in turn,
@@ -236,6 +257,7 @@ class DraftVerifySearch(_ResumableSearch):
             ("potential_size", potential_size),
             ("verify_pool", verify_pool),
             ("redraft_min_samples", redraft_min_samples),
+            ("local_parents", local_parents),
         ]:
             if value < 1:
                 raise ValueError(f"{name}={value!r} must be >= 1")
@@ -261,6 +283,7 @@ class DraftVerifySearch(_ResumableSearch):
             ("init_measured_ratio", init_measured_ratio),
             ("pool_measured_ratio", pool_measured_ratio),
             ("eps_greedy", eps_greedy),
+            ("local_share", local_share),
         ]:
             if not 0.0 <= value <= 1.0:
                 raise ValueError(f"{name}={value!r} must be in [0, 1]")
@@ -292,6 +315,8 @@ class DraftVerifySearch(_ResumableSearch):
             init_measured_ratio=init_measured_ratio,
             pool_measured_ratio=pool_measured_ratio,
             eps_greedy=eps_greedy,
+            local_share=local_share,
+            local_parents=local_parents,
             quick_start=quick_start,
             draft_rounds=draft_rounds,
             verify_gate=verify_gate,
@@ -341,6 +366,8 @@ class DraftVerifySearch(_ResumableSearch):
             resample_ratio=search.resample_ratio,
             redraft_min_samples=search.redraft_min_samples,
             eps_greedy=search.eps_greedy,
+            local_share=search.local_share,
+            local_parents=search.local_parents,
             quick_start=search.quick_start,
             draft_rounds=search.draft_rounds,
             verify_gate=bool(search.verify_gate),  # unset: off (make_strategy resolves it from the cost model)
@@ -556,9 +583,17 @@ class DraftVerifySearch(_ResumableSearch):
         if self._gate is not None:
             stats.update(gated=int(gated), verifier_acc=self._gate.verifier_acc, draft_acc=self._gate.draft_acc)
         n_random = min(int(n * self.eps_greedy), len(self._samples))
+        n_local = min(round(n * self.local_share), n - n_random)
         dropped_before = self._size.dropped if self._size is not None else 0
-        picks = self._first(ranked, n - n_random)
+        picks = self._first(ranked, n - n_random - n_local)
         chosen = {k for k, _ in picks}
+        if n_local > 0:  # local moves; what they cannot fill goes to the verifier's next picks
+            local = self._first(self._local(n_local, chosen, by_draft=cold or gated), n_local)
+            chosen |= {k for k, _ in local}
+            more = self._first([pair for pair in ranked if pair[0] not in chosen], n_local - len(local))
+            chosen |= {k for k, _ in more}
+            picks += local + more
+            stats["local"] = len(local)
         extra = [pair for pair in self._samples if pair[0] not in chosen]
         picks += self._first([extra[i] for i in self.rng.permutation(len(extra))], n - len(picks))
         if self._size is not None:
@@ -576,6 +611,21 @@ class DraftVerifySearch(_ResumableSearch):
             cold_start=int(cold),
         )
         return [s for _, s in picks], stats
+
+    def _local(self, n: int, exclude: set[int], by_draft: bool) -> Pairs:
+        """Up to `n` local moves: unmeasured children, not in `exclude`, of one generation of mutation
+        from the task's `local_parents` best measured schedules (4n children, parents drawn by score),
+        best first by the verifier, or by the draft model (`by_draft`); none before a measurement."""
+        parents = self._best_measured(self.local_parents)
+        if not parents:
+            return []
+        children = max(4 * n, len(parents))
+        search = self._evolutionary_search(children, 1, self.draft_model if by_draft else self.ranker)
+        try:  # the heap holds the parents too (the search does not know them as measured): filtered below
+            evolved = _EVOLVE(search, parents, children + len(parents))
+        finally:
+            search.post_tuning()
+        return [pair for pair in self._unmeasured([(_key(s), s) for s in evolved]) if pair[0] not in exclude][:n]
 
     def _evolutionary_search(
         self, population: int, generations: int, cost_model: Any, min_samples: int = FIRST_DRAFT_MIN_SAMPLES

@@ -145,6 +145,7 @@ class SearchLog:
         "deferred",  # picks searched for this batch whose build was still running when it was due (in the next batch)
         "refused",  # picks the builder refused over its source guard (--max-source-kb): failed, never compiled
         "size_dropped",  # picks the search passed over as estimated over --size-filter-kb (bridge.size_filter)
+        "local",  # picks that were local moves around the task's best measured schedules (local_share)
         "update_s",  # seconds of MetaSchedule's cost-model update callback (our models: recording the batch)
         "learn_s",  # seconds our cost model trained since the last row (in the background, or within update_s)
         "learn_wait_s",  # seconds since the last row that scoring or a save waited for such training
