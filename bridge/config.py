@@ -149,8 +149,8 @@ class SearchConfig:
     build_apart: bool = _knob(
         False,
         "with a pipeline, a job's wait for its builds runs on a thread of its own, so the next search (another "
-        "task's, in a network) runs meanwhile, and a task's turn waits only for its own jobs (a network's rounds "
-        "waited 2-7 s for the task before's builds on the GPU; untested on the GPU)",
+        "task's, in a network) runs meanwhile, and a task's turn waits only for its own jobs (on two H200s, ResNet-50's "
+        "four tasks: the loop waited a median 3.6 s a round against 2.7 s, the GPU idled 44% against 38%)",
     )
     size_filter_kb: float | None = _knob(
         None,
