@@ -49,7 +49,7 @@ from bridge.export import Artifact, load_model
 from bridge.model_state import read_state, write_state
 from bridge.replay import replay_batches
 from data.batch import compute_scales, make_batch
-from data.features import FeatureCache, WalkPool, default_walk_workers, workload_tags
+from data.features import FeatureCache, WalkPool, default_walk_workers, schedule_key, workload_tags
 from data.labels import mean_latency
 from data.schema import STMT_DIM
 from pruner_models import registry
@@ -167,6 +167,9 @@ class PrunerCostModel(ms.cost_model.PyCostModel):
         # Records measured in this run: task key -> lists of stmt rows, gemm matrices, latencies.
         self.data: dict[str, dict[str, list]] = {}
         self.tags: dict[str, np.ndarray] = {}
+        # task key -> the schedules whose measurements `update` took (`bridge.catch_up`); None: not known
+        # (a state saved before they were kept)
+        self.seen: dict[str, set[int]] | None = {}
         self.rounds = 0
         if features is None:
             features = FeatureCache(pool=WalkPool(default_walk_workers() if workers is None else workers))
@@ -190,6 +193,13 @@ class PrunerCostModel(ms.cost_model.PyCostModel):
         if key not in self.tags:
             self.tags[key] = workload_tags(context.mod)
         return key
+
+    def seen_in(self, context) -> set[int] | None:
+        """The schedule keys of the task's measurements `update` took (None: not known, an old state,
+        or a mode that never updates)."""
+        if self.seen is None or self.mode.endswith("no-update"):
+            return None
+        return set(self.seen.get(self._task(context), ()))
 
     def _featurize(self, context, candidates: Sequence) -> list[tuple[np.ndarray, np.ndarray] | None]:
         """(stmt (n, 164), gemm (8, 23)) per candidate, None where featurizing failed (`self.features`)."""
@@ -248,6 +258,8 @@ class PrunerCostModel(ms.cost_model.PyCostModel):
             self._update(context, list(candidates), list(results))
 
     def _update(self, context, candidates: list, results: list) -> None:
+        if self.seen is not None:
+            self.seen.setdefault(self._task(context), set()).update(schedule_key(c.sch.mod) for c in candidates)
         feats, latencies = [], []
         for feat, result in zip(self._featurize(context, candidates), results):
             if feat is None:
@@ -353,6 +365,7 @@ class PrunerCostModel(ms.cost_model.PyCostModel):
             records = {
                 "rounds": self.rounds,
                 "tags": dict(self.tags),
+                "seen": None if self.seen is None else {k: sorted(v) for k, v in self.seen.items()},
                 "data": {k: {name: list(column) for name, column in d.items()} for k, d in self.data.items()},
             }
             if wait or self._trainer is None:
@@ -378,3 +391,4 @@ class PrunerCostModel(ms.cost_model.PyCostModel):
             if state["net"] is not None:
                 self.net = state["net"].to(self.device).eval()
             self.tags, self.data = state["tags"], state["data"]
+            self.seen = None if state["seen"] is None else {k: set(v) for k, v in state["seen"].items()}

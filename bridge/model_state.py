@@ -9,6 +9,7 @@ from __future__ import annotations
 import io
 from typing import Any
 
+import numpy as np
 import torch
 
 from data.atomic import atomic_write_bytes
@@ -16,18 +17,30 @@ from pruner_models import registry
 
 __all__ = ["read_state", "write_state"]
 
+_U64 = (1 << 64) - 1
+
 
 def write_state(
-    path: str, *, mode: str, rounds: int, trained: bool, net: torch.nn.Module | None, tags: dict, data: dict
+    path: str,
+    *,
+    mode: str,
+    rounds: int,
+    trained: bool,
+    net: torch.nn.Module | None,
+    tags: dict,
+    data: dict,
+    seen: dict | None = None,
 ) -> None:
     """Write a state atomically: `tags` (task key -> numpy tags), `data` (task key -> "stmt" and "gemm"
-    lists of numpy arrays and a "latency" list of floats)."""
+    lists of numpy arrays and a "latency" list of floats), `seen` (task key -> the schedule keys of the
+    measurements taken, ints; None: not known)."""
     state = {
         "mode": mode,
         "rounds": rounds,
         "trained": trained,
         "net": None if net is None else registry.net_state(net),
         "tags": {k: torch.from_numpy(v) for k, v in tags.items()},
+        "seen": None if seen is None else {k: _keys_tensor(v) for k, v in seen.items()},
         "data": {
             k: {
                 "stmt": [torch.from_numpy(s) for s in d["stmt"]],
@@ -62,6 +75,7 @@ def read_state(path: str, mode: str) -> dict[str, Any]:
         "trained": bool(state["trained"]),
         "net": None if state["net"] is None else registry.build_net(state["net"], path),
         "tags": {k: v.numpy() for k, v in state["tags"].items()},
+        "seen": None if state.get("seen") is None else {k: _keys_list(v) for k, v in state["seen"].items()},
         "data": {
             k: {
                 "stmt": [s.numpy() for s in d["stmt"]],
@@ -71,3 +85,12 @@ def read_state(path: str, mode: str) -> dict[str, Any]:
             for k, d in state["data"].items()
         },
     }
+
+
+def _keys_tensor(keys) -> torch.Tensor:
+    """Schedule keys (unsigned 64-bit structural hashes) as an int64 tensor, bit for bit."""
+    return torch.from_numpy(np.asarray(sorted(k & _U64 for k in keys), dtype=np.uint64).view(np.int64))
+
+
+def _keys_list(tensor: torch.Tensor) -> list[int]:
+    return [int(k) for k in tensor.numpy().view(np.uint64)]

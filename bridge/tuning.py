@@ -13,7 +13,8 @@ Everything goes to `TuneConfig.out`: the MetaSchedule database (database_*.json)
 model's state (cost_model.<name>.bin) and MetaSchedule's logs. The curve and the cost model's state
 are rewritten atomically after EVERY measured batch, so a `kill -9` loses at most the batch in
 flight (our cost models write their state once their training on the batch, in the background, is
-done: the state a kill leaves may miss the last batch or two, which the database keeps). Running again on the same dir resumes: torn database lines are skipped and reported
+done: the state a kill leaves may miss the last batch or two, which the database keeps; on resume
+`bridge.catch_up` hands the model those records). Running again on the same dir resumes: torn database lines are skipped and reported
 (bridge.database), trials already spent count against `trials`, measured schedules are not measured
 again, the cost model and the curve continue.
 """
@@ -30,6 +31,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from bridge.catch_up import catch_up
 from bridge.config import CostModelConfig, MeasureConfig, SearchConfig, TuneConfig
 from bridge.database import open_database
 from bridge.factory import load_state, make_cost_model, make_strategy, save_state
@@ -322,7 +324,7 @@ def tune_tasks(
     )
     pipeline = Pipeline(prefetch, build_apart=search.build_apart)
     model = make_cost_model(cost_model, target=target, cores=cores, features=features)
-    load_state(model, out, cost_model.name)
+    resumed = load_state(model, out, cost_model.name)
     if hasattr(model, "learn_s"):  # our cost models: their training time in the curve
         search_log.learning = lambda: (model.learn_s, model.learn_wait_s)
     strategy = make_strategy(
@@ -338,6 +340,9 @@ def tune_tasks(
         task_context(task.mod, target, strategy, task.name, threads=cores, seed=rand_state, logger=logger).clone()
         for task, logger, rand_state in zip(tasks, loggers, ms.utils.fork_seed(config.seed, n=len(tasks)))
     ]
+    if resumed:  # a state a kill left a batch or two behind the database learns what it missed
+        for context in contexts:
+            catch_up(model, context, database)
     remaining = config.trials - spent
     if remaining > 0:
         bar, advance = _progress(config.trials, spent, progress)

@@ -1,0 +1,51 @@
+"""Catch a resumed cost model up with its database: the measurements its saved state missed.
+
+Our cost models write their state after their training on a batch, on the training thread
+(`PrunerCostModel.save_later`), so a run killed with `kill -9` can leave a state one or two batches
+behind the database, which keeps every measured record. A state also keeps the keys of the
+schedules whose measurements it took (`PrunerCostModel.seen`). On resume, `catch_up` hands the
+model, as one `update`, the task's records in the database that its state has not seen, so that the
+resumed model has learned from every measurement of the run, each once. A state saved before the
+keys were kept (`seen` None) is left as it is: which records it holds cannot be told.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from data.features import schedule_key
+from tvm_env import ms
+
+__all__ = ["catch_up"]
+
+logger = logging.getLogger(__name__)
+
+
+def catch_up(model: Any, context: Any, database: Any) -> int:
+    """Update `model` on the records of `context`'s task in `database` that its state has not seen
+    (`model.seen_in`); how many (0 for a model that keeps no such keys, or whose state predates them). A record whose trace no
+    longer applies to the task is skipped with a warning naming it."""
+    known = model.seen_in(context) if hasattr(model, "seen_in") else None
+    if known is None or not database.has_workload(context.mod):
+        return 0
+    workload = database.commit_workload(context.mod)
+    candidates, results = [], []
+    for record in database.get_all_tuning_records():
+        if not record.workload.same_as(workload):
+            continue
+        try:
+            candidate = record.as_measure_candidate()
+        except Exception as err:  # a trace that no longer applies: the database keeps it, the model cannot
+            logger.warning("%s: cannot replay a measured record for the cost model: %s", context.task_name, err)
+            continue
+        key = schedule_key(candidate.sch.mod)
+        if key in known:
+            continue
+        known.add(key)
+        candidates.append(candidate)
+        results.append(ms.runner.RunnerResult(record.run_secs, None))
+    if candidates:
+        model.update(context, candidates, results)
+        logger.info("%s: the cost model caught up on %d records its state missed", context.task_name, len(candidates))
+    return len(candidates)
