@@ -72,17 +72,7 @@ Pairs = list[tuple[int, Any]]
 """(schedule key, schedule) pairs, so a schedule is hashed once however many rounds it waits."""
 
 
-_SUMMED = (
-    "draft_scored",
-    "verify_scored",
-    "draft_s",
-    "sample_s",
-    "samples",
-    "verify_s",
-    "psa_s",
-    "verifier_s",
-    "local",
-)
+_SUMMED = tuple("draft_scored verify_scored draft_s sample_s samples verify_s psa_s verifier_s local".split())
 """Search statistics that add up over two searches of one batch (the rest: the first search's, `drafted` either's)."""
 
 

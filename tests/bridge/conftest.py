@@ -53,3 +53,22 @@ def measured_matmul(tmp_path_factory):
     candidates = [r.as_measure_candidate() for r in records]
     results = [ms.runner.RunnerResult(r.run_secs, None) for r in records]
     return context, candidates, results
+
+
+def database_of(context, candidates, results):
+    """A MemoryDatabase holding `candidates` measured as `results` for `context`'s task."""
+    from tvm_env import ms
+
+    database = ms.database.MemoryDatabase()
+    workload = database.commit_workload(context.mod)
+    for cand, res in zip(candidates, results):
+        database.commit_tuning_record(
+            ms.database.TuningRecord(cand.sch.trace, workload, res.run_secs, context.target, cand.args_info)
+        )
+    return database
+
+
+@pytest.fixture
+def measured_database(measured_matmul):
+    """A fresh MemoryDatabase holding the measured matmul records of `measured_matmul`."""
+    return database_of(*measured_matmul)

@@ -5,26 +5,15 @@ import torch
 from bridge.catch_up import catch_up
 from bridge.cost_model import PrunerCostModel
 from data.features import schedule_key
-from tvm_env import ms
 
 
-def _database(context, candidates, results):
-    database = ms.database.MemoryDatabase()
-    workload = database.commit_workload(context.mod)
-    for cand, res in zip(candidates, results):
-        database.commit_tuning_record(
-            ms.database.TuningRecord(cand.sch.trace, workload, res.run_secs, context.target, cand.args_info)
-        )
-    return database
-
-
-def test_a_state_a_batch_behind_learns_the_records_it_missed_once(measured_matmul, tmp_path):
+def test_a_state_a_batch_behind_learns_the_records_it_missed_once(measured_matmul, measured_database, tmp_path):
     context, candidates, results = measured_matmul
     half = len(candidates) // 2
     killed = PrunerCostModel(mode="pam", epochs=2, device="cpu", background=False)
     killed.update(context, candidates[:half], results[:half])  # the state on disk: the first batch only
     killed.save(str(tmp_path / "state.bin"))
-    database = _database(context, candidates, results)  # the database: both batches
+    database = measured_database  # the database: both batches
     resumed = PrunerCostModel(mode="pam", epochs=2, device="cpu", background=False)
     resumed.load(str(tmp_path / "state.bin"))
     assert resumed.measured() == half and len(resumed.seen_in(context)) == half
@@ -37,7 +26,7 @@ def test_a_state_a_batch_behind_learns_the_records_it_missed_once(measured_matmu
     assert latencies == sorted(whole.data[whole._task(context)]["latency"])  # the same records as a run not killed
 
 
-def test_a_state_saved_before_seen_keys_is_left_as_it_is(measured_matmul, tmp_path):
+def test_a_state_saved_before_seen_keys_is_left_as_it_is(measured_matmul, measured_database, tmp_path):
     context, candidates, results = measured_matmul
     model = PrunerCostModel(mode="pam", epochs=2, device="cpu", background=False)
     model.update(context, candidates[:4], results[:4])
@@ -48,7 +37,7 @@ def test_a_state_saved_before_seen_keys_is_left_as_it_is(measured_matmul, tmp_pa
     old = PrunerCostModel(mode="pam", epochs=2, device="cpu", background=False)
     old.load(str(tmp_path / "old.bin"))
     assert old.seen is None and old.seen_in(context) is None
-    assert catch_up(old, context, _database(context, candidates, results)) == 0  # cannot tell: never twice
+    assert catch_up(old, context, measured_database) == 0  # cannot tell: never twice
     assert old.measured() == 4
 
 

@@ -22,18 +22,6 @@ def _search(database, **options) -> DraftVerifySearch:
     return strategy
 
 
-def _measured(measured_matmul):
-    """A database holding the fixture's real measurements of the matmul."""
-    context0, candidates, results = measured_matmul
-    database = ms.database.MemoryDatabase()
-    workload = database.commit_workload(context0.mod)
-    for cand, res in zip(candidates, results):
-        database.commit_tuning_record(
-            ms.database.TuningRecord(cand.sch.trace, workload, res.run_secs, context0.target, cand.args_info)
-        )
-    return database, {key(c.sch) for c in candidates}
-
-
 def _steps(sch) -> tuple[list[str], dict[int, str]]:
     """A schedule's trace without its postprocessing: its instructions and its decisions by instruction."""
     insts, decisions = sch.trace.simplified(remove_postproc=True).as_json()
@@ -48,9 +36,9 @@ def _distance(a, b) -> int:
     return sum(x != y for x, y in zip(ia, ib)) + sum(da.get(i) != db.get(i) for i in set(da) | set(db))
 
 
-def test_local_moves_are_one_mutation_from_a_best_measured_schedule(measured_matmul):
-    database, measured = _measured(measured_matmul)
-    strategy = _search(database, local_share=0.5, local_parents=4)
+def test_local_moves_are_one_mutation_from_a_best_measured_schedule(measured_matmul, measured_database):
+    measured = {key(c.sch) for c in measured_matmul[1]}
+    strategy = _search(measured_database, local_share=0.5, local_parents=4)
     parents = [_steps(s) for s in strategy._best_measured(4)]
     moves = strategy._local(6, set(), by_draft=True)
     assert 0 < len(moves) <= 6
@@ -63,9 +51,8 @@ def test_local_moves_are_one_mutation_from_a_best_measured_schedule(measured_mat
     strategy.post_tuning()
 
 
-def test_a_batch_holds_its_share_of_local_moves_once_the_task_has_measurements(measured_matmul):
-    database, _ = _measured(measured_matmul)
-    strategy = _search(database, local_share=0.5)
+def test_a_batch_holds_its_share_of_local_moves_once_the_task_has_measurements(measured_database):
+    strategy = _search(measured_database, local_share=0.5)
     batch = strategy.generate_measure_candidates()
     stats = strategy.log.searched(strategy.task_name)
     assert len(batch) == 8 and len({key(c.sch) for c in batch}) == 8

@@ -232,15 +232,9 @@ def test_draft_rounds_pick_a_pretrained_verifiers_first_batches_in_psas_order(tm
 
 
 @pytest.mark.parametrize("kind", ["draft-verify", "evolutionary"])
-def test_resume_counts_and_skips_measured_schedules(measured_matmul, kind):
+def test_resume_counts_and_skips_measured_schedules(measured_matmul, measured_database, kind):
     context0, candidates, results = measured_matmul
-    database = ms.database.MemoryDatabase()
-    workload = database.commit_workload(context0.mod)
-    target = context0.target
-    for cand, res in zip(candidates, results):
-        database.commit_tuning_record(
-            ms.database.TuningRecord(cand.sch.trace, workload, res.run_secs, target, cand.args_info)
-        )
+    database = measured_database
     measured = {key(c.sch) for c in candidates}
     if kind == "draft-verify":
         strategy = DraftVerifySearch(
@@ -561,16 +555,14 @@ def test_psa_weight_ranks_the_potential_space_by_the_blend(tmp_path, checkpoints
         CountingCostModel(model=pretrained, blend_with=psa, blend_weight=float("nan"))
 
 
-def test_the_best_measured_schedules_come_from_the_database_once_then_from_the_runs_own_results(measured_matmul):
+def test_the_best_measured_schedules_come_from_the_database_once_then_from_the_runs_own_results(
+    measured_matmul, measured_database
+):
     """A draft's parents and the verifier's pool include the task's best measured schedules; they were
     replayed from the database every round (1.3 s of a 7.3 s verify of the 3x3 conv on the host)."""
     context0, candidates, results = measured_matmul
-    database = ms.database.MemoryDatabase()
+    database = measured_database
     workload = database.commit_workload(context0.mod)
-    for cand, res in zip(candidates, results):
-        database.commit_tuning_record(
-            ms.database.TuningRecord(cand.sch.trace, workload, res.run_secs, context0.target, cand.args_info)
-        )
     strategy = DraftVerifySearch(
         draft=PSACostModel(device="a100"), population_size=POPULATION, potential_size=POTENTIAL
     )
