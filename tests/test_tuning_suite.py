@@ -236,6 +236,8 @@ def test_the_draft_knobs_reach_the_search_config():
         True,
         256.0,
         0.3,
+        0.5,
+        4,
         2,
         True,
         1,
