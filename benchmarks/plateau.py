@@ -64,14 +64,12 @@ def arm_stats(latencies: list[float], tilings: list[tuple], rows: list[dict]) ->
     last = last_improvement(latencies)
     incumbent = tilings[min(range(last), key=lambda i: latencies[i])] if last else None
     tail = tilings[last:]
-    improved = [
-        r for i, r in enumerate(rows) if r["best_us"] < min([math.inf] + [p["best_us"] for p in rows[:i]]) * 0.99
-    ]
+    improved = last_improvement([r["best_us"] for r in rows])  # rows up to the curve's last gain over 1%
     return {
         "best_us": best * 1e6,
         "trials": len(latencies),
         "valid": len(valid),
-        "last_improved_s": improved[-1]["elapsed_s"] if improved else math.nan,
+        "last_improved_s": rows[improved - 1]["elapsed_s"] if improved else math.nan,
         "last_improved_trials": last,
         "within_5pct": sum(x <= best * 1.05 for x in valid) / len(valid),
         "within_10pct": sum(x <= best * 1.10 for x in valid) / len(valid),

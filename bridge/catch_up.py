@@ -24,8 +24,8 @@ logger = logging.getLogger(__name__)
 
 def catch_up(model: Any, context: Any, database: Any) -> int:
     """Update `model` on the records of `context`'s task in `database` that its state has not seen
-    (`model.seen_in`); how many (0 for a model that keeps no such keys, or whose state predates them). A record whose trace no
-    longer applies to the task is skipped with a warning naming it."""
+    (`model.seen_in`); how many (0 for a model that keeps no such keys, or whose state predates them).
+    A record whose trace no longer applies to the task is skipped with a warning naming it."""
     known = model.seen_in(context) if hasattr(model, "seen_in") else None
     if known is None or not database.has_workload(context.mod):
         return 0

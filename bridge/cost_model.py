@@ -201,9 +201,12 @@ class PrunerCostModel(ms.cost_model.PyCostModel):
             return None
         return set(self.seen.get(self._task(context), ()))
 
-    def _featurize(self, context, candidates: Sequence) -> list[tuple[np.ndarray, np.ndarray] | None]:
-        """(stmt (n, 164), gemm (8, 23)) per candidate, None where featurizing failed (`self.features`)."""
-        feats = self.features.featurize(context, candidates, stmt=True, walk=self.uses_gemm)
+    def _featurize(
+        self, context, candidates: Sequence, keys: Sequence[int] | None = None
+    ) -> list[tuple[np.ndarray, np.ndarray] | None]:
+        """(stmt (n, 164), gemm (8, 23)) per candidate, None where featurizing failed (`self.features`;
+        `keys`: the candidates' schedule keys, when the caller has them)."""
+        feats = self.features.featurize(context, candidates, stmt=True, walk=self.uses_gemm, keys=keys)
         return [None if f is None else (f.stmt.reshape(-1, STMT_DIM), f.gemm_matrix) for f in feats]
 
     # ------------------------------------------------------------------------------------------
@@ -258,10 +261,11 @@ class PrunerCostModel(ms.cost_model.PyCostModel):
             self._update(context, list(candidates), list(results))
 
     def _update(self, context, candidates: list, results: list) -> None:
+        keys = [schedule_key(c.sch.mod) for c in candidates]  # hashed once: for `seen` and the feature cache
         if self.seen is not None:
-            self.seen.setdefault(self._task(context), set()).update(schedule_key(c.sch.mod) for c in candidates)
+            self.seen.setdefault(self._task(context), set()).update(keys)
         feats, latencies = [], []
-        for feat, result in zip(self._featurize(context, candidates), results):
+        for feat, result in zip(self._featurize(context, candidates, keys), results):
             if feat is None:
                 continue
             run_secs = None if result.run_secs is None else [float(s) for s in result.run_secs]
