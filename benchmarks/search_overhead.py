@@ -17,8 +17,9 @@ Per method, on each workload, in one process, same trials, same seed:
 - pruner-apart: pruner whose jobs wait for their builds on a thread of their own (`build_apart`): the
   next search, another task's in a network, runs meanwhile, and a task's turn waits for its own jobs only;
 - pruner-local: pruner giving a quarter of each batch to local moves around the task's best measured
-  schedules (`local_share` 0.25; here the stand-in latencies make them worth nothing: this measures
-  what they cost);
+  schedules (`local_share` 0.25, pruner's own default since 2026-11-29, second session; here the
+  stand-in latencies make them worth nothing: this measures what they cost); pruner-nolocal: without
+  them (`local_share` 0, pruner before);
 - pruner-sync: pruner whose cost model trains on each measured batch before the next is handed out
   (`background_update` false, the default before 2026-11-28, ninth session; pruner trains in the
   background while the next batch is searched, built and run);
@@ -109,6 +110,7 @@ METHODS = {
     "pruner-sync": (CostModelConfig(name="pam", background_update=False), SearchConfig(psa="h100")),
     "pruner-apart": (CostModelConfig(name="pam"), SearchConfig(psa="h100", build_apart=True)),
     "pruner-local": (CostModelConfig(name="pam"), SearchConfig(psa="h100", local_share=0.25)),
+    "pruner-nolocal": (CostModelConfig(name="pam"), SearchConfig(psa="h100", local_share=0.0)),
     "pruner-redraft2": (CostModelConfig(name="pam"), SearchConfig(psa="h100", redraft_every=2)),
     "pruner-when-low": (CostModelConfig(name="pam"), SearchConfig(psa="h100", redraft_stall=0)),
     "pruner-backoff": (CostModelConfig(name="pam"), SearchConfig(psa="h100", redraft_backoff=True)),

@@ -111,7 +111,7 @@ class DraftVerifySearch(_ResumableSearch):
         init_measured_ratio: float = 0.2,
         pool_measured_ratio: float = 0.1,
         eps_greedy: float = 0.1,
-        local_share: float = 0.0,
+        local_share: float = 0.25,
         local_parents: int = 8,
         quick_start: bool = False,
         draft_rounds: int = 0,
@@ -180,6 +180,8 @@ class DraftVerifySearch(_ResumableSearch):
                 verifier's picks leave; 0 = none. On the GPU suite Pruner spread its trials over
                 515-871 tilings after its early lead and put 0-2% of them on its best's tiling, while
                 XGB's evolution stayed around its best (docs/benchmarks.md, "Why Pruner plateaus").
+                0.25 (default) ended at 0.87x and 0.97x Pruner's latency on the 3x3 and depthwise
+                convs of the GPU suite, in one job each (docs/benchmarks.md, "Local moves on the GPU").
             local_parents: how many of the best measured schedules parent the local moves.
             quick_start: the first draft ranks its fresh samples unevolved (the first batch comes
                 sooner) and the next draft, due at once, evolves them: with `draft_ahead`, alongside,

@@ -96,7 +96,13 @@ def tuned(tmp_path_factory):
     draft, log = Tally(PSACostModel(device="a100")), SearchLog()
     verify = Tally(PrunerCostModel(mode="pam", epochs=5, device="cpu"))
     strategy = DraftVerifySearch(
-        draft=draft, population_size=POPULATION, potential_size=POTENTIAL, redraft_every=2, quick_start=False, log=log
+        draft=draft,
+        population_size=POPULATION,
+        potential_size=POTENTIAL,
+        redraft_every=2,
+        quick_start=False,
+        local_share=0.0,  # what PSA and PAM score for the draft and the verify alone; local moves add to PAM's
+        log=log,
     )
     database = tune_matmul(strategy, log, verify, work, trials=12)
     return database, log, draft, verify
