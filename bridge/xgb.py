@@ -11,6 +11,10 @@ keeps TVM's model (features, training, prediction) and replaces only save/load:
 * the feature groups are flattened: `hashes` (groups,), `group_records` (groups,) records per group,
   `record_rows` (records,) feature rows per record, `features` (rows, feature_dim) float32,
   `costs` (records,) float64.
+* the keys of the schedules whose measurements `update` took (`seen`, as `PrunerCostModel` keeps
+  them, for `bridge.catch_up`): `seen_groups` (groups,), `seen_counts` (groups,) keys per group,
+  `seen_keys` (keys,) uint64. A state written before these arrays loads with `seen` None: which
+  records it holds cannot be told, and a resume leaves it as it is.
 
 A file that is not such an npz (a TVM tar, a pickle, anything else) is refused with a ValueError
 naming the file, before any of its bytes is interpreted as Python objects.
@@ -26,8 +30,10 @@ from collections import OrderedDict
 import numpy as np
 from tvm.ir.utils import derived_object
 from tvm.s_tir.meta_schedule.cost_model.xgb_model import FeatureGroup, XGBModel
+from tvm.s_tir.meta_schedule.utils import shash2hex
 
 from data.atomic import atomic_write_bytes
+from data.features import schedule_key
 
 __all__ = ["SafeXGBModel"]
 
@@ -36,10 +42,28 @@ _FORMAT = "pruner-lightning-xgb-state-1"
 
 @derived_object
 class SafeXGBModel(XGBModel._cls):  # TVM's derived_object forbids subclassing the decorated class itself
-    """`XGBModel` whose `save` / `load` use the pickle-free format of the module docstring."""
+    """`XGBModel` whose `save` / `load` use the pickle-free format of the module docstring, and which
+    keeps the keys of the schedules it learned from, so that a resumed run catches it up with its
+    database (`bridge.catch_up`): MetaSchedule saves it after each batch, and a kill between the
+    batch's commit to the database and that save would otherwise cost it the batch."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        # feature-group hash -> keys of the schedules `update` took; None: not known (a state from before)
+        self.seen: dict[str, set[int]] | None = {}
+
+    def update(self, context, candidates, results) -> None:
+        """TVM's update, and the candidates' keys noted in `seen` (their feature group's)."""
+        super().update(context, candidates, results)
+        if candidates and self.seen is not None:
+            self.seen.setdefault(shash2hex(context.mod), set()).update(schedule_key(c.sch.mod) for c in candidates)
+
+    def seen_in(self, context) -> set[int] | None:
+        """The keys of the task's schedules whose measurements `update` took (None: not known)."""
+        return None if self.seen is None else set(self.seen.get(shash2hex(context.mod), ()))
 
     def save(self, path: str) -> None:
-        """Write the booster and the cached features to `path` atomically."""
+        """Write the booster, the cached features and the seen keys to `path` atomically."""
         groups = list(self.data.values())
         features = [np.asarray(f, dtype=np.float32) for g in groups for f in g.features]
         dim = features[0].shape[1] if features else 0
@@ -56,6 +80,11 @@ class SafeXGBModel(XGBModel._cls):  # TVM's derived_object forbids subclassing t
             if self.booster is not None
             else np.zeros(0, np.uint8),
         }
+        if self.seen is not None:
+            seen = list(self.seen.items())
+            arrays["seen_groups"] = np.array([g for g, _ in seen], dtype=str)
+            arrays["seen_counts"] = np.array([len(keys) for _, keys in seen], dtype=np.int64)
+            arrays["seen_keys"] = np.array([k for _, keys in seen for k in sorted(keys)], dtype=np.uint64)
         buffer = io.BytesIO()
         np.savez(buffer, **arrays)
         atomic_write_bytes(path, buffer.getvalue())
@@ -83,6 +112,15 @@ class SafeXGBModel(XGBModel._cls):  # TVM's derived_object forbids subclassing t
             rows, counts, costs = arrays["record_rows"], arrays["group_records"], arrays["costs"]
             if rows.sum() != len(arrays["features"]) or not counts.sum() == len(costs) == len(rows):
                 raise ValueError("array lengths disagree")
+            seen = None
+            if "seen_keys" in arrays:
+                keys, seen_counts = arrays["seen_keys"], arrays["seen_counts"]
+                if seen_counts.sum() != len(keys) or len(seen_counts) != len(arrays["seen_groups"]):
+                    raise ValueError("seen key lengths disagree")
+                bounds = np.cumsum(seen_counts)[:-1]
+                seen = {
+                    str(g): {int(k) for k in part} for g, part in zip(arrays["seen_groups"], np.split(keys, bounds))
+                }
         except (KeyError, ValueError, OSError, zipfile.BadZipFile) as err:
             raise ValueError(f"{path}: not a usable XGBoost state ({type(err).__name__}: {err})") from None
         features = np.split(arrays["features"], np.cumsum(rows)[:-1]) if len(rows) else []
@@ -99,4 +137,4 @@ class SafeXGBModel(XGBModel._cls):  # TVM's derived_object forbids subclassing t
                 booster.load_model(bytearray(arrays["booster"].tobytes()))
             except xgb.core.XGBoostError as err:
                 raise ValueError(f"{path}: the XGBoost model does not load ({err})") from None
-        self.data, self.data_size, self.booster = data, int(counts.sum()), booster
+        self.data, self.data_size, self.booster, self.seen = data, int(counts.sum()), booster, seen

@@ -50,3 +50,68 @@ def test_seen_keys_survive_the_state_file_bit_for_bit(measured_matmul, tmp_path)
     loaded.load(str(tmp_path / "state.bin"))
     assert loaded.seen == model.seen  # unsigned 64-bit hashes, kept in an int64 tensor
     assert loaded.seen_in(context) == {schedule_key(c.sch.mod) for c in candidates}
+
+
+def _xgb():
+    from bridge.xgb import SafeXGBModel
+
+    return SafeXGBModel(num_warmup_samples=0, num_tuning_cores=1)
+
+
+def test_an_xgb_state_a_batch_behind_learns_the_records_it_missed_once(measured_matmul, measured_database, tmp_path):
+    """MetaSchedule's model saves after each batch, once the batch is in the database: a kill between
+    the two leaves its state a batch behind, which the resume catches up."""
+    context, candidates, results = measured_matmul
+    half = len(candidates) // 2
+    killed = _xgb()
+    killed.update(context, candidates[:half], results[:half])
+    killed.save(str(tmp_path / "xgb.npz"))
+    resumed = _xgb()
+    resumed.load(str(tmp_path / "xgb.npz"))
+    assert resumed.data_size == half and resumed.seen_in(context) == {
+        schedule_key(c.sch.mod) for c in candidates[:half]
+    }
+    assert catch_up(resumed, context, measured_database) == len(candidates) - half
+    assert catch_up(resumed, context, measured_database) == 0
+    whole = _xgb()
+    whole.update(context, candidates, results)
+    assert resumed.data_size == whole.data_size == len(candidates)  # each record once
+    (group,) = resumed.data.values()
+    assert sorted(group.costs) == sorted(next(iter(whole.data.values())).costs)  # the same records as a run not killed
+    resumed.save(str(tmp_path / "again.npz"))
+    again = _xgb()
+    again.load(str(tmp_path / "again.npz"))
+    assert again.seen == resumed.seen  # unsigned 64-bit keys, bit for bit
+
+
+def test_an_xgb_state_saved_before_seen_keys_is_left_as_it_is(measured_matmul, measured_database, tmp_path):
+    import numpy as np
+
+    context, candidates, results = measured_matmul
+    model = _xgb()
+    model.update(context, candidates[:4], results[:4])
+    model.save(str(tmp_path / "xgb.npz"))
+    with np.load(tmp_path / "xgb.npz", allow_pickle=False) as f:
+        arrays = {k: f[k] for k in f.files if not k.startswith("seen_")}  # as earlier versions wrote it
+    np.savez(tmp_path / "old.npz", **arrays)
+    old = _xgb()
+    old.load(str(tmp_path / "old.npz"))
+    assert old.seen is None and old.seen_in(context) is None
+    assert catch_up(old, context, measured_database) == 0  # cannot tell: never twice
+    assert old.data_size == 4
+
+
+def test_an_xgb_state_whose_seen_keys_disagree_is_refused_naming_the_file(measured_matmul, tmp_path):
+    import numpy as np
+    import pytest
+
+    context, candidates, results = measured_matmul
+    model = _xgb()
+    model.update(context, candidates[:4], results[:4])
+    model.save(str(tmp_path / "xgb.npz"))
+    with np.load(tmp_path / "xgb.npz", allow_pickle=False) as f:
+        arrays = {k: f[k] for k in f.files}
+    arrays["seen_counts"] = arrays["seen_counts"] + 1
+    np.savez(tmp_path / "bad.npz", **arrays)
+    with pytest.raises(ValueError, match="bad.npz"):
+        _xgb().load(str(tmp_path / "bad.npz"))

@@ -125,6 +125,10 @@ def test_kill_9_mid_tune_keeps_the_curve_and_the_cost_model_then_resumes(tmp_pat
     database, skipped = open_database(out)
     assert distinct(database) == 9 and not skipped
     assert len(read_rounds(curve)) == 3  # the curve continued where the killed run left it
+    resumed = SafeXGBModel(num_warmup_samples=0)
+    resumed.load(str(out / "cost_model.xgb.bin"))
+    # every measured record in the model once: what the killed state held, caught up (`bridge.catch_up`), and the rest
+    assert resumed.data_size == 9 and sum(len(keys) for keys in resumed.seen.values()) == 9
 
 
 def test_kill_9_while_pam_trains_in_the_background_leaves_a_whole_state_then_resumes(tmp_path):
