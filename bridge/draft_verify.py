@@ -23,7 +23,7 @@ Per task and round:
    then its best `verify_pool` plus the best measured schedules (`pool_measured_ratio` of them)
    evolve `verify_generations` more generations scored by the verifier.
 3. Pick the verifier's top n, with an epsilon-greedy share (`eps_greedy`) of random samples from
-   the draft's fresh samples and, with `local_share`, a share of local moves: one-mutation
+   the draft's fresh samples and a `local_share` (a quarter by default) of local moves: one-mutation
    neighbours of the task's `local_parents` best measured schedules, best first by the verifier.
 Cold start: while the verifier scores every schedule the same (no data yet), the potential space
 is measured in PSA's order.
