@@ -212,7 +212,12 @@ def test_draft_rounds_pick_a_pretrained_verifiers_first_batches_in_psas_order(tm
     draft = Tally(PSACostModel(device="a100"))
     verify = Tally(PrunerCostModel(mode="pam-no-update", artifact=artifact, device="cpu"))
     strategy = DraftVerifySearch(
-        draft=draft, population_size=POPULATION, potential_size=2 * POTENTIAL, verify_generations=0, draft_rounds=2
+        draft=draft,
+        population_size=POPULATION,
+        potential_size=2 * POTENTIAL,
+        verify_generations=0,
+        draft_rounds=2,
+        local_share=0.0,  # whole batches from the ranking; local moves, from batch 2 on, in test_local_moves.py
     )
     context = context_for(matmul(), strategy, seed=1)
     strategy.pre_tuning(12, 4, context.generate_design_space(), ms.database.MemoryDatabase(), verify)
