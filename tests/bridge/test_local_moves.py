@@ -3,6 +3,7 @@ measured schedules, on real llvm records and a real tuning run."""
 
 import pytest
 
+from benchmarks import plateau
 from bridge.config import SearchConfig
 from bridge.cost_model import PrunerCostModel
 from bridge.draft_verify import DraftVerifySearch
@@ -28,14 +29,6 @@ def _steps(sch) -> tuple[list[str], dict[int, str]]:
     return [str(i) for i in insts], {int(d[0]): str(d[1]) for d in decisions}
 
 
-def _distance(a, b) -> int:
-    """Instructions and decisions in which two traces of one design space differ (None: other shapes)."""
-    (ia, da), (ib, db) = a, b
-    if len(ia) != len(ib):
-        return None
-    return sum(x != y for x, y in zip(ia, ib)) + sum(da.get(i) != db.get(i) for i in set(da) | set(db))
-
-
 def test_local_moves_are_one_mutation_from_a_best_measured_schedule(measured_matmul, measured_database):
     measured = {key(c.sch) for c in measured_matmul[1]}
     strategy = _search(measured_database, local_share=0.5, local_parents=4)
@@ -45,7 +38,7 @@ def test_local_moves_are_one_mutation_from_a_best_measured_schedule(measured_mat
     assert len({k for k, _ in moves}) == len(moves)  # distinct
     assert not {k for k, _ in moves} & measured  # never one measured already
     for _, sch in moves:  # each differs from one of the 4 best measured in one tile, unroll or location
-        assert min(d for p in parents if (d := _distance(p, _steps(sch))) is not None) == 1
+        assert min(d for p in parents if (d := plateau.distance(p, _steps(sch))) is not None) == 1
     taken = {moves[0][0]}
     assert moves[0][0] not in {k for k, _ in strategy._local(6, taken, by_draft=True)}  # what the batch holds
     strategy.post_tuning()
