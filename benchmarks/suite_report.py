@@ -106,6 +106,7 @@ def report(
     against: tuple[str, ...] = ("pruner",),
     baseline_from: tuple[Path, ...] = (),
     sooner: float = 0.0,
+    take: tuple[str, ...] = (),
 ) -> str:
     """The markdown tables of every workload with a baseline arm; with `plot`, the figure too. `also`:
     more results folders read beside `results` (e.g. workloads that ran under the same settings in
@@ -114,7 +115,9 @@ def report(
     whose baseline arms only are read, for the workloads and seeds the other folders have and whose
     baseline they lack (an A/B of two settings run without XGB, against XGB runs of another call).
     `sooner`: a what-if, every other method's curve moved this many seconds earlier (what a first batch
-    that much sooner would give, if the rest of the run followed it); the baseline's stays."""
+    that much sooner would give, if the rest of the run followed it); the baseline's stays. `take`:
+    "FOLDER:LABEL[=METHOD]", the arms of one label only from a folder, reported as METHOD (e.g. an A/B's
+    variant under the name its setting became the default of, beside later seeds of that default)."""
     import json
 
     folders = [Path(results), *map(Path, also)]
@@ -129,6 +132,8 @@ def report(
             for seed, rows in extra.get(workload, {}).get(baseline, {}).items():
                 if seed in seeds:
                     methods[baseline].setdefault(seed, rows)
+    for spec in take:
+        _take(data, spec)
     if sooner < 0:
         raise ValueError(f"sooner={sooner!r}: seconds to move the curves earlier, >= 0")
     if sooner:
@@ -222,6 +227,26 @@ def report(
         _plot(data, plot)
         lines.append(f"- plot: {plot}")
     return "\n".join(lines)
+
+
+def _take(data: dict, spec: str) -> None:
+    """Add to `data` the arms of one label of a folder (`spec`: "FOLDER:LABEL[=METHOD]"), as METHOD's;
+    an arm (workload, method, seed) that `data` has already is refused, as `arms` refuses it."""
+    folder, sep, which = spec.rpartition(":")
+    label, _, method = which.partition("=")
+    if not sep or not folder or not label:
+        raise ValueError(f"{spec!r}: give FOLDER:LABEL or FOLDER:LABEL=METHOD")
+    if not Path(folder).is_dir():
+        raise FileNotFoundError(f"{folder}: no such results folder (in {spec!r})")
+    found = False
+    for workload, methods in arms(Path(folder)).items():
+        for seed, rows in methods.get(label, {}).items():
+            runs = data[workload][method or label]
+            if seed in runs:
+                raise ValueError(f"{spec!r}: {method or label} seed {seed} of {workload} is in the other folders too")
+            runs[seed], found = rows, True
+    if not found:
+        raise ValueError(f"{spec!r}: {folder} has no arm labelled {label!r}")
 
 
 def _pair(base: list[dict], rows: list[dict]) -> dict[str, float]:

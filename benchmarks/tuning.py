@@ -231,6 +231,13 @@ def main(argv: list[str] | None = None) -> None:
         "that lack one (an A/B run without XGB, against XGB runs of another call)",
     )
     p.add_argument(
+        "--take",
+        nargs="+",
+        default=[],
+        help="with --report: FOLDER:LABEL[=METHOD], one label's arms from a folder, reported as METHOD (e.g. an "
+        "A/B's variant under the method whose default it became, beside later seeds of that method)",
+    )
+    p.add_argument(
         "--against",
         nargs="+",
         default=["pruner"],
@@ -324,6 +331,8 @@ def main(argv: list[str] | None = None) -> None:
         raise ValueError(f"--xgb-from {args.xgb_from}: folders of XGB arms to report against; it needs --report")
     if args.sooner and not args.report:
         raise ValueError(f"--sooner {args.sooner}: a what-if of the report; it needs --report")
+    if args.take and not args.report:
+        raise ValueError(f"--take {args.take}: arms to report on; it needs --report")
     if args.also and not args.report:
         raise ValueError(f"--also {args.also}: more folders to report on; it needs --report")
     if args.report:
@@ -335,6 +344,7 @@ def main(argv: list[str] | None = None) -> None:
                 against=tuple(args.against),
                 baseline_from=tuple(args.xgb_from),
                 sooner=args.sooner,
+                take=tuple(args.take),
             )
         )
         return

@@ -319,6 +319,35 @@ def test_report_over_several_folders_takes_each_arm_from_one(tmp_path, capsys):
     assert f"{math.sqrt(12):.2f}x over 2 workloads" in capsys.readouterr().out
 
 
+def test_report_takes_one_labels_arms_from_a_folder_under_another_name(tmp_path, capsys):
+    """An A/B's variant whose setting became the default is reported as that method, beside the later
+    seeds of the default (another folder) and XGB's runs of the A/B's call (a third)."""
+    ab, later, xgb = tmp_path / "ab", tmp_path / "later", tmp_path / "xgb"
+    write_arm(ab / "op_a" / "pruner-local-s0.csv", [(30, 32, 0.019), (120, 96, 0.015)])
+    write_arm(ab / "op_a" / "pruner-s0.csv", [(100, 96, 0.03)])  # the old default: not taken
+    write_arm(xgb / "op_a" / "xgb-s0.csv", [(10, 16, 0.05), (90, 48, 0.02), (120, 64, 0.02)])
+    write_arm(xgb / "op_a" / "pruner-s0.csv", [(110, 96, 0.04)])  # not taken either
+    write_arm(later / "op_a" / "xgb-s1.csv", [(10, 16, 0.05), (60, 48, 0.02), (120, 64, 0.02)])
+    write_arm(later / "op_a" / "pruner-s1.csv", [(20, 16, 0.02), (100, 64, 0.01)])
+    text = suite_report.report(later, take=(f"{ab}:pruner-local=pruner", f"{xgb}:xgb"))
+    # seed 0: XGB's final 0.02 at 90 s, the variant's 0.019 at 30 s (3x); seed 1: 60 s against 20 s (3x)
+    assert "| op_a | pruner | 2 | 80 | 12.50 | 0.625 | 25 s | 24 | 3.00x |" in text
+    assert "| op_a | 0 | 20.00 | 90 s | 30 s | 3.00x |" in text and "pruner-local" not in text
+    assert "| op_a | pruner | 1 |" in suite_report.report(later)  # without them: seed 1 alone
+    with pytest.raises(ValueError, match=r"pruner seed 1 of op_a is in the other folders too"):
+        suite_report.report(later, take=(f"{ab}:pruner-local=pruner", f"{later}:pruner"))
+    with pytest.raises(ValueError, match="has no arm labelled 'pruner-lokal'"):
+        suite_report.report(later, take=(f"{ab}:pruner-lokal=pruner",))
+    with pytest.raises(ValueError, match="give FOLDER:LABEL"):
+        suite_report.report(later, take=(str(ab),))
+    with pytest.raises(FileNotFoundError, match="nowhere"):
+        suite_report.report(later, take=(f"{tmp_path / 'nowhere'}:xgb",))
+    with pytest.raises(ValueError, match="it needs --report"):
+        tuning.main(["--results", str(later), "--take", f"{xgb}:xgb"])
+    tuning.main(["--report", "--results", str(later), "--take", f"{ab}:pruner-local=pruner", f"{xgb}:xgb"])
+    assert "| op_a | pruner | 2 | 80 | 12.50 | 0.625 | 25 s | 24 | 3.00x |" in capsys.readouterr().out
+
+
 suite_variants = load_benchmark("suite_variants")
 
 
