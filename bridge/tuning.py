@@ -22,6 +22,7 @@ again, the cost model and the curve continue.
 from __future__ import annotations
 
 import collections
+import contextlib
 import dataclasses
 import functools
 import logging
@@ -292,106 +293,111 @@ def tune_tasks(
     from bridge.search_log import SearchLog, read_rounds
     from data.features import FeatureCache
 
-    target = parse_target(target)
-    setup(target)
-    if runner is None:
-        check_device(target, measure)
-        runner = _runner(measure, target)  # its worker starts in the background from here
-    out = Path(config.out)
-    out.mkdir(parents=True, exist_ok=True)
-    cores = int(target.export().get("num-cores", usable_cores()))
-    database, skipped = open_database(out)
-    before = records_by_task(database, tasks)
-    previous_rows = read_rounds(out / CURVE_CSV)
-    spent = sum(n for n, _ in before.values())
-    search_log = SearchLog(
-        best={name: best for name, (_, best) in before.items() if math.isfinite(best)},
-        trials_before=spent,
-        seconds_before=previous_rows[-1]["elapsed_s"] if previous_rows else 0.0,
-        rounds_before=collections.Counter(r["task"] for r in previous_rows),
-        deadline_s=config.deadline,
-    )
-    # One feature cache (and walk pool) for the draft and the verifier; one pipeline for all tasks.
-    if walk_pool is None:  # its processes start while the tasks' design spaces are generated
-        _, walk_pool = start_workers(target, measure, walk=walks_tir(search, cost_model), build=False)
-    features = FeatureCache(pool=walk_pool)
-    if builder is None:  # its workers import TVM (seconds) while the first search runs, not in the first build
-        builder, _ = start_workers(target, measure, walk=False)
-    prefetch = (
-        PrefetchBuilder(builder=builder, straggler_grace=search.straggler_grace)
-        if search.psa is not None and search.pipeline
-        else None
-    )
-    pipeline = Pipeline(prefetch, build_apart=search.build_apart)
-    model = make_cost_model(cost_model, target=target, cores=cores, features=features)
-    resumed = load_state(model, out, cost_model.name)
-    if hasattr(model, "learn_s"):  # our cost models: their training time in the curve
-        search_log.learning = lambda: (model.learn_s, model.learn_wait_s)
-    strategy = make_strategy(
-        search,
-        cost_model=cost_model.name,
-        adapt_every=cost_model.adapt_every,
-        log=search_log,
-        features=features,
-        pipeline=pipeline,
-    )
-    loggers = task_loggers(str(out), [t.name for t in tasks])
-    contexts = [
-        task_context(task.mod, target, strategy, task.name, threads=cores, seed=rand_state, logger=logger).clone()
-        for task, logger, rand_state in zip(tasks, loggers, ms.utils.fork_seed(config.seed, n=len(tasks)))
-    ]
-    if resumed:  # a state a kill left a batch or two behind the database learns what it missed
-        for context in contexts:
-            catch_up(model, context, database)
-    remaining = config.trials - spent
-    if remaining > 0:
-        bar, advance = _progress(config.trials, spent, progress)
+    with contextlib.ExitStack() as owned:  # the pools this call started end with it (PooledLocalBuilder.shutdown)
+        target = parse_target(target)
+        setup(target)
+        if runner is None:
+            check_device(target, measure)
+            runner = _runner(measure, target)  # its worker starts in the background from here
+            if hasattr(runner, "shutdown"):
+                owned.callback(runner.shutdown)
+        out = Path(config.out)
+        out.mkdir(parents=True, exist_ok=True)
+        cores = int(target.export().get("num-cores", usable_cores()))
+        database, skipped = open_database(out)
+        before = records_by_task(database, tasks)
+        previous_rows = read_rounds(out / CURVE_CSV)
+        spent = sum(n for n, _ in before.values())
+        search_log = SearchLog(
+            best={name: best for name, (_, best) in before.items() if math.isfinite(best)},
+            trials_before=spent,
+            seconds_before=previous_rows[-1]["elapsed_s"] if previous_rows else 0.0,
+            rounds_before=collections.Counter(r["task"] for r in previous_rows),
+            deadline_s=config.deadline,
+        )
+        # One feature cache (and walk pool) for the draft and the verifier; one pipeline for all tasks.
+        if walk_pool is None:  # its processes start while the tasks' design spaces are generated
+            _, walk_pool = start_workers(target, measure, walk=walks_tir(search, cost_model), build=False)
+            owned.callback(walk_pool.close)
+        features = FeatureCache(pool=walk_pool)
+        if builder is None:  # its workers import TVM (seconds) while the first search runs, not in the first build
+            builder, _ = start_workers(target, measure, walk=False)
+            owned.callback(builder.shutdown)
+        prefetch = (
+            PrefetchBuilder(builder=builder, straggler_grace=search.straggler_grace)
+            if search.psa is not None and search.pipeline
+            else None
+        )
+        pipeline = Pipeline(prefetch, build_apart=search.build_apart)
+        model = make_cost_model(cost_model, target=target, cores=cores, features=features)
+        resumed = load_state(model, out, cost_model.name)
+        if hasattr(model, "learn_s"):  # our cost models: their training time in the curve
+            search_log.learning = lambda: (model.learn_s, model.learn_wait_s)
+        strategy = make_strategy(
+            search,
+            cost_model=cost_model.name,
+            adapt_every=cost_model.adapt_every,
+            log=search_log,
+            features=features,
+            pipeline=pipeline,
+        )
+        loggers = task_loggers(str(out), [t.name for t in tasks])
+        contexts = [
+            task_context(task.mod, target, strategy, task.name, threads=cores, seed=rand_state, logger=logger).clone()
+            for task, logger, rand_state in zip(tasks, loggers, ms.utils.fork_seed(config.seed, n=len(tasks)))
+        ]
+        if resumed:  # a state a kill left a batch or two behind the database learns what it missed
+            for context in contexts:
+                catch_up(model, context, database)
+        remaining = config.trials - spent
+        if remaining > 0:
+            bar, advance = _progress(config.trials, spent, progress)
 
-        def after_round(row: dict) -> None:
-            # The database already holds this batch (AddToDatabase runs first) and the cost model
-            # was given it (UpdateCostModel): save both companions now, atomically, the cost model
-            # first. Our models write their state once their training on the batch, in the
-            # background, is done (the loop goes on meanwhile): on disk is always a state whose
-            # network learned from every record beside it, one batch behind the curve at most.
-            save_state(model, out, cost_model.name, wait=False)
-            search_log.write_csv(out / CURVE_CSV, previous_rows)
-            advance(row)
-            if on_round is not None:
-                on_round(row)
+            def after_round(row: dict) -> None:
+                # The database already holds this batch (AddToDatabase runs first) and the cost model
+                # was given it (UpdateCostModel): save both companions now, atomically, the cost model
+                # first. Our models write their state once their training on the batch, in the
+                # background, is done (the loop goes on meanwhile): on disk is always a state whose
+                # network learned from every record beside it, one batch behind the curve at most.
+                save_state(model, out, cost_model.name, wait=False)
+                search_log.write_csv(out / CURVE_CSV, previous_rows)
+                advance(row)
+                if on_round is not None:
+                    on_round(row)
 
-        search_log.on_round = after_round
-        try:
-            ms.tune_tasks(
-                tasks=contexts,
-                task_weights=[float(t.weight) for t in tasks],
-                work_dir=str(out),
-                max_trials_global=remaining,
-                max_trials_per_task=config.max_trials_per_task or config.trials,
-                num_trials_per_iter=config.trials_per_round,
-                builder=search_log.builder(prefetch or builder),
-                runner=search_log.runner(runner),
-                database=database,
-                cost_model=model,
-                measure_callbacks=search_log.callbacks(),
-                task_scheduler=ms.task_scheduler.GradientBased(seed=config.seed),
-            )
-        finally:
-            pipeline.close()
-            bar.close()
-            search_log.write_csv(out / CURVE_CSV, previous_rows)
-            save_state(model, out, cost_model.name)
-    else:
-        log.info("the output dir already holds %d trials (budget %d): nothing to tune", spent, config.trials)
-    after = records_by_task(database, tasks)
-    rows = [*previous_rows, *search_log.rows]
-    plot_tuning(
-        rows, out / CURVE_PNG, title=title(label or ", ".join(t.name for t in tasks), target, cost_model, search)
-    )
-    return TuneResult(
-        tasks=[TaskResult(t.name, float(t.weight), float(t.flops), *after[t.name]) for t in tasks],
-        rows=rows,
-        search_s=search_log.elapsed() if remaining > 0 else search_log.seconds_before,
-        database=database,
-        skipped_lines=skipped,
-        build_workers=int(getattr(builder, "max_workers", 0) or 0),
-    )
+            search_log.on_round = after_round
+            try:
+                ms.tune_tasks(
+                    tasks=contexts,
+                    task_weights=[float(t.weight) for t in tasks],
+                    work_dir=str(out),
+                    max_trials_global=remaining,
+                    max_trials_per_task=config.max_trials_per_task or config.trials,
+                    num_trials_per_iter=config.trials_per_round,
+                    builder=search_log.builder(prefetch or builder),
+                    runner=search_log.runner(runner),
+                    database=database,
+                    cost_model=model,
+                    measure_callbacks=search_log.callbacks(),
+                    task_scheduler=ms.task_scheduler.GradientBased(seed=config.seed),
+                )
+            finally:
+                pipeline.close()
+                bar.close()
+                search_log.write_csv(out / CURVE_CSV, previous_rows)
+                save_state(model, out, cost_model.name)
+        else:
+            log.info("the output dir already holds %d trials (budget %d): nothing to tune", spent, config.trials)
+        after = records_by_task(database, tasks)
+        rows = [*previous_rows, *search_log.rows]
+        plot_tuning(
+            rows, out / CURVE_PNG, title=title(label or ", ".join(t.name for t in tasks), target, cost_model, search)
+        )
+        return TuneResult(
+            tasks=[TaskResult(t.name, float(t.weight), float(t.flops), *after[t.name]) for t in tasks],
+            rows=rows,
+            search_s=search_log.elapsed() if remaining > 0 else search_log.seconds_before,
+            database=database,
+            skipped_lines=skipped,
+            build_workers=int(getattr(builder, "max_workers", 0) or 0),
+        )

@@ -95,7 +95,8 @@ def builder(
             unrolling makes.
 
     Returns:
-        a `tvm_env.PooledLocalBuilder` (an `ms.builder.LocalBuilder`).
+        a `tvm_env.PooledLocalBuilder` (an `ms.builder.LocalBuilder`); its `.shutdown()` ends the worker
+        processes when you are done with it (otherwise they end when it is garbage collected).
     """
     from tvm_env import PooledLocalBuilder
 

@@ -16,6 +16,23 @@ def one_torch_thread():
     torch.set_num_threads(threads)
 
 
+@pytest.fixture
+def make_builder():
+    """`tvm_env.PooledLocalBuilder(**kwargs)`s whose worker processes end with the test
+    (`PooledLocalBuilder.shutdown`), not whenever the garbage collector reaches them."""
+    from tvm_env import PooledLocalBuilder
+
+    made = []
+
+    def make(**kwargs):
+        made.append(PooledLocalBuilder(**kwargs))
+        return made[-1]
+
+    yield make
+    for builder in made:
+        builder.shutdown()
+
+
 BACKSTOP_S = 120
 """`setup.cfg`'s pytest-timeout raises in the main thread (`timeout_method = signal`), which reports
 every thread's stack, but only once the main thread runs Python again. A test stuck inside a C call

@@ -19,7 +19,9 @@ QUICK = ["--number", "2", "--min-repeat-ms", "5", "--population", "32"]
 @pytest.fixture(scope="module")
 def builder():
     """One builder for every run of this module, so its worker processes start once."""
-    return PooledLocalBuilder(max_workers=2)
+    builder = PooledLocalBuilder(max_workers=2)
+    yield builder
+    builder.shutdown()  # its workers end with the module, not when collected
 
 
 @pytest.fixture(scope="module")

@@ -9,6 +9,7 @@ on this package; it imports neither.
   may use, MetaSchedule's task loggers.
 * `tvm_env.builder`: `fast_build` and `PooledLocalBuilder` (workers that live across batches).
 * `tvm_env.runner`: `StartedRunner` (a runner whose worker starts while the first search runs).
+* `tvm_env.popen`: `end_pool`, a TVM process pool shut down on purpose, not by the garbage collector.
 * `tvm_env.nvrtc`: NVRTC builds of CUDA kernels without the libcu++ headers they do not use.
 """
 

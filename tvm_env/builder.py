@@ -31,6 +31,7 @@ from tvm.s_tir import meta_schedule as ms
 
 from tvm_env import nvrtc
 from tvm_env.configure import usable_cores
+from tvm_env.popen import end_pool
 from tvm_env.target import parse_target, target_spec
 
 __all__ = ["SPARE_AHEAD", "PooledLocalBuilder", "fast_build", "one_build_thread", "tiny_kernel"]
@@ -189,16 +190,35 @@ class PooledLocalBuilder(ms.builder.LocalBuilder._cls):
         self._spare = executor.submit(self._new_pool, warm=True)
         executor.shutdown(wait=False)  # the thread ends once the pool has started
 
+    def shutdown(self) -> None:
+        """End the worker processes now, the spare pool's too (once it has started); idempotent, and a
+        later `submit` starts a fresh pool. Without it the pools end when the builder is garbage
+        collected: TVM's `PopenPoolExecutor.__del__` then shuts a pool down, joining its threads, at
+        whatever point the collector runs, which may be inside another pool's locks; a process that
+        makes many builders (a notebook, the tests) should end each."""
+        with self._lock:
+            pools, self._pool, self._batches = [self._pool], None, 0
+            spare, self._spare = self._spare, None
+        if spare is not None:  # still starting: it ends as soon as it has
+            spare.add_done_callback(lambda f: f.exception() is None and end_pool(f.result()))
+        for pool in filter(None, pools):
+            end_pool(pool)
+
     def warm(self, target: Any = None) -> None:
         """Start every worker now (each imports TVM, seconds), so the first build does not pay it;
         with a CUDA `target` each also builds a tiny kernel (`warm_worker`), and so do the workers of
-        every pool that replaces them."""
+        every pool that replaces them. A `shutdown` meanwhile only cuts the warm-up short."""
         if target is not None:
             self._target_json = json.dumps(target_spec(parse_target(target)))
         with self._lock:
             if self._pool is None:
                 self._fresh_pool()
-        self._warm(self._pool)
+            pool = self._pool
+        try:
+            self._warm(pool)
+        except RuntimeError:  # the pool was shut down: "cannot schedule new futures after shutdown"
+            if pool is self._pool:
+                raise
 
     def submit(self, build_inputs: list) -> list[Future]:
         """Start building `build_inputs` and return at once: one future a build, for `finish`.

@@ -19,6 +19,8 @@ from typing import Any
 from tvm.ir.utils import derived_object
 from tvm.s_tir import meta_schedule as ms
 
+from tvm_env.popen import end_pool
+
 __all__ = ["StartedRunner", "init_device"]
 
 
@@ -45,3 +47,8 @@ class StartedRunner(ms.runner.PyRunner):
 
     def run(self, runner_inputs):
         return self._runner.result().run(runner_inputs)
+
+    def shutdown(self) -> None:
+        """End the runner's worker process (its `pool`, a LocalRunner's) now, or once `make` has
+        returned; a runner without a pool (RPC) has nothing to end."""
+        self._runner.add_done_callback(lambda f: f.exception() is None and end_pool(getattr(f.result(), "pool", None)))

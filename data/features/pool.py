@@ -18,6 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 from data.features.program import ProgramFeatures
 from data.features.walk import walk_modules
 from tvm_env import tvm, usable_cores
+from tvm_env.popen import end_pool
 
 __all__ = ["WalkPool", "default_walk_workers"]
 
@@ -73,6 +74,13 @@ class WalkPool:
         if self._pool is None:
             self._pool = PopenPoolExecutor(max_workers=self.workers)
         return self._pool
+
+    def close(self) -> None:
+        """End the worker processes now (idempotent; a later walk starts them again), rather than when
+        the pool is garbage collected (`tvm_env.PooledLocalBuilder.shutdown` says why)."""
+        with self._lock:
+            pool, self._pool = self._pool, None
+        end_pool(pool)
 
     def takes(self, batch: int) -> bool:
         """Whether a batch of this size goes to the processes."""

@@ -5,6 +5,8 @@ import json
 import math
 import time
 
+import psutil
+
 from bridge.config import CostModelConfig, MeasureConfig, SearchConfig, TuneConfig
 from bridge.draft_verify import DraftVerifySearch
 from bridge.drafting import Draft
@@ -152,6 +154,7 @@ def test_first_drafts_start_with_the_run_at_most_k_at_once(tmp_path, monkeypatch
 
     monkeypatch.setattr(Draft, "run", timed)
     tasks = [zoo.operator_task(spec) for spec in ("matmul:64,64,64", "matmul:32,64,32", "dense:1,64,64")]
+    before = {p.pid for p in psutil.Process().children(recursive=True)}
     began = time.perf_counter()
     result = tune_tasks(
         tasks,
@@ -159,10 +162,12 @@ def test_first_drafts_start_with_the_run_at_most_k_at_once(tmp_path, monkeypatch
         TuneConfig(out=str(tmp_path / "run"), trials=24, trials_per_round=4),
         cost_model=CostModelConfig(name="pam", epochs=2),
         search=SearchConfig(psa="a100", population=48, potential=48, fill_device=0, first_drafts_ahead=2),
-        measure=MeasureConfig(number=2, min_repeat_ms=5),
-        builder=PooledLocalBuilder(max_workers=2),
+        measure=MeasureConfig(number=2, min_repeat_ms=5, workers=2),
         progress=False,
     )
+    # the build and run workers the run started (no builder or runner was passed) ended with it
+    started = [p for p in psutil.Process().children(recursive=True) if p.pid not in before]
+    assert [p for p in started if p.is_running() and p.status() != psutil.STATUS_ZOMBIE] == []
     first = {}
     for row in result.rows:
         first.setdefault(row["task"], row)

@@ -20,7 +20,9 @@ TARGET = '{"kind": "llvm", "mcpu": "native", "num-cores": 2}'
 
 @pytest.fixture(scope="module")
 def builder():
-    return PooledLocalBuilder(max_workers=2)
+    builder = PooledLocalBuilder(max_workers=2)
+    yield builder
+    builder.shutdown()  # its workers end with the module, not when collected
 
 
 def run(tmp_path, builder, pipeline: bool, trials=12, fill_device=0, search_ahead=2):
@@ -142,8 +144,8 @@ def test_a_resumed_pipelined_run_continues_without_measuring_twice(tmp_path, bui
     assert len({int(tvm_ffi.structural_hash(r.as_measure_candidate().sch.mod)) for r in records}) == 16
 
 
-def test_pipeline_reraises_the_background_error_and_discards_unused_builds(tmp_path):
-    pipeline = Pipeline(PrefetchBuilder(builder=PooledLocalBuilder(max_workers=1)))
+def test_pipeline_reraises_the_background_error_and_discards_unused_builds(tmp_path, make_builder):
+    pipeline = Pipeline(PrefetchBuilder(builder=make_builder(max_workers=1)))
 
     def boom():
         raise RuntimeError("search failed")
@@ -249,7 +251,7 @@ def test_wait_most_stops_waiting_on_the_last_tenth_after_the_grace():
         assert wait_most([], grace=0.0) == ([], [])
 
 
-def test_a_prefetch_leaves_a_straggler_building_and_the_batch_after_takes_it_over(tmp_path):
+def test_a_prefetch_leaves_a_straggler_building_and_the_batch_after_takes_it_over(tmp_path, make_builder):
     """Nine quick builds and one of ~2.5 s: with a grace the prefetch returns with the nine and the
     straggler's index; MetaSchedule's later build of all ten finds nine built and waits for the tenth.
     Without a grace the prefetch waits for all ten."""
@@ -258,7 +260,7 @@ def test_a_prefetch_leaves_a_straggler_building_and_the_batch_after_takes_it_ove
     target = parse_target({"kind": "llvm", "num-cores": 1})
     mods = [_matmul(n) for n in range(4, 13)]
     mods.insert(5, _matmul(20, unroll=True))
-    builder = PooledLocalBuilder(max_workers=2)
+    builder = make_builder(max_workers=2)
     builder.warm()
     prefetch = PrefetchBuilder(builder=builder, straggler_grace=0.5)
     early, pending = prefetch.prefetch(mods, target)

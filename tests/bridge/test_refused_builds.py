@@ -11,11 +11,11 @@ from bridge.report import print_report, summary
 from bridge.search_log import read_rounds
 from bridge.tuning import CURVE_CSV, tune_tasks
 from data.zoo import operator_task
-from tvm_env import PooledLocalBuilder, ms
+from tvm_env import ms
 
 
-def test_picks_refused_over_the_source_guard_are_counted_per_round_and_reported(tmp_path):
-    builder = PooledLocalBuilder(max_workers=1, max_source_kb=0.1)  # every CUDA kernel is over 0.1 KB
+def test_picks_refused_over_the_source_guard_are_counted_per_round_and_reported(tmp_path, make_builder):
+    builder = make_builder(max_workers=1, max_source_kb=0.1)  # every CUDA kernel is over 0.1 KB
     result = tune_tasks(
         [operator_task("matmul:64,64,64")],
         "nvidia/nvidia-h100",

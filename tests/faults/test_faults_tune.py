@@ -32,7 +32,9 @@ QUICK = ["--number", "2", "--min-repeat-ms", "5", "--population", "32"]
 
 @pytest.fixture(scope="module")
 def builder():
-    return PooledLocalBuilder(max_workers=2)
+    builder = PooledLocalBuilder(max_workers=2)
+    yield builder
+    builder.shutdown()  # its workers end with the module, not when collected
 
 
 def tune(out, builder, trials, cost_model="random"):

@@ -2,6 +2,7 @@
 CUDA kernel over it fails its build there with the reason (the host's TVM generates the source, no NVRTC)."""
 
 import os
+import time
 
 import pytest
 from tvm import te
@@ -10,12 +11,13 @@ from tvm.s_tir.meta_schedule.testing import te_workload
 from bridge.config import MeasureConfig
 from tvm_env import PooledLocalBuilder, ms, parse_target, tvm
 from tvm_env.builder import SPARE_AHEAD
+from tvm_env.popen import end_pool
 
 
-def test_a_builder_with_a_source_limit_builds_in_its_workers():
+def test_a_builder_with_a_source_limit_builds_in_its_workers(make_builder):
     target = parse_target({"kind": "llvm", "num-cores": 1})
     mod = tvm.IRModule({"main": te.create_prim_func(te_workload.matmul(16, 16, 16))})
-    builder = PooledLocalBuilder(max_workers=1, max_source_kb=64)
+    builder = make_builder(max_workers=1, max_source_kb=64)
     (result,) = builder.build([ms.builder.BuilderInput(mod, target)])
     # the limit reaches the worker with the build function; it only bounds CUDA kernels
     assert result.error_msg is None and os.path.isfile(str(result.artifact_path))
@@ -28,14 +30,14 @@ def test_a_bad_source_limit_is_refused():
         MeasureConfig(max_source_kb=-1)
 
 
-def test_a_cuda_kernel_over_the_limit_fails_its_build_in_the_worker_with_the_reason():
+def test_a_cuda_kernel_over_the_limit_fails_its_build_in_the_worker_with_the_reason(make_builder):
     target = parse_target("nvidia/nvidia-h100")
     mod = tvm.IRModule({"main": te.create_prim_func(te_workload.matmul(64, 64, 64))})
     sch = tvm.s_tir.Schedule(mod)
     i, j, _ = sch.get_loops(sch.get_sblock("C"))
     sch.bind(i, "blockIdx.x")
     sch.bind(j, "threadIdx.x")
-    small, tiny = PooledLocalBuilder(max_workers=1), PooledLocalBuilder(max_workers=1, max_source_kb=0.1)
+    small, tiny = make_builder(max_workers=1), make_builder(max_workers=1, max_source_kb=0.1)
     (ok,) = small.build([ms.builder.BuilderInput(sch.mod, target)])
     (refused,) = tiny.build([ms.builder.BuilderInput(sch.mod, target)])
     assert ok.error_msg is None and os.path.isfile(str(ok.artifact_path))
@@ -47,7 +49,7 @@ def _workers_tvm_threads(pool, n: int) -> list[int]:
     return [r.value for r in pool.map_with_error_catching(lambda _: tvm.runtime.num_threads(), range(n))]
 
 
-def test_build_workers_run_tvm_on_one_thread_whatever_the_tuning_process_uses(monkeypatch):
+def test_build_workers_run_tvm_on_one_thread_whatever_the_tuning_process_uses(monkeypatch, make_builder):
     """A worker builds one candidate at a time; with the tuning process's TVM_NUM_THREADS (one thread a
     core) 16 workers built a batch up to 6x slower on a 16-core machine (docs/benchmarks.md)."""
     from tvm.support.popen_pool import PopenPoolExecutor
@@ -55,7 +57,8 @@ def test_build_workers_run_tvm_on_one_thread_whatever_the_tuning_process_uses(mo
     monkeypatch.setenv("TVM_NUM_THREADS", "2")  # inherited by workers started from now on
     inherited = PopenPoolExecutor(max_workers=1)
     assert _workers_tvm_threads(inherited, 1) == [2]  # a plain pool's worker: the parent's setting
-    builder = PooledLocalBuilder(max_workers=2)
+    end_pool(inherited)
+    builder = make_builder(max_workers=2)
     builder.warm()
     assert _workers_tvm_threads(builder._pool, 4) == [1, 1, 1, 1]
     mod = tvm.IRModule({"main": te.create_prim_func(te_workload.matmul(16, 16, 16))})
@@ -63,12 +66,10 @@ def test_build_workers_run_tvm_on_one_thread_whatever_the_tuning_process_uses(mo
     assert result.error_msg is None  # and they still build
 
 
-def test_a_batch_reports_the_cpu_and_wall_seconds_its_workers_spent():
+def test_a_batch_reports_the_cpu_and_wall_seconds_its_workers_spent(make_builder):
     """`last_batch` is how a tuning curve tells a slow build's cause (busy cores, idle workers)."""
-    import time
-
     target = parse_target({"kind": "llvm", "num-cores": 1})
-    builder = PooledLocalBuilder(max_workers=2)
+    builder = make_builder(max_workers=2)
     builder.warm()
     assert builder.last_batch == {}
     inputs = [
@@ -98,12 +99,12 @@ def test_the_collectors_build_workers_run_tvm_on_one_thread_at_a_lower_priority(
         pool.shutdown()
 
 
-def test_the_pool_that_replaces_the_workers_starts_ahead_and_the_restart_only_swaps_it():
+def test_the_pool_that_replaces_the_workers_starts_ahead_and_the_restart_only_swaps_it(make_builder):
     """A batch that restarted the pool waited for its fresh workers to import TVM (seconds each); the
     successor now starts `SPARE_AHEAD` batches before and is swapped in."""
     target = parse_target({"kind": "llvm", "num-cores": 1})
     mods = [tvm.IRModule({"main": te.create_prim_func(te_workload.matmul(n, n, n))}) for n in (8, 16)]
-    builder = PooledLocalBuilder(max_workers=2, reuse_batches=SPARE_AHEAD + 2)
+    builder = make_builder(max_workers=2, reuse_batches=SPARE_AHEAD + 2)
     first = None
     for batch in range(builder.reuse_batches):
         results = builder.build([ms.builder.BuilderInput(m, target) for m in mods])
@@ -117,10 +118,10 @@ def test_the_pool_that_replaces_the_workers_starts_ahead_and_the_restart_only_sw
     assert [r.error_msg for r in results] == [None, None] and all(os.path.isfile(str(r.artifact_path)) for r in results)
 
 
-def test_workers_warm_up_for_a_cuda_target_by_building_a_tiny_kernel():
+def test_workers_warm_up_for_a_cuda_target_by_building_a_tiny_kernel(make_builder):
     """A fresh worker's first CUDA builds waited 3-5 s each for NVRTC and the CUDA libraries to load;
     `warm(target)` has every worker build one tiny kernel first (here TVM generates its source)."""
-    builder = PooledLocalBuilder(max_workers=2, reuse_batches=SPARE_AHEAD + 1)
+    builder = make_builder(max_workers=2, reuse_batches=SPARE_AHEAD + 1)
     builder.warm("nvidia/nvidia-h100")
     assert builder.warmed == [True, True]
     builder.warm({"kind": "llvm", "num-cores": 1})  # nothing to load for a CPU target
@@ -132,3 +133,47 @@ def test_workers_warm_up_for_a_cuda_target_by_building_a_tiny_kernel():
         builder.build([ms.builder.BuilderInput(mod, target)])
     builder._spare.result(timeout=120)
     assert builder.warmed == [True, True]
+
+
+def _alive(pids) -> list[int]:
+    import psutil
+
+    return [pid for pid in pids if psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE]
+
+
+def test_shutdown_ends_the_workers_and_the_spare_pool_and_a_later_build_starts_afresh():
+    """Pools left to the garbage collector end wherever it runs (TVM's `PopenPoolExecutor.__del__` joins
+    their threads there); `shutdown` ends them at once, the spare pool started ahead too."""
+    target = parse_target({"kind": "llvm", "num-cores": 1})
+    inputs = [ms.builder.BuilderInput(tvm.IRModule({"main": te.create_prim_func(te_workload.matmul(8, 8, 8))}), target)]
+    builder = PooledLocalBuilder(max_workers=2, reuse_batches=SPARE_AHEAD + 1)
+    for _ in range(2):  # the spare pool starts after the first batch
+        assert builder.build(inputs)[0].error_msg is None
+    spare = builder._spare.result(timeout=120)
+    pools = [builder._pool, spare]
+    pids = [w._proc.pid for pool in pools for w in pool._worker_map.values()]
+    assert len(pids) >= 2 and _alive(pids) == pids  # the batches' worker(s), and the spare's (warmed)
+    builder.shutdown()
+    assert _alive(pids) == [] and all(pool._shutdown for pool in pools)
+    assert builder._pool is None and builder._spare is None
+    builder.shutdown()  # twice: nothing more to end
+    (again,) = builder.build(inputs)  # a fresh pool
+    assert again.error_msg is None and os.path.isfile(str(again.artifact_path))
+    fresh = [w._proc.pid for w in builder._pool._worker_map.values()]
+    assert fresh and not set(fresh) & set(pids)
+    builder.shutdown()
+    assert _alive(fresh) == []
+
+
+def test_a_shutdown_while_the_spare_pool_starts_ends_it_once_started():
+    builder = PooledLocalBuilder(max_workers=1, reuse_batches=SPARE_AHEAD + 1)
+    builder.warm()
+    with builder._lock:
+        builder._start_spare()  # its worker imports TVM, seconds: shut down before it is up
+    spare = builder._spare
+    builder.shutdown()
+    pool = spare.result(timeout=120)
+    deadline = time.monotonic() + 30
+    while not pool._shutdown and time.monotonic() < deadline:  # the callback runs as the start ends
+        time.sleep(0.05)
+    assert pool._shutdown and _alive([w._proc.pid for w in pool._worker_map.values() if w._proc]) == []

@@ -1,6 +1,7 @@
 """WalkPool: the walk on worker processes gives exactly the in-process features."""
 
 import numpy as np
+import psutil
 import pytest
 from tvm.s_tir.meta_schedule.testing import te_workload
 
@@ -33,6 +34,15 @@ def test_walk_pool_gives_the_in_process_features(cuda_candidates):
             for field in ("psa", "access", "gemm") + (("stmt",) if stmt else ()):
                 np.testing.assert_array_equal(getattr(a, field), getattr(b, field))
             assert stmt or a.stmt is None
+    pids = [w._proc.pid for w in pool._pool._worker_map.values()]
+    pool.close()  # the workers end now, not when the pool is collected
+    assert pids and not any(
+        psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE for pid in pids
+    )
+    pool.close()  # twice: nothing more to end
+    again = featurize_candidates(context, candidates, pool=pool)  # a later walk starts them again
+    np.testing.assert_array_equal(again[0].psa, expected[0].psa)
+    pool.close()
 
 
 def test_bad_pool_arguments_are_refused():
