@@ -112,7 +112,8 @@ def main(argv: Sequence[str] | None = None) -> Any:
     from rich.console import Console
 
     from bridge.report import print_report, summary, write_summary
-    from bridge.tuning import CURVE_CSV, CURVE_PNG, start_workers, target_label, target_spec, tune_tasks, walks_tir
+    from bridge.tuning import CURVE_CSV, CURVE_PNG, target_label, target_spec, tune_tasks
+    from bridge.workers import start_workers, walks_tir
     from data import zoo
     from tvm_env import parse_target, setup
 

@@ -377,7 +377,7 @@ def main(argv: list[str] | None = None) -> None:
     target = tvm_env.parse_target(args.target)
     tvm_env.setup(target)
     args.target = target
-    from bridge.tuning import start_workers
+    from bridge.workers import start_workers
 
     # the first arm of a call would otherwise pay the build and walk workers' start-up in its budget
     # (for CUDA each build worker also builds a tiny kernel: NVRTC is loaded before the first arm)

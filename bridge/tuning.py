@@ -24,10 +24,8 @@ from __future__ import annotations
 import collections
 import contextlib
 import dataclasses
-import functools
 import logging
 import math
-import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -37,17 +35,14 @@ from bridge.config import CostModelConfig, MeasureConfig, SearchConfig, TuneConf
 from bridge.database import open_database
 from bridge.factory import load_state, make_cost_model, make_strategy, save_state
 from bridge.report import plot_tuning
+from bridge.workers import check_device, make_runner, start_workers, walks_tir
 from tvm_env import (
-    PooledLocalBuilder,
-    StartedRunner,
-    init_device,
     ms,
     parse_target,
     setup,
     target_spec,
     task_context,
     task_loggers,
-    tvm,
     usable_cores,
 )
 
@@ -56,14 +51,11 @@ __all__ = [
     "CURVE_PNG",
     "TaskResult",
     "TuneResult",
-    "check_device",
     "records_by_task",
-    "start_workers",
     "target_label",
     "target_spec",
     "title",
     "tune_tasks",
-    "walks_tir",
 ]
 
 log = logging.getLogger(__name__)
@@ -162,41 +154,6 @@ def title(workload: str, target: Any, cost_model: CostModelConfig, search: Searc
     return f"{workload} on {target_label(target)}; cost model {cost_model.name}{draft}"
 
 
-def check_device(target: Any, measure: MeasureConfig) -> None:
-    """Fail fast when a local runner cannot run the target here (a CUDA target on a machine without a
-    GPU would otherwise run every trial to failure and report nothing).
-
-    Raises:
-        ValueError: the target's device is missing on this machine (names the target).
-    """
-    if measure.runner != "local":
-        return
-    kind = target.kind.name
-    if kind in ("cuda", "rocm", "vulkan", "opencl", "metal") and not tvm.device(kind, 0).exist:
-        raise ValueError(
-            f"--target {kind}: no {kind} device on this machine (tvm.device({kind!r}, 0).exist is False); "
-            "measure on a machine that has one, or through --runner rpc"
-        )
-
-
-def _runner(measure: MeasureConfig, target: Any) -> Any:
-    evaluator = ms.runner.EvaluatorConfig(
-        number=measure.number, repeat=measure.repeat, min_repeat_ms=measure.min_repeat_ms, enable_cpu_cache_flush=False
-    )
-    if measure.runner == "local":  # its worker starts (imports TVM, opens the device) while the first search runs
-        init = functools.partial(init_device, target.kind.name)
-        return StartedRunner(
-            make=lambda: ms.runner.LocalRunner(
-                evaluator_config=evaluator, timeout_sec=measure.timeout, initializer=init
-            )
-        )
-    host, port = measure.tracker.rsplit(":", 1)
-    config = ms.runner.RPCConfig(
-        tracker_host=host, tracker_port=int(port), tracker_key=measure.key, session_timeout_sec=int(measure.timeout)
-    )
-    return ms.runner.RPCRunner(rpc_config=config, evaluator_config=evaluator)
-
-
 def _progress(total: int, initial: int, enabled: bool) -> tuple[Any, Callable[[dict], None]]:
     """A tqdm bar over trials that moves once per measured batch, with the estimate ("n/a" until valid)."""
     from tqdm import tqdm
@@ -210,39 +167,6 @@ def _progress(total: int, initial: int, enabled: bool) -> tuple[Any, Callable[[d
         bar.update(int(row["trials"]))
 
     return bar, update
-
-
-def walks_tir(search: SearchConfig, cost_model: CostModelConfig) -> bool:
-    """Whether a run walks the TIR in Python (PSA drafts, or PAM verifies), so wants a walk pool."""
-    return search.psa is not None or cost_model.name.startswith("pam")
-
-
-def start_workers(
-    target: Any, measure: MeasureConfig, *, walk: bool, build: bool = True, wait: bool = False
-) -> tuple[Any, Any]:
-    """The build pool (a `PooledLocalBuilder`, None without `build`) and the walk pool (a
-    `data.features.WalkPool`, started only with `walk`) of a tuning run, their processes starting
-    now in the background (with `wait`, started when this returns): each imports TVM, seconds, so a
-    caller that starts them before it extracts its tasks (`tune.py`) or before its first run
-    (`benchmarks/tuning.py`) keeps that out of the run. Pass them to `tune_tasks(builder=...,
-    walk_pool=...)`."""
-    from data.features import WalkPool, default_walk_workers
-
-    target = parse_target(target)
-    builder, warming = None, []
-    if build:
-        cores = int(target.export().get("num-cores", usable_cores()))
-        builder = PooledLocalBuilder(
-            max_workers=measure.workers or cores, timeout_sec=measure.timeout, max_source_kb=measure.max_source_kb
-        )
-        warming.append(threading.Thread(target=builder.warm, args=(target,), name="build-pool-warm", daemon=True))
-        warming[-1].start()
-    walk_pool = WalkPool(default_walk_workers())
-    if walk and (thread := walk_pool.warm()) is not None:
-        warming.append(thread)
-    for thread in warming if wait else ():
-        thread.join()
-    return builder, walk_pool
 
 
 def tune_tasks(
@@ -298,7 +222,7 @@ def tune_tasks(
         setup(target)
         if runner is None:
             check_device(target, measure)
-            runner = _runner(measure, target)  # its worker starts in the background from here
+            runner = make_runner(measure, target)  # its worker starts in the background from here
             if hasattr(runner, "shutdown"):
                 owned.callback(runner.shutdown)
         out = Path(config.out)

@@ -11,7 +11,8 @@ from bridge.config import CostModelConfig, MeasureConfig, SearchConfig, TuneConf
 from bridge.draft_verify import DraftVerifySearch
 from bridge.drafting import Draft
 from bridge.psa import PSACostModel
-from bridge.tuning import start_workers, tune_tasks
+from bridge.tuning import tune_tasks
+from bridge.workers import start_workers
 from data import zoo
 from tests.bridge.test_search import context_for, matmul
 from tvm_env import PooledLocalBuilder, ms, tvm_ffi
