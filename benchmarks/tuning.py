@@ -28,6 +28,10 @@ turn, so each process resumes the same way.
 (`benchmarks/suite_variants.py`):
 
     python benchmarks/tuning.py --arms pruner --variants pruner-quick:quick_start=true pruner --budget-s 195 --results R
+
+Over 400 lines because of its command line (about 110 of them): the suite takes tune.py's search and
+measurement knobs and the report's flags; the report, the variants, the eager timing and the
+sharding over GPUs are modules of their own.
 """
 
 from __future__ import annotations
