@@ -33,6 +33,17 @@ def make_builder():
         builder.shutdown()
 
 
+@pytest.fixture(scope="module")
+def builder():
+    """One `PooledLocalBuilder` (2 workers) for every tuning run of a module, so its worker processes
+    start once; they end with the module."""
+    from tvm_env import PooledLocalBuilder
+
+    builder = PooledLocalBuilder(max_workers=2)
+    yield builder
+    builder.shutdown()
+
+
 BACKSTOP_S = 120
 """`setup.cfg`'s pytest-timeout raises in the main thread (`timeout_method = signal`), which reports
 every thread's stack, but only once the main thread runs Python again. A test stuck inside a C call

@@ -9,19 +9,11 @@ import tune
 from bridge.config import CostModelConfig, MeasureConfig, SearchConfig, TuneConfig
 from bridge.tuning import CURVE_CSV, CURVE_PNG, tune_tasks
 from data import zoo
-from tvm_env import PooledLocalBuilder, ms, tvm_ffi
+from tvm_env import ms, tvm_ffi
 
 TARGET = '{"kind": "llvm", "mcpu": "native", "num-cores": 2}'
 WORKLOAD = "matmul:64,64,64"
 QUICK = ["--number", "2", "--min-repeat-ms", "5", "--population", "32"]
-
-
-@pytest.fixture(scope="module")
-def builder():
-    """One builder for every run of this module, so its worker processes start once."""
-    builder = PooledLocalBuilder(max_workers=2)
-    yield builder
-    builder.shutdown()  # its workers end with the module, not when collected
 
 
 @pytest.fixture(scope="module")

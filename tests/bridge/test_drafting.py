@@ -15,6 +15,7 @@ from bridge.tuning import tune_tasks
 from bridge.workers import start_workers
 from data import zoo
 from tests.bridge.test_search import context_for, matmul
+from tests.tvm_env.test_builder import alive
 from tvm_env import PooledLocalBuilder, ms, tvm_ffi
 
 TARGET = {"kind": "llvm", "mcpu": "native", "num-cores": 2}
@@ -167,8 +168,7 @@ def test_first_drafts_start_with_the_run_at_most_k_at_once(tmp_path, monkeypatch
         progress=False,
     )
     # the build and run workers the run started (no builder or runner was passed) ended with it
-    started = [p for p in psutil.Process().children(recursive=True) if p.pid not in before]
-    assert [p for p in started if p.is_running() and p.status() != psutil.STATUS_ZOMBIE] == []
+    assert alive(p.pid for p in psutil.Process().children(recursive=True) if p.pid not in before) == []
     first = {}
     for row in result.rows:
         first.setdefault(row["task"], row)

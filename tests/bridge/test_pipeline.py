@@ -13,16 +13,9 @@ from bridge.pipeline import Pipeline, PrefetchBuilder
 from bridge.search_log import read_rounds
 from bridge.tuning import CURVE_CSV, tune_tasks
 from data import zoo
-from tvm_env import PooledLocalBuilder, ms, tvm, tvm_ffi
+from tvm_env import ms, tvm, tvm_ffi
 
 TARGET = '{"kind": "llvm", "mcpu": "native", "num-cores": 2}'
-
-
-@pytest.fixture(scope="module")
-def builder():
-    builder = PooledLocalBuilder(max_workers=2)
-    yield builder
-    builder.shutdown()  # its workers end with the module, not when collected
 
 
 def run(tmp_path, builder, pipeline: bool, trials=12, fill_device=0, search_ahead=2):

@@ -22,19 +22,12 @@ from bridge.config import CostModelConfig, MeasureConfig, SearchConfig, TuneConf
 from bridge.search_log import read_rounds
 from bridge.tuning import CURVE_CSV, records_by_task, tune_tasks
 from data import zoo
-from tvm_env import PooledLocalBuilder, tvm_ffi
+from tvm_env import tvm_ffi
 
 REPO = Path(__file__).resolve().parents[2]
 TARGET = {"kind": "llvm", "mcpu": "native", "num-cores": 2}
 WORKLOAD = "matmul:64,64,64"
 QUICK = ["--number", "2", "--min-repeat-ms", "5", "--population", "32"]
-
-
-@pytest.fixture(scope="module")
-def builder():
-    builder = PooledLocalBuilder(max_workers=2)
-    yield builder
-    builder.shutdown()  # its workers end with the module, not when collected
 
 
 def tune(out, builder, trials, cost_model="random"):

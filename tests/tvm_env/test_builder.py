@@ -135,10 +135,18 @@ def test_workers_warm_up_for_a_cuda_target_by_building_a_tiny_kernel(make_builde
     assert builder.warmed == [True, True]
 
 
-def _alive(pids) -> list[int]:
+def alive(pids) -> list[int]:
+    """The processes of `pids` still running (a zombie, killed but not yet reaped, is not)."""
     import psutil
 
-    return [pid for pid in pids if psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE]
+    running = []
+    for pid in pids:
+        try:
+            if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
+                running.append(pid)
+        except psutil.NoSuchProcess:
+            pass
+    return running
 
 
 def test_shutdown_ends_the_workers_and_the_spare_pool_and_a_later_build_starts_afresh():
@@ -152,9 +160,9 @@ def test_shutdown_ends_the_workers_and_the_spare_pool_and_a_later_build_starts_a
     spare = builder._spare.result(timeout=120)
     pools = [builder._pool, spare]
     pids = [w._proc.pid for pool in pools for w in pool._worker_map.values()]
-    assert len(pids) >= 2 and _alive(pids) == pids  # the batches' worker(s), and the spare's (warmed)
+    assert len(pids) >= 2 and alive(pids) == pids  # the batches' worker(s), and the spare's (warmed)
     builder.shutdown()
-    assert _alive(pids) == [] and all(pool._shutdown for pool in pools)
+    assert alive(pids) == [] and all(pool._shutdown for pool in pools)
     assert builder._pool is None and builder._spare is None
     builder.shutdown()  # twice: nothing more to end
     (again,) = builder.build(inputs)  # a fresh pool
@@ -162,7 +170,7 @@ def test_shutdown_ends_the_workers_and_the_spare_pool_and_a_later_build_starts_a
     fresh = [w._proc.pid for w in builder._pool._worker_map.values()]
     assert fresh and not set(fresh) & set(pids)
     builder.shutdown()
-    assert _alive(fresh) == []
+    assert alive(fresh) == []
 
 
 def test_a_shutdown_while_the_spare_pool_starts_ends_it_once_started():
@@ -176,4 +184,4 @@ def test_a_shutdown_while_the_spare_pool_starts_ends_it_once_started():
     deadline = time.monotonic() + 30
     while not pool._shutdown and time.monotonic() < deadline:  # the callback runs as the start ends
         time.sleep(0.05)
-    assert pool._shutdown and _alive([w._proc.pid for w in pool._worker_map.values() if w._proc]) == []
+    assert pool._shutdown and alive([w._proc.pid for w in pool._worker_map.values() if w._proc]) == []

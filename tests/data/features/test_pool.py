@@ -1,11 +1,11 @@
 """WalkPool: the walk on worker processes gives exactly the in-process features."""
 
 import numpy as np
-import psutil
 import pytest
 from tvm.s_tir.meta_schedule.testing import te_workload
 
 from data.features import WalkPool, featurize_candidates
+from tests.tvm_env.test_builder import alive
 from tvm_env import parse_target, setup
 
 
@@ -36,9 +36,7 @@ def test_walk_pool_gives_the_in_process_features(cuda_candidates):
             assert stmt or a.stmt is None
     pids = [w._proc.pid for w in pool._pool._worker_map.values()]
     pool.close()  # the workers end now, not when the pool is collected
-    assert pids and not any(
-        psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE for pid in pids
-    )
+    assert pids and alive(pids) == []
     pool.close()  # twice: nothing more to end
     again = featurize_candidates(context, candidates, pool=pool)  # a later walk starts them again
     np.testing.assert_array_equal(again[0].psa, expected[0].psa)
