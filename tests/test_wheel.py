@@ -23,6 +23,7 @@ from data.synthetic import write_synthetic_shards
 REPO = Path(__file__).resolve().parents[1]
 TARGET = '{"kind": "llvm", "mcpu": "native", "num-cores": 2}'
 SKIP = (".git", ".venv", "runs", "build", "dist", "*.egg-info", "__pycache__", ".pytest_cache", ".ruff_cache")
+NOT_IN_THE_WHEEL = ("benchmarks", "tests", "docs")  # setup.cfg's packages and modules are none of these: not copied
 
 pytestmark = pytest.mark.slow
 
@@ -31,7 +32,9 @@ pytestmark = pytest.mark.slow
 def venv(tmp_path_factory) -> Path:
     """bin/ of a fresh venv with only the wheel installed (plus this interpreter's dependencies)."""
     root = tmp_path_factory.mktemp("wheel")
-    shutil.copytree(REPO, root / "src", ignore=shutil.ignore_patterns(*SKIP))  # builds leave files behind
+    shutil.copytree(
+        REPO, root / "src", ignore=shutil.ignore_patterns(*SKIP, *NOT_IN_THE_WHEEL)
+    )  # builds leave files behind
     pip = [sys.executable, "-m", "pip"]
     subprocess.run(
         [*pip, "wheel", str(root / "src"), "--no-deps", "--no-build-isolation", "-q", "-w", str(root / "dist")],
@@ -62,16 +65,31 @@ def _run(command: list, cwd: Path) -> subprocess.CompletedProcess:
     return proc
 
 
-def test_the_installed_packages_come_from_the_wheel(venv, tmp_path):
-    code = "import bridge.psa, pruner_lightning, train, tune; print(bridge.psa.DEVICES_FILE, pruner_lightning.__file__, train.__file__, tune.__file__)"
-    files = _run([venv / "python", "-c", code], tmp_path).stdout.split()
-    assert all(f.startswith(str(venv.parent)) for f in files), files
+@pytest.fixture(scope="module")
+def installed(venv, tmp_path_factory) -> list[str]:
+    """One process of the venv's python (outside the checkout): where it imports the packages from,
+    on the first line; then the installed `pruner-train` script run as a program (runpy), with
+    `fit --config mlp --print_config`: the packaged config by its name. Its output's lines."""
+    script = venv / "pruner-train"
+    code = (
+        "import runpy, sys, bridge.psa, pruner_lightning, train, tune; "
+        "print(bridge.psa.DEVICES_FILE, pruner_lightning.__file__, train.__file__, tune.__file__, flush=True); "
+        f"sys.argv = [{str(script)!r}, 'fit', '--config', 'mlp', '--print_config']; "
+        f"runpy.run_path({str(script)!r}, run_name='__main__')"
+    )
+    return _run([venv / "python", "-c", code], tmp_path_factory.mktemp("installed")).stdout.splitlines()
+
+
+def test_the_installed_packages_come_from_the_wheel(venv, installed):
+    files = installed[0].split()
+    assert len(files) == 4 and all(f.startswith(str(venv.parent)) for f in files), files
     assert Path(files[0]).is_file()
 
 
 def test_tune_with_psa_h100_from_the_wheel(venv, tmp_path):
     args = ["--workload", "matmul:32,32,32", "--target", TARGET, "--cost-model", "random", "--psa", "h100"]
     args += ["--trials", "2", "--trials-per-round", "2", "--population", "16", "--potential", "4", "--work-dir", "w"]
+    args += ["--workers", "1"]  # one build worker process (a TVM import) builds the 2 trials
     out = _run([venv / "pruner-tune", *args, "--number", "1", "--min-repeat-ms", "1"], tmp_path).stdout
     assert "draft-then-verify with PSA(h100, traffic-occupancy)" in out and "estimated total latency" in out
     assert json.loads((tmp_path / "w" / "summary.json").read_text())["psa_formula"] == "traffic-occupancy"
@@ -79,7 +97,7 @@ def test_tune_with_psa_h100_from_the_wheel(venv, tmp_path):
     assert rows and float(rows[0]["draft_scored"]) > 0  # PSA (with the h100 row) drafted the batch
 
 
-def test_train_with_the_packaged_configs_from_the_wheel(venv, tmp_path):
+def test_train_with_the_packaged_configs_from_the_wheel(venv, installed, tmp_path):
     write_synthetic_shards(tmp_path / "shards", num_shards=1, num_tasks=4, records_per_task=24)
     tiny = ["--model.init_args.net.stmt_hidden", "16", "--model.init_args.net.fuse_hidden", "16"]
     tiny += ["--model.init_args.net.gemm_embed", "8", "--model.init_args.net.heads", "2"]
@@ -89,5 +107,5 @@ def test_train_with_the_packaged_configs_from_the_wheel(venv, tmp_path):
     out = _run([venv / "pruner-train", *fit], tmp_path).stdout
     assert "best val_pairwise_acc:" in out
     assert "PAMModule" in (tmp_path / "runs" / "pam" / "version_0" / "config.yaml").read_text()
-    printed = _run([venv / "pruner-train", "fit", "--config", "mlp", "--print_config"], tmp_path).stdout
-    assert "pruner_models.module.MLPModule" in printed
+    # `pruner-train fit --config mlp --print_config`, run by the `installed` fixture's process
+    assert "pruner_models.module.MLPModule" in "\n".join(installed[1:])
