@@ -168,6 +168,22 @@ def test_kill_9_while_pam_trains_in_the_background_leaves_a_whole_state_then_res
     assert resumed.measured() == 12 and resumed.trained  # what the killed state missed, caught up: each once
 
 
+def test_a_resume_without_a_saved_state_learns_every_record_of_the_database(tmp_path, builder, runner):
+    """A kill -9 before the first state write leaves measured records and no state: the resumed
+    cost model learns those records too, not only the ones it measures itself."""
+    from bridge.cost_model import PrunerCostModel
+    from bridge.database import open_database
+
+    out = tmp_path / "work"
+    tune(out, builder, runner, 3, cost_model="pam")
+    (out / "cost_model.pam.bin").unlink()  # as a kill before the training thread's first save leaves it
+    tune(out, builder, runner, 6, cost_model="pam")
+    database, _ = open_database(out)
+    resumed = PrunerCostModel(mode="pam", device="cpu")
+    resumed.load(str(out / "cost_model.pam.bin"))
+    assert distinct(database) == 6 and resumed.measured() == 6  # the first run's 3 and its own 3, each once
+
+
 def _crash() -> float:
     os.kill(os.getpid(), signal.SIGILL)  # what a kernel built for another CPU does
     return 0.0
