@@ -4,7 +4,8 @@ Our cost models write their state after their training on a batch, on the traini
 (`PrunerCostModel.save_later`), so a run killed with `kill -9` can leave a state one or two batches
 behind the database, which keeps every measured record. A state also keeps the keys of the
 schedules whose measurements it took (`PrunerCostModel.seen`). On resume, `catch_up` hands the
-model, as one `update`, the task's records in the database that its state has not seen, so that the
+model, as one `update`, the task's records in the database that its state has not seen (all of them
+when a kill came before the first state was written), so that the
 resumed model has learned from every measurement of the run, each once. A state saved before the
 keys were kept (`seen` None) is left as it is: which records it holds cannot be told.
 """

@@ -270,7 +270,7 @@ def tune_tasks(
             task_context(task.mod, target, strategy, task.name, threads=cores, seed=rand_state, logger=logger).clone()
             for task, logger, rand_state in zip(tasks, loggers, ms.utils.fork_seed(config.seed, n=len(tasks)))
         ]
-        if resumed:  # a state a kill left a batch or two behind the database learns what it missed
+        if resumed or spent:  # a state a kill left behind the database, or none yet: learn what it missed
             for context in contexts:
                 catch_up(model, context, database)
         remaining = config.trials - spent

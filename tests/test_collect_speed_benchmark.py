@@ -4,11 +4,14 @@ merge into the dataset without a record twice (MetaSchedule's threaded sampling 
 schedules run to run, so the two modes' trees overlap only in part)."""
 
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
-from data.collect import count_records
+import pytest
+
+from data.collect import count_records, main
 
 REPO = Path(__file__).resolve().parents[1]
 TARGET = '{"kind": "llvm", "num-cores": 2}'
@@ -18,21 +21,25 @@ def _run(*args: str, check: bool = True) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, *args], cwd=REPO, capture_output=True, text=True, check=check)
 
 
-def _planned_root(tmp_path: Path) -> Path:
-    root = tmp_path / "root"
-    _run("-m", "data.collect", "--target", TARGET, "--workload", "matmul:64,64,64", "--per-task", "6",
-         "--plan-only", "--out", str(root))  # fmt: skip
+@pytest.fixture(scope="module")
+def planned(tmp_path_factory) -> Path:
+    """A record tree whose one task is planned, not measured (`data.collect --plan-only`, in this
+    process: planning an operator starts no worker), shared by the tests; copy it to change it."""
+    root = tmp_path_factory.mktemp("planned") / "root"
+    main(["--target", TARGET, "--workload", "matmul:64,64,64", "--per-task", "6", "--plan-only", "--out", str(root)])
     return root
 
 
-def test_root_modes_keep_and_merge(tmp_path):
-    root = _planned_root(tmp_path)
+def test_root_modes_keep_and_merge(planned, tmp_path):
+    root = tmp_path / "root"
+    shutil.copytree(planned, root)
     (device,) = [p for p in root.iterdir() if p.is_dir()]
     (task,) = [p for p in device.iterdir() if p.is_dir()]
     assert count_records(task)[0] == 0
     keep = tmp_path / "keep"
     done = _run("benchmarks/collect_speed.py", "--target", TARGET, "--root", str(root), "--per-task", "6",
-                "--modes", "sequential", "pipelined", "--keep", str(keep))  # fmt: skip
+                "--modes", "sequential", "pipelined", "--keep", str(keep), "--workers", "1", "--repeat", "2",
+                "--min-repeat-ms", "1")  # fmt: skip
     rows = [ln for ln in done.stdout.splitlines() if ln.startswith("| sequential") or ln.startswith("| pipelined")]
     assert len(rows) == 2 and all("| 6 (" in r for r in rows), done.stdout
     assert count_records(task)[0] == 0  # the root itself is untouched: each mode topped up a copy
@@ -47,8 +54,8 @@ def test_root_modes_keep_and_merge(tmp_path):
     assert "0 records added, 6 already stored" in again
 
 
-def test_bad_arguments_are_named(tmp_path):
-    root = _planned_root(tmp_path)
+def test_bad_arguments_are_named(planned, tmp_path):
+    root = planned
     no_per_task = _run("benchmarks/collect_speed.py", "--target", TARGET, "--root", str(root), check=False)
     assert no_per_task.returncode != 0 and "--root needs --per-task" in no_per_task.stderr
     both = _run("benchmarks/collect_speed.py", "--target", TARGET, "--root", str(root), "--per-task", "6",

@@ -1,6 +1,8 @@
 """benchmarks/transfer.py end to end on synthetic shards: pretrain without a network, then the four
 rows (pretrained as is, scratch, finetune, MoA) on the same records of that network."""
 
+import contextlib
+import io
 import json
 from pathlib import Path
 
@@ -60,12 +62,35 @@ def _valid_of(path: Path, network: str) -> tuple[int, int]:
     return int((valid & of_net).sum()), int((valid & ~of_net).sum())
 
 
+def _transfer(args: list[str]) -> tuple[dict, str]:
+    """`transfer.main(args)` and what it printed."""
+    with contextlib.redirect_stdout(io.StringIO()) as printed:
+        out = transfer.main(args)
+    return out, printed.getvalue()
+
+
+@pytest.fixture(scope="module")
+def transfer_runs(shards, target_shards, tmp_path_factory):
+    """One run a `--pretrain-on` mode, pretrained on `shards`, adapted and tested on `target_shards`;
+    {mode: (its result, what it printed, its --out folder)}. Run on first use: the `others` run is
+    also the pretraining that `--pretrained` must match."""
+    runs = {}
+
+    def run(pretrain_on: str) -> tuple[dict, str, Path]:
+        if pretrain_on not in runs:
+            out = tmp_path_factory.mktemp(f"transfer_{pretrain_on}")
+            args = ["--shards", str(shards), "--target-shards", str(target_shards), "--target-network", "net_b",
+                    "--pretrain-on", pretrain_on, "--epochs", "2", "--out", str(out), *FAST]  # fmt: skip
+            runs[pretrain_on] = (*_transfer(args), out)
+        return runs[pretrain_on]
+
+    return run
+
+
 @pytest.mark.parametrize("pretrain_on", ["others", "all"])
-def test_transfer_adapts_and_tests_on_the_target_shards(shards, target_shards, pretrain_on, tmp_path, capsys):
+def test_transfer_adapts_and_tests_on_the_target_shards(shards, target_shards, pretrain_on, transfer_runs):
     assert read_shards(shards).task_key.tolist() == read_shards(target_shards).task_key.tolist()
-    args = ["--shards", str(shards), "--target-shards", str(target_shards), "--target-network", "net_b",
-            "--pretrain-on", pretrain_on, "--epochs", "2", "--out", str(tmp_path), *FAST]  # fmt: skip
-    out = transfer.main(args)
+    out, printed, _ = transfer_runs(pretrain_on)
     assert (out["shards"], out["target_shards"], out["pretrain_on"]) == (str(shards), str(target_shards), pretrain_on)
     target_b, _ = _valid_of(target_shards, "net_b")
     source_b, source_rest = _valid_of(shards, "net_b")
@@ -79,7 +104,6 @@ def test_transfer_adapts_and_tests_on_the_target_shards(shards, target_shards, p
     assert pretrain == (source_rest if pretrain_on == "others" else source_rest + source_b)
     for row in transfer.ROWS:
         assert 0.0 <= out["results"][row]["test_pairwise_acc"] <= 1.0, row
-    printed = capsys.readouterr().out
     assert f"tested on {sizes['test']} of {target_shards}" in printed and "| moa |" in printed
 
 
@@ -92,12 +116,13 @@ def test_transfer_refuses_to_pretrain_on_the_test_records(shards, tmp_path, caps
     assert not (tmp_path / "results.json").exists()
 
 
-def test_transfer_from_given_checkpoints_matches_its_own_pretraining(shards, target_shards, tmp_path, capsys):
+def test_transfer_from_given_checkpoints_matches_its_own_pretraining(target_shards, transfer_runs, tmp_path, capsys):
     """`--pretrained` adapts the given checkpoint instead of pretraining: on the same target split,
-    its `pretrained` row is the same model's, so the same numbers as the run that fitted it."""
+    its `pretrained` row is the same model's, so the same numbers as the run that fitted it (the
+    `--pretrain-on others` run, which is the default mode: the same flags but `--pretrain-on`)."""
     common = ["--target-shards", str(target_shards), "--target-network", "net_b", "--epochs", "2"]
-    first = transfer.main(["--shards", str(shards), *common, "--out", str(tmp_path / "a"), *FAST])
-    (ckpt,) = (tmp_path / "a" / "seed0" / "pretrain").rglob("best-*.ckpt")
+    first, _, first_out = transfer_runs("others")
+    (ckpt,) = (first_out / "seed0" / "pretrain").rglob("best-*.ckpt")
     again = transfer.main(["--pretrained", str(ckpt), *common, "--out", str(tmp_path / "b"), *FAST])
     assert again["pretrained"] == [str(ckpt)] and again["pretrain_on"] is None
     assert "pretrain_train_records" not in again["sizes"][0]

@@ -43,6 +43,18 @@ def artifacts(tmp_path_factory):
     return out
 
 
+@pytest.fixture(scope="module")
+def runner():
+    """One local runner (its worker process imports TVM once) for the module's `tune_tasks` runs, as
+    `builder` is one build pool; `make_runner` itself, and a run's own runner, are the CLI tests'."""
+    from bridge.workers import make_runner
+    from tvm_env import parse_target
+
+    made = make_runner(MeasureConfig(number=2, min_repeat_ms=5), parse_target(json.loads(TARGET)))
+    yield made
+    made.shutdown()
+
+
 MODES = {
     # mode: (artifact, draft-then-verify with PSA)
     "pam": (None, True),
@@ -56,7 +68,7 @@ MODES = {
 
 
 @pytest.mark.parametrize("mode", list(MODES))
-def test_each_cost_model_mode_runs_a_short_tune(mode, artifacts, builder, tmp_path):
+def test_each_cost_model_mode_runs_a_short_tune(mode, artifacts, builder, runner, tmp_path):
     artifact, draft_verify = MODES[mode]
     result = tune_tasks(
         [zoo.operator_task(WORKLOAD)],
@@ -66,6 +78,7 @@ def test_each_cost_model_mode_runs_a_short_tune(mode, artifacts, builder, tmp_pa
         search=SearchConfig(psa="a100", population=32, potential=8) if draft_verify else SearchConfig(population=32),
         measure=MeasureConfig(number=2, min_repeat_ms=5),
         builder=builder,
+        runner=runner,
         progress=False,
     )
     (task,) = result.tasks
@@ -83,23 +96,43 @@ def test_each_cost_model_mode_runs_a_short_tune(mode, artifacts, builder, tmp_pa
     assert (tmp_path / f"cost_model.{mode}.bin").exists() == (mode != "random")
 
 
-def test_cli_says_and_records_the_verify_gate_and_the_psa_blend(artifacts, tmp_path, capsys):
+MOA = ["--cost-model", "pam-siamese-update"]  # adapts every round by default: ungated unless it adapts less
+GATE_CASES = (  # extra flags over a pretrained PAM with PSA: the verify gate, the PSA blend weight
+    ([], True, 0.0),
+    (["--verify-gate", "false", "--psa-weight", "1"], False, 1.0),
+    (MOA, False, 0.0),
+    ([*MOA, "--adapt-every", "4"], True, 0.0),
+    ([*MOA, "--adapt-every", "4", "--psa-weight", "1"], True, 1.0),
+)
+
+
+def _gate_args(artifacts, extra, out_dir):
     args = ["--workload", WORKLOAD, "--target", TARGET, "--cost-model", "pam-no-update", "--psa", "a100"]
     args += ["--checkpoint", str(artifacts["PAMModule"]), "--trials", "3", "--trials-per-round", "3", *QUICK]
-    moa = ["--cost-model", "pam-siamese-update"]  # adapts every round by default: ungated unless it adapts less
-    cases = (
-        ([], True, 0.0),
-        (["--verify-gate", "false", "--psa-weight", "1"], False, 1.0),
-        (moa, False, 0.0),
-        ([*moa, "--adapt-every", "4"], True, 0.0),
-    )
-    for k, (extra, on, weight) in enumerate(cases):
-        out_dir = tmp_path / str(k)
-        tune.main([*args, *extra, "--work-dir", str(out_dir), "--potential", "8"])
-        printed = capsys.readouterr().out
-        assert ("verify gate on" in printed) is on and ("PSA blend 1" in printed) is (weight > 0)
-        summary = json.loads((out_dir / "summary.json").read_text())
-        assert summary["verify_gate"] is on and summary["psa_weight"] == weight
+    return [*args, *extra, "--work-dir", str(out_dir), "--potential", "8"]
+
+
+@pytest.mark.parametrize("extra, on, weight", GATE_CASES)
+def test_cli_flags_resolve_the_verify_gate_and_the_psa_blend(artifacts, tmp_path, extra, on, weight):
+    """What tune.main decides from the flags (it calls `resolve_verify_gate` with the parsed configs),
+    for every case; two real runs below say and record it."""
+    from bridge.factory import resolve_verify_gate
+
+    _, configs = tune._parse(_gate_args(artifacts, extra, tmp_path))
+    search = resolve_verify_gate(configs["search"], configs["cost_model"].name, configs["cost_model"].adapt_every)
+    assert search.verify_gate is on and search.psa_weight == weight
+
+
+@pytest.mark.parametrize("case", [2, 4], ids=["moa-ungated-no-blend", "moa-every-4-gated-blend-1"])
+def test_cli_says_and_records_the_verify_gate_and_the_psa_blend(artifacts, tmp_path, capsys, case):
+    """Real runs, one with the gate on and the blend (MoA adapting every 4th round: `--adapt-every`
+    reaches the decision) and one with neither (MoA by default): both printed branches, summary.json."""
+    extra, on, weight = GATE_CASES[case]
+    tune.main(_gate_args(artifacts, extra, tmp_path))
+    printed = capsys.readouterr().out
+    assert ("verify gate on" in printed) is on and ("PSA blend 1" in printed) is (weight > 0)
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["verify_gate"] is on and summary["psa_weight"] == weight
 
 
 def test_cli_resumes_from_the_work_dir(tmp_path, capsys):
@@ -116,8 +149,8 @@ def test_cli_resumes_from_the_work_dir(tmp_path, capsys):
         str(tmp_path),
         *QUICK,
     ]
-    first = tune.main([*args, "--trials", "6"])
-    assert first.tasks[0].trials == 6
+    first = tune.main([*args, "--trials", "3"])
+    assert first.tasks[0].trials == 3
     out = capsys.readouterr().out
     assert "estimated total latency" in out and "search time" in out and "matmul_64_64_64" in out
     idle = json.loads((tmp_path / "summary.json").read_text())["device_idle"]  # printed and in summary.json
@@ -128,17 +161,17 @@ def test_cli_resumes_from_the_work_dir(tmp_path, capsys):
     assert 0 < builds["busy"] <= 1 and builds["deferred"] == 0  # evolution builds every batch in the loop
     assert builds["refused"] == 0 and "picks refused" not in out  # the source guard bounds CUDA kernels only
     assert f"builds: workers busy {100 * builds['busy']:.0f}% of a batch's build time" in out
-    second = tune.main([*args, "--trials", "9"])
-    assert second.tasks[0].trials == 9
-    assert [r["total_trials"] for r in second.rows] == [3, 6, 9]  # the curve continues
-    assert [r["round"] for r in second.rows] == [1, 2, 3]
+    second = tune.main([*args, "--trials", "6"])
+    assert second.tasks[0].trials == 6
+    assert [r["total_trials"] for r in second.rows] == [3, 6]  # the curve continues
+    assert [r["round"] for r in second.rows] == [1, 2]
     assert second.rows[-1]["elapsed_s"] > first.rows[-1]["elapsed_s"]
     assert second.tasks[0].best_s <= first.tasks[0].best_s
     database = ms.database.JSONDatabase(work_dir=str(tmp_path))
     schedules = [tvm_ffi.structural_hash(r.as_measure_candidate().sch.mod) for r in database.get_all_tuning_records()]
-    assert len(schedules) == 9 and len(set(schedules)) == 9  # nothing measured twice
-    third = tune.main([*args, "--trials", "9"])  # budget spent: nothing new
-    assert third.tasks[0].trials == 9 and len(third.rows) == 3
+    assert len(schedules) == 6 and len(set(schedules)) == 6  # nothing measured twice
+    third = tune.main([*args, "--trials", "6"])  # budget spent: nothing new
+    assert third.tasks[0].trials == 6 and len(third.rows) == 2
 
 
 def test_network_is_tuned_compiled_and_timed(tmp_path, capsys):

@@ -200,8 +200,8 @@ def test_a_label_names_a_variants_arms_and_the_report_sets_it_beside_xgb(tmp_pat
 def test_two_shards_tune_their_arms_at_once_on_their_own_cores(tmp_path):
     """`--gpus 2` on the host: two real tuning processes (XGB, llvm), one arm each, each pinned to its own cores."""
     cmd = [sys.executable, str(Path(tuning.__file__)), "--target", '{"kind": "llvm"}', "--arms", "xgb"]
-    cmd += ["--seeds", "0", "1", "--workloads", "dense:1,32,32", "--budget-s", "8", "--max-trials", "8"]
-    cmd += ["--trials-per-round", "8", "--results", str(tmp_path / "r"), "--work", str(tmp_path / "w"), "--gpus", "2"]
+    cmd += ["--seeds", "0", "1", "--workloads", "dense:1,32,32", "--budget-s", "8", "--max-trials", "2"]
+    cmd += ["--trials-per-round", "2", "--results", str(tmp_path / "r"), "--work", str(tmp_path / "w"), "--gpus", "2"]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=300, check=True).stdout
     cores = [ast.literal_eval(line.split(" on cores ")[1]) for line in out.splitlines() if " on cores " in line]
     assert len(cores) == 2 and not set(cores[0]) & set(cores[1]), out
@@ -409,7 +409,7 @@ def test_two_variants_tune_in_one_job_each_with_its_own_settings(tmp_path):
     run after it in the same process, evolved them (the variant's settings did not stay)."""
     cmd = [sys.executable, str(Path(tuning.__file__)), "--target", '{"kind": "llvm"}', "--psa", "h100"]
     cmd += ["--arms", "pruner", "--variants", "pruner-quick:quick_start=true", "pruner", "--workloads", "dense:1,32,32"]
-    cmd += ["--budget-s", "8", "--max-trials", "8", "--trials-per-round", "8"]
+    cmd += ["--budget-s", "8", "--max-trials", "2", "--trials-per-round", "2"]
     cmd += ["--results", str(tmp_path / "r"), "--work", str(tmp_path / "w")]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=300, check=True).stdout
     assert out.index("arm dense:1,32,32 pruner-quick seed 0") < out.index("arm dense:1,32,32 pruner seed 0"), out

@@ -16,7 +16,7 @@ from bridge.workers import start_workers
 from data import zoo
 from tests.bridge.test_search import context_for, matmul
 from tests.tvm_env.test_builder import alive
-from tvm_env import PooledLocalBuilder, ms, tvm_ffi
+from tvm_env import ms, tvm_ffi
 
 TARGET = {"kind": "llvm", "mcpu": "native", "num-cores": 2}
 
@@ -70,14 +70,16 @@ def test_a_redraft_samples_until_its_own_minimum_is_valid():
     same._finish()
 
 
-def test_stall_drafts_run_alongside_and_a_later_round_takes_them_up(tmp_path):
+def test_stall_drafts_run_alongside_and_a_later_round_takes_them_up(request, tmp_path, builder, runner):
     """With redraft_stall 1 a task re-drafts whenever a round found nothing better: each such draft
     starts in one round's search and gives the batch of the first round after it that finds it
     done; nothing is measured twice. The
     run walks the TIR on a pool started before it (`start_workers`, as tune.py does while it
     extracts the tasks: on the H100 machine the first draft waited 8-10 s for a pool started with
-    the run), and a second run walks on the same processes."""
+    the run), and a second run walks on the same processes. (Both runs build on the module's
+    builder and measure on its runner, whose processes start once.)"""
     _, pool = start_workers(TARGET, MeasureConfig(), walk=True, build=False)
+    request.addfinalizer(pool.close)  # its processes end with the test
     pool.workers, pool.min_batch = 2, 8  # this machine has too few cores for a pool by default
     pool.warm().join()
     started = {tid: worker._proc.pid for tid, worker in pool._pool._worker_map.items()}
@@ -85,7 +87,6 @@ def test_stall_drafts_run_alongside_and_a_later_round_takes_them_up(tmp_path):
     walked = []
     walk = pool.walk
     pool.walk = lambda mods, *args: walked.append(len(mods)) or walk(mods, *args)
-    builder = PooledLocalBuilder(max_workers=2)
 
     def tune(out: str, trials: int):
         return tune_tasks(
@@ -107,6 +108,7 @@ def test_stall_drafts_run_alongside_and_a_later_round_takes_them_up(tmp_path):
             ),
             measure=MeasureConfig(number=2, min_repeat_ms=5),
             builder=builder,
+            runner=runner,
             walk_pool=pool,
             progress=False,
         )
@@ -161,7 +163,7 @@ def test_first_drafts_start_with_the_run_at_most_k_at_once(tmp_path, monkeypatch
     result = tune_tasks(
         tasks,
         json.loads(json.dumps(TARGET)),
-        TuneConfig(out=str(tmp_path / "run"), trials=24, trials_per_round=4),
+        TuneConfig(out=str(tmp_path / "run"), trials=12, trials_per_round=4),  # each task's first round
         cost_model=CostModelConfig(name="pam", epochs=2),
         search=SearchConfig(psa="a100", population=48, potential=48, fill_device=0, first_drafts_ahead=2),
         measure=MeasureConfig(number=2, min_repeat_ms=5, workers=2),

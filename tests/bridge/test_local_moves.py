@@ -57,12 +57,13 @@ def test_a_batch_holds_its_share_of_local_moves_once_the_task_has_measurements(m
     fresh.post_tuning()
 
 
-def test_a_real_run_with_local_moves_logs_them_and_measures_each_schedule_once(tmp_path):
+def test_a_real_run_with_local_moves_logs_them_and_measures_each_schedule_once(tmp_path, builder, runner):
     log = SearchLog()
     strategy = DraftVerifySearch(
         draft=PSACostModel(device="a100"), population_size=POPULATION, potential_size=12, local_share=0.5, log=log
     )
-    database = tune_matmul(strategy, log, PrunerCostModel(mode="pam", epochs=3, device="cpu"), tmp_path, trials=12)
+    verify = PrunerCostModel(mode="pam", epochs=3, device="cpu")
+    database = tune_matmul(strategy, log, verify, tmp_path, trials=12, builder=builder, runner=runner)
     records = database.get_all_tuning_records()
     assert len(records) == 12 and len({str(r.trace) for r in records}) == 12
     log.write_csv(tmp_path / "curve.csv")

@@ -2,6 +2,7 @@
 
 import json
 import math
+import shutil
 import time
 
 import pytest
@@ -18,7 +19,7 @@ from tvm_env import ms, tvm, tvm_ffi
 TARGET = '{"kind": "llvm", "mcpu": "native", "num-cores": 2}'
 
 
-def run(tmp_path, builder, pipeline: bool, trials=12, fill_device=0, search_ahead=2):
+def run(tmp_path, builder, runner, pipeline: bool, trials=12, fill_device=0, search_ahead=2):
     return tune_tasks(
         [zoo.operator_task("matmul:64,64,64")],
         json.loads(TARGET),
@@ -34,17 +35,27 @@ def run(tmp_path, builder, pipeline: bool, trials=12, fill_device=0, search_ahea
         ),
         measure=MeasureConfig(number=2, min_repeat_ms=5),
         builder=builder,
+        runner=runner,
         progress=False,
     )
 
 
-def test_pipelined_rounds_build_ahead_and_measure_distinct_schedules(tmp_path, builder):
-    result = run(tmp_path / "on", builder, pipeline=True)
+@pytest.fixture(scope="module")
+def ahead(tmp_path_factory, builder, runner):
+    """(out dir, result) of one pipelined run of 20 trials in rounds of 4, searching two rounds ahead
+    (`search_ahead` 2, the default) on the module's pooled builder: the tests of pipelined rounds, of
+    searching two rounds ahead and of a resume all look at this one run."""
+    out = tmp_path_factory.mktemp("ahead") / "run"
+    return out, run(out, builder, runner, pipeline=True, trials=20, search_ahead=2)
+
+
+def test_pipelined_rounds_build_ahead_and_measure_distinct_schedules(ahead):
+    out, result = ahead
     rows = result.rows
-    assert [r["total_trials"] for r in rows] == [4, 8, 12]
+    assert [r["total_trials"] for r in rows] == [4, 8, 12, 16, 20]
     records = result.database.get_all_tuning_records()
-    assert len({int(tvm_ffi.structural_hash(r.as_measure_candidate().sch.mod)) for r in records}) == 12
-    # Round 1 is searched in the loop; rounds 2 and 3 were searched and built during the round before.
+    assert len({int(tvm_ffi.structural_hash(r.as_measure_candidate().sch.mod)) for r in records}) == 20
+    # Round 1 is searched in the loop; every later round was searched and built during the rounds before.
     assert math.isnan(rows[0]["prebuild_s"]) and all(r["prebuild_s"] > 0 for r in rows[1:])
     for r in rows[1:]:
         assert r["build_s"] < 0.5 * r["prebuild_s"]  # the loop found the batch built
@@ -57,8 +68,8 @@ def test_pipelined_rounds_build_ahead_and_measure_distinct_schedules(tmp_path, b
     # PAM trains after every batch, in the background: every row has the seconds of training (and
     # of waiting for it) since the row before; a run this short may end before the first is done
     assert all(r["learn_s"] >= 0 and r["learn_wait_s"] >= 0 for r in rows)
-    saved = read_rounds(tmp_path / "on" / CURVE_CSV)
-    assert [r["prebuild_s"] > 0 for r in saved[1:]] == [True, True]
+    saved = read_rounds(out / CURVE_CSV)
+    assert [r["prebuild_s"] > 0 for r in saved[1:]] == [True] * 4
     assert 0.0 <= device_idle_share(rows) < 1.0
 
 
@@ -75,34 +86,36 @@ class SlowBuilder(ms.builder.PyBuilder):
         return self.builder.build(build_inputs)
 
 
-def test_fill_device_grows_the_batches_while_the_host_outlasts_the_device(tmp_path, builder):
+def test_fill_device_grows_the_batches_while_the_host_outlasts_the_device(tmp_path, builder, runner):
     """llvm runs of a 64^3 matmul take a fraction of a second a trial, the search and (slow) build of
     a batch seconds, so the batches grow from the 4 trials a round, at most twofold a round and up
     to the limit of 8: 4 (searched in the loop), 4 (searched ahead before any batch ran), then
     more (how much more follows the timings, e.g. 6 or 8)."""
     slow = SlowBuilder(builder, delay_s=1.5)
-    result = run(tmp_path / "fill", slow, pipeline=True, trials=20, fill_device=8)
+    result = run(tmp_path / "fill", slow, runner, pipeline=True, trials=20, fill_device=8)
     sizes = [int(r["trials"]) for r in result.rows]
     assert sizes[:2] == [4, 4] and sum(sizes) == 20 and max(sizes) > 4, sizes
     for before, size in zip(sizes[1:-1], sizes[2:-1]):  # the last batch is what the budget left
         assert 4 <= size <= min(8, 2 * before), sizes
     records = result.database.get_all_tuning_records()
     assert len({int(tvm_ffi.structural_hash(r.as_measure_candidate().sch.mod)) for r in records}) == 20
-    # rounds in turn have no background job to cover: every batch keeps its 4 trials
-    rows = run(tmp_path / "fill-off", builder, pipeline=False, trials=12, fill_device=12).rows
-    assert [r["trials"] for r in rows] == [4, 4, 4]
+    # rounds in turn keep their 4 trials whatever fill_device says: test_unpipelined_rounds_...
 
 
 @pytest.mark.parametrize("pooled", [True, False], ids=["pooled", "in-one-call"])
-def test_searching_two_rounds_ahead_overlaps_search_and_build_and_measures_each_once(tmp_path, builder, pooled):
+def test_searching_two_rounds_ahead_overlaps_search_and_build_and_measures_each_once(
+    request, tmp_path, builder, runner, pooled
+):
     """With `search_ahead` 2, a round's batch is searched one job earlier, and built while the batch
     after it is searched: from the third round on, each batch's build starts with its job (no
     search of its own before it), and the job lasts as long as that build, the next batch's search
     inside it. A builder without `submit` (one that sleeps 1 s a call, then builds the batch in one
     call) builds on a thread of the PrefetchBuilder's own. Nothing is measured twice, and the budget
-    is met."""
-    b = builder if pooled else SlowBuilder(builder, delay_s=1.0)
-    result = run(tmp_path / "ahead", b, pipeline=True, trials=20, search_ahead=2)
+    is met. (The pooled run is the module's `ahead` run.)"""
+    if pooled:
+        _, result = request.getfixturevalue("ahead")
+    else:
+        result = run(tmp_path / "ahead", SlowBuilder(builder, delay_s=1.0), runner, pipeline=True, trials=20)
     rows = result.rows
     assert [r["total_trials"] for r in rows] == [4, 8, 12, 16, 20]
     records = result.database.get_all_tuning_records()
@@ -120,21 +133,24 @@ def test_searching_two_rounds_ahead_overlaps_search_and_build_and_measures_each_
         SearchConfig(psa="a100", search_ahead=3)
 
 
-def test_unpipelined_rounds_wait_for_the_whole_search(tmp_path, builder):
-    rows = run(tmp_path / "off", builder, pipeline=False).rows
-    assert [r["total_trials"] for r in rows] == [4, 8, 12]
+def test_unpipelined_rounds_wait_for_the_whole_search(tmp_path, builder, runner):
+    """Rounds in turn: the loop waits for the whole search and builds the batch itself; with no
+    background job to cover, every batch keeps its 4 trials though `fill_device` allows 12."""
+    rows = run(tmp_path / "off", builder, runner, pipeline=False, trials=12, fill_device=12).rows
+    assert [r["total_trials"] for r in rows] == [4, 8, 12] and [r["trials"] for r in rows] == [4, 4, 4]
     assert all(math.isnan(r["prebuild_s"]) for r in rows)
     for r in rows:  # in turn: the loop waited for all of the search, and built the batch itself
         assert r["wait_s"] >= r["draft_s"] + r["verify_s"] - 1e-6
         assert 0 < r["build_cpu_s"] and 0 < r["build_work_s"] <= 2 * r["build_s"], r
 
 
-def test_a_resumed_pipelined_run_continues_without_measuring_twice(tmp_path, builder):
-    run(tmp_path, builder, pipeline=True, trials=8)
-    result = run(tmp_path, builder, pipeline=True, trials=16)
+def test_a_resumed_pipelined_run_continues_without_measuring_twice(ahead, tmp_path, builder, runner):
+    """A copy of the module's finished 20-trial run, resumed for two more (pipelined) rounds."""
+    shutil.copytree(ahead[0], tmp_path / "resumed")
+    result = run(tmp_path / "resumed", builder, runner, pipeline=True, trials=28)
     records = result.database.get_all_tuning_records()
-    assert len(records) == 16
-    assert len({int(tvm_ffi.structural_hash(r.as_measure_candidate().sch.mod)) for r in records}) == 16
+    assert len(records) == 28 and [r["total_trials"] for r in result.rows][-3:] == [20, 24, 28]
+    assert len({int(tvm_ffi.structural_hash(r.as_measure_candidate().sch.mod)) for r in records}) == 28
 
 
 def test_pipeline_reraises_the_background_error_and_discards_unused_builds(tmp_path, make_builder):
@@ -198,7 +214,7 @@ def test_build_apart_reraises_a_failed_build_at_its_join():
     assert pipeline.join() >= 0.0
 
 
-def test_a_network_tuned_with_build_apart_measures_every_task_and_each_schedule_once(tmp_path, builder):
+def test_a_network_tuned_with_build_apart_measures_every_task_and_each_schedule_once(tmp_path, builder, runner):
     tasks = [zoo.operator_task(spec) for spec in ("matmul:64,64,64", "matmul:32,64,32")]
     result = tune_tasks(
         tasks,
@@ -208,6 +224,7 @@ def test_a_network_tuned_with_build_apart_measures_every_task_and_each_schedule_
         search=SearchConfig(psa="a100", population=48, potential=12, fill_device=0, build_apart=True),
         measure=MeasureConfig(number=2, min_repeat_ms=5),
         builder=builder,
+        runner=runner,
         progress=False,
     )
     rows = result.rows
@@ -244,7 +261,7 @@ def test_wait_most_stops_waiting_on_the_last_tenth_after_the_grace():
         assert wait_most([], grace=0.0) == ([], [])
 
 
-def test_a_prefetch_leaves_a_straggler_building_and_the_batch_after_takes_it_over(tmp_path, make_builder):
+def test_a_prefetch_leaves_a_straggler_building_and_the_batch_after_takes_it_over(builder):
     """Nine quick builds and one of ~2.5 s: with a grace the prefetch returns with the nine and the
     straggler's index; MetaSchedule's later build of all ten finds nine built and waits for the tenth.
     Without a grace the prefetch waits for all ten."""
@@ -253,8 +270,7 @@ def test_a_prefetch_leaves_a_straggler_building_and_the_batch_after_takes_it_ove
     target = parse_target({"kind": "llvm", "num-cores": 1})
     mods = [_matmul(n) for n in range(4, 13)]
     mods.insert(5, _matmul(20, unroll=True))
-    builder = make_builder(max_workers=2)
-    builder.warm()
+    builder.warm()  # the module's 2 workers
     prefetch = PrefetchBuilder(builder=builder, straggler_grace=0.5)
     early, pending = prefetch.prefetch(mods, target)
     assert pending == [5], (early, pending)  # returned while the straggler was still building
@@ -272,7 +288,7 @@ def test_a_prefetch_leaves_a_straggler_building_and_the_batch_after_takes_it_ove
         PrefetchBuilder(builder=builder, straggler_grace=-1)
 
 
-def test_a_straggler_left_building_is_measured_in_the_next_batch_once(tmp_path, builder):
+def test_a_straggler_left_building_is_measured_in_the_next_batch_once(tmp_path, builder, runner):
     """A zero grace defers whatever is still building when 90% of a batch of 12 is built (on 2 workers,
     the 12th): the deferred pick is measured in a later batch (the next one, or the one after when the
     next was already building: `search_ahead` 2), nothing is measured twice and nothing is lost."""
@@ -284,6 +300,7 @@ def test_a_straggler_left_building_is_measured_in_the_next_batch_once(tmp_path, 
         search=SearchConfig(psa="a100", population=64, potential=24, straggler_grace=0.0),
         measure=MeasureConfig(number=2, min_repeat_ms=5),
         builder=builder,
+        runner=runner,
         progress=False,
     )
     rows = result.rows

@@ -18,7 +18,7 @@ from bridge.psa import PSACostModel
 from bridge.search import CountingCostModel, ResumableEvolutionarySearch
 from bridge.search_log import SearchLog, read_rounds
 from bridge.stall_rule import share_allows
-from tvm_env import PooledLocalBuilder, ms, parse_target, setup, task_context, tvm, tvm_ffi
+from tvm_env import ms, parse_target, setup, task_context, tvm, tvm_ffi
 
 TARGET = {"kind": "llvm", "mcpu": "native", "num-cores": 2}
 POPULATION, POTENTIAL = 48, 12
@@ -74,23 +74,24 @@ def unpicked(potential, picks):
     ]
 
 
-def tune_matmul(strategy, log: SearchLog, cost_model, work, trials: int):
-    """A real tuning run of the 64^3 matmul with `strategy`, 4 trials a round, logged to `log`."""
+def tune_matmul(strategy, log: SearchLog, cost_model, work, trials: int, builder, runner):
+    """A real tuning run of the 64^3 matmul with `strategy`, 4 trials a round, logged to `log`, built on
+    `builder` and measured on `runner` (the module's, whose processes start once)."""
     return ms.tune_tasks(
         tasks=[context_for(matmul(), strategy, clone=True)],
         task_weights=[1.0],
         work_dir=str(work),
         max_trials_global=trials,
         num_trials_per_iter=4,
-        builder=log.builder(PooledLocalBuilder(max_workers=2)),
-        runner=log.runner(ms.runner.LocalRunner(evaluator_config=ms.runner.EvaluatorConfig(number=2, min_repeat_ms=5))),
+        builder=log.builder(builder),
+        runner=log.runner(runner),
         cost_model=cost_model,
         measure_callbacks=[*ms.measure_callback.MeasureCallback.create("default"), log.callback()],
     )
 
 
 @pytest.fixture(scope="module")
-def tuned(tmp_path_factory):
+def tuned(tmp_path_factory, builder, runner):
     """A real 3-round draft-then-verify tuning run (PSA drafts, online PAM verifies) on a 64^3 matmul."""
     work = tmp_path_factory.mktemp("dv")
     draft, log = Tally(PSACostModel(device="a100")), SearchLog()
@@ -104,7 +105,7 @@ def tuned(tmp_path_factory):
         local_share=0.0,  # what PSA and PAM score for the draft and the verify alone; local moves add to PAM's
         log=log,
     )
-    database = tune_matmul(strategy, log, verify, work, trials=12)
+    database = tune_matmul(strategy, log, verify, work, trials=12, builder=builder, runner=runner)
     return database, log, draft, verify
 
 

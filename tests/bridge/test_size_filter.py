@@ -14,6 +14,7 @@ from bridge.tuning import tune_tasks
 from data.records import read_records
 from data.zoo import operator_task
 from tvm_env import PooledLocalBuilder, ms, parse_target, setup
+from tvm_env.popen import end_pool
 
 source_size = load_benchmark("source_size")
 DENSE = REPO / "benchmarks" / "results" / "suite_databases" / "ablations" / "moa_defaults" / "dense_128x3072x768"
@@ -47,15 +48,26 @@ GUARD_KB = 24
 the model's updates), and over 5 runs without the filter the guard refused 3-8 of the 8 picks."""
 
 
-def _refused_and_dropped(tmp_path, size_filter_kb):
+@pytest.fixture(scope="module")
+def guarded():
+    """(builder, runner) of the tuning runs below: one build worker behind the guard, and a local
+    runner (what builds fails to run: no GPU), each process started once for both runs."""
+    builder = PooledLocalBuilder(max_workers=1, max_source_kb=GUARD_KB)
+    runner = ms.runner.LocalRunner(timeout_sec=10)
+    yield builder, runner
+    builder.shutdown()
+    end_pool(runner.pool)
+
+
+def _refused_and_dropped(tmp_path, size_filter_kb, guarded):
     result = tune_tasks(
         [operator_task("matmul:64,64,64")],
         "nvidia/nvidia-h100",
         TuneConfig(out=str(tmp_path), trials=8, trials_per_round=4, seed=0),
         search=SearchConfig(psa="h100", population=32, potential=16, size_filter_kb=size_filter_kb),
         cost_model=CostModelConfig(name="pam", epochs=2),
-        builder=PooledLocalBuilder(max_workers=1, max_source_kb=GUARD_KB),
-        runner=ms.runner.LocalRunner(timeout_sec=10),
+        builder=guarded[0],
+        runner=guarded[1],
         progress=False,
     )
     rows = result.rows
@@ -64,11 +76,11 @@ def _refused_and_dropped(tmp_path, size_filter_kb):
     return sum(r["refused"] for r in rows), (sum(dropped) if dropped else None)
 
 
-def test_a_tuning_run_with_the_filter_meets_no_refusals_of_the_builders_guard(tmp_path):
-    refused_plain, dropped_plain = _refused_and_dropped(tmp_path / "plain", None)
+def test_a_tuning_run_with_the_filter_meets_no_refusals_of_the_builders_guard(tmp_path, guarded):
+    refused_plain, dropped_plain = _refused_and_dropped(tmp_path / "plain", None, guarded)
     # half the guard: on this matmul the estimate was never under 0.83x of the real source (150 sampled
     # schedules; docs/benchmarks.md), so no pick the filter keeps can reach the guard, whichever picks
     # this run's search makes
-    refused_filtered, dropped_filtered = _refused_and_dropped(tmp_path / "filtered", GUARD_KB / 2)
+    refused_filtered, dropped_filtered = _refused_and_dropped(tmp_path / "filtered", GUARD_KB / 2, guarded)
     assert refused_plain >= 1 and dropped_plain is None, (refused_plain, dropped_plain)
     assert refused_filtered == 0 and dropped_filtered >= 1, (refused_filtered, dropped_filtered)

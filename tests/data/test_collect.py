@@ -29,7 +29,7 @@ TARGET = '{"kind": "llvm", "mcpu": "native", "num-cores": 2}'
 DEVICE = target_device_name(parse_target(TARGET))  # the host CPU: measurements run here
 SPEC = "matmul:32,32,32"
 REPO = Path(__file__).resolve().parents[2]
-FAST = ["--batch-size", "8", "--builder-workers", "2", "--repeat", "3", "--min-repeat-ms", "1", "--population", "64"]
+FAST = ["--batch-size", "8", "--builder-workers", "1", "--repeat", "3", "--min-repeat-ms", "1", "--population", "64"]
 
 
 def _run(out, per_task, *extra):
@@ -262,36 +262,63 @@ def test_cli_reports_config_errors(capsys):
     assert exit_info.value.code == 2 and "error: per_task=0 must be positive" in capsys.readouterr().err
 
 
-def test_sigterm_stops_after_the_batch_in_flight_and_rerun_resumes(tmp_path):
-    """`kill`/`timeout` (SIGTERM) ends a real collector process cleanly: the batch being measured is
-    stored, the summary prints, and a rerun tops up to --per-task without re-measuring."""
+@pytest.fixture(scope="module")
+def interrupted(tmp_path_factory):
+    """One real collector process per stop, on one tree: `kill -9` after its first stored batch, then
+    the same command again (it resumes) stopped by SIGTERM after its own first batch, then the same
+    command in this process, which completes the task. Each stop is what the test of its name checks
+    (sharing the tree saves a collector process and its workers)."""
     import os
 
-    out = tmp_path / "ds"
-    cmd = [
-        sys.executable,
-        "-m",
-        "data.collect",
-        "--target",
-        TARGET,
-        "--ops",
-        SPEC,
-        "--per-task",
-        "24",
-        "--out",
-        str(out),
-        *FAST,
-    ]
+    out = tmp_path_factory.mktemp("interrupted") / "ds"
+    args = ["--target", TARGET, "--workload", SPEC, "--per-task", str(PER_TASK), "--out", str(out), *FAST]
+    cmd = [sys.executable, "-m", "data.collect", *args]
+    records = _task_dir(out) / "database_tuning_record.json"
     proc = _collector_with_stored_records(cmd, out)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=60)
+    killed = count_records(_task_dir(out))[0]  # raises, naming file and line, on a torn line
+    killed_lines = records.read_text().splitlines()
+    proc = _collector_with_stored_records(cmd, out, at_least=killed + 8)
     os.kill(proc.pid, signal.SIGTERM)
     output, _ = proc.communicate(timeout=240)
-    assert proc.returncode == 1, output  # interrupted: not a success, and rerunning resumes
+    termed = count_records(_task_dir(out))[0]
+    termed_lines = records.read_text().splitlines()
+    return {
+        "killed": killed, "killed_lines": killed_lines, "term_returncode": proc.returncode, "term_output": output,
+        "termed": termed, "termed_lines": termed_lines, "rerun": main(args), "out": out,
+    }  # fmt: skip
+
+
+PER_TASK = 32
+"""Schedules the interrupted collection asks for: room for a batch in flight at each stop."""
+
+
+def test_kill_9_mid_collect_then_rerun_completes_without_duplicates(interrupted):
+    """`kill -9` (no chance to clean up) after the first batches: every line on disk is whole, and
+    reruns of the same command resume from those records and top the task up to --per-task distinct
+    schedules."""
+    killed, termed_lines = interrupted["killed"], interrupted["termed_lines"]
+    assert 8 <= killed < PER_TASK
+    assert len(termed_lines) > killed and termed_lines[:killed] == interrupted["killed_lines"], "the rerun resumed"
+    (rerun,) = interrupted["rerun"]
+    assert (rerun.before, rerun.status) == (interrupted["termed"], "complete")  # `cli` exits 0
+    hashes = _schedule_hashes(_records(_task_dir(interrupted["out"])))
+    assert len(hashes) == PER_TASK and len(set(hashes)) == PER_TASK
+
+
+def test_sigterm_stops_after_the_batch_in_flight_and_rerun_resumes(interrupted):
+    """`kill`/`timeout` (SIGTERM) ends a real collector process cleanly: the batch being measured is
+    stored, the summary prints, and a rerun tops up to --per-task without re-measuring."""
+    output, killed, termed = interrupted["term_output"], interrupted["killed"], interrupted["termed"]
+    assert interrupted["term_returncode"] == 1, output  # interrupted: not a success, and rerunning resumes
     assert "interrupted: every measured batch is stored" in output
-    stored = count_records(_task_dir(out))[0]
-    assert 8 <= stored < 24 and stored % 8 == 0, output  # whole batches only
-    results = _run(out, 24)
-    assert results[0].new == 24 - stored
-    assert len(set(_schedule_hashes(_records(_task_dir(out))))) == 24
+    assert killed + 8 <= termed < PER_TASK and (termed - killed) % 8 == 0, output  # whole batches only
+    (rerun,) = interrupted["rerun"]
+    assert rerun.new == PER_TASK - termed
+    lines = (_task_dir(interrupted["out"]) / "database_tuning_record.json").read_text().splitlines()
+    assert lines[:termed] == interrupted["termed_lines"], "the rerun keeps the stored records"
+    assert len(set(_schedule_hashes(_records(_task_dir(interrupted["out"]))))) == PER_TASK
 
 
 def test_deadline_stops_before_the_next_batch(tmp_path):
@@ -332,27 +359,21 @@ def test_deadline_stops_before_the_next_batch(tmp_path):
         (["--max-source-kb", "-1", "--workload", SPEC], "max_source_kb=-1.0 must be positive"),
     ],
 )
-def test_bad_arguments_get_error_lines_not_tracebacks(tmp_path, extra, message):
-    cmd = [sys.executable, "-m", "data.collect", "--target", TARGET, "--out", str(tmp_path), *extra]
+def test_bad_arguments_get_error_lines_not_tracebacks(tmp_path, capsys, extra, message):
+    """`main`, which `python -m data.collect` runs (its own process: the test below), exits 2 with an
+    `error:` line; an exception escaping instead would fail `pytest.raises(SystemExit)`."""
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--target", TARGET, "--out", str(tmp_path), *extra])
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2 and "error: " in err and message in err, err[-1500:]
+    assert "Traceback" not in err
+
+
+def test_bad_arguments_of_the_collector_process_get_an_error_line(tmp_path):
+    """The command a user runs: a workload refused while planning (after the arguments parsed) ends
+    the process with exit status 2 and an `error:` line, no traceback."""
+    cmd = [sys.executable, "-m", "data.collect", "--target", TARGET, "--out", str(tmp_path),
+           "--workload", "matmul:3000000000,1,1"]  # fmt: skip
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=REPO)
-    assert done.returncode == 2 and "error: " in done.stderr and message in done.stderr, done.stderr[-1500:]
+    assert done.returncode == 2 and "error: " in done.stderr and "larger than 65536" in done.stderr, done.stderr[-1500:]
     assert "Traceback" not in done.stderr
-
-
-def test_kill_9_mid_collect_then_rerun_completes_without_duplicates(tmp_path):
-    """`kill -9` (no chance to clean up) after the first batches: every line on disk is whole, and a
-    rerun of the same command tops the task up to --per-task distinct schedules."""
-    import os
-
-    out = tmp_path / "ds"
-    cmd = [sys.executable, "-m", "data.collect", "--target", TARGET, "--workload", SPEC, "--per-task", "24",
-           "--out", str(out), *FAST]  # fmt: skip
-    proc = _collector_with_stored_records(cmd, out)
-    os.kill(proc.pid, signal.SIGKILL)
-    proc.wait(timeout=60)
-    stored = count_records(_task_dir(out))[0]  # raises, naming file and line, on a torn line
-    assert 8 <= stored < 24
-    done = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stderr[-2000:]
-    hashes = _schedule_hashes(_records(_task_dir(out)))
-    assert len(hashes) == 24 and len(set(hashes)) == 24

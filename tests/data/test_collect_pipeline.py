@@ -12,6 +12,7 @@ import pytest
 from tvm import s_tir
 
 import data.collect as collect_module
+import data.collect_pipeline as pipeline_module
 import data.measure as measure_module
 from data.collect import CollectConfig, collect, count_records
 from data.collect_pipeline import StageTimes, map_ahead, measure_pipelined
@@ -23,7 +24,7 @@ from tvm_env import ms, parse_target, setup, target_device_name, tvm, tvm_ffi
 
 TARGET = '{"kind": "llvm", "num-cores": 2}'
 SPEC = "matmul:32,32,32"
-FAST = {"builder_workers": 2, "repeat": 2, "min_repeat_ms": 1, "timeout": 30.0}
+FAST = {"builder_workers": 1, "repeat": 2, "min_repeat_ms": 1, "timeout": 30.0}
 
 
 def _hash(sch) -> int:
@@ -127,7 +128,7 @@ def test_interrupted_collection_then_rerun_stores_each_schedule_once(tmp_path):
     assert run["records"] == stored and run["tvm"].startswith("0.27") and run["date"][:2] == "20"
     assert run["evaluator"] == {"number": 1, "repeat": 2, "min_repeat_ms": 1, "enable_cpu_cache_flush": True}
     assert {k: run[k] for k in ("builder_workers", "runner", "runners", "timeout", "pipeline")} == {
-        "builder_workers": 2, "runner": "local", "runners": 1, "timeout": 30.0, "pipeline": "quiet runs"
+        "builder_workers": 1, "runner": "local", "runners": 1, "timeout": 30.0, "pipeline": "quiet runs"
     }  # fmt: skip
     assert "gpus" not in run  # a CPU target: no GPU clocks to record
 
@@ -213,12 +214,14 @@ def test_pinned_runners_measure_real_kernels(schedules, monkeypatch):
     process with the runner's functions) and still measures every kernel: the two-runner pipeline
     on llvm with the pinning a two-GPU machine gets (CPU devices 0 and 1)."""
     monkeypatch.setattr(measure_module, "visible_gpus", lambda target: 2)
-    runners = measure_module.make_runners(
-        CollectConfig(target=TARGET, out="unused", ops=[SPEC], **FAST), parse_target(TARGET), 2
+    made: list = []  # the pipeline's own runners (each LocalRunner starts a worker process)
+    monkeypatch.setattr(
+        pipeline_module, "make_runners", lambda *args: made.extend(measure_module.make_runners(*args)) or made
     )
-    assert [r.f_run_evaluator.args for r in runners] == [(0,), (1,)]
     cfg = CollectConfig(target=TARGET, out="unused", ops=[SPEC], batch_size=2, runners=2, **FAST)
     chunks, times = _pipeline(schedules, cfg, runners=2)
+    assert [r.f_run_evaluator.args for r in made] == [(0,), (1,)]
+    assert [r.f_alloc_argument.args for r in made] == [(0,), (1,)]
     secs = [s for chunk in chunks for _, s in chunk]
     assert len(secs) == 10 and all(0 < mean_latency(s) < FAILED_SECONDS for s in secs)
 

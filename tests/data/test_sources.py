@@ -86,7 +86,7 @@ def test_own_torch_model_is_tuned_compiled_and_timed(torch_file, tmp_path):
     done = subprocess.run(
         [sys.executable, "tune.py", "--network", torch_file, "--target", json.dumps(TARGET), "--cost-model", "random",
          "--trials", "2", "--trials-per-round", "2", "--max-tasks", "1", "--work-dir", str(out), "--number", "2",
-         "--min-repeat-ms", "5", "--population", "16", "--no-progress"],
+         "--min-repeat-ms", "5", "--population", "16", "--workers", "1", "--no-progress"],
         cwd=Path(__file__).resolve().parents[2], capture_output=True, text=True, timeout=600,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-2000:]

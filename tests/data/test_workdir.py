@@ -34,17 +34,23 @@ def work_dir(tmp_path_factory):
     target = parse_target(TARGET)
     setup(target)
     path = tmp_path_factory.mktemp("tune") / "my_run"
-    ms.tune_tir(
-        operator_task("matmul:32,32,32").mod,
-        target,
-        str(path),
-        max_trials_global=TRIALS,
-        num_trials_per_iter=TRIALS,
-        builder=PooledLocalBuilder(max_workers=2),
-        runner=ms.runner.LocalRunner(evaluator_config=ms.runner.EvaluatorConfig(number=1, repeat=2, min_repeat_ms=1)),
-        strategy=ms.search_strategy.EvolutionarySearch(population_size=64),
-        cost_model="random",
-    )
+    builder = PooledLocalBuilder(max_workers=1)  # one build process: 8 tiny builds
+    try:
+        ms.tune_tir(
+            operator_task("matmul:32,32,32").mod,
+            target,
+            str(path),
+            max_trials_global=TRIALS,
+            num_trials_per_iter=TRIALS,
+            builder=builder,
+            runner=ms.runner.LocalRunner(
+                evaluator_config=ms.runner.EvaluatorConfig(number=1, repeat=2, min_repeat_ms=1)
+            ),
+            strategy=ms.search_strategy.EvolutionarySearch(population_size=64),
+            cost_model="random",
+        )
+    finally:
+        builder.shutdown()
     return path
 
 

@@ -30,7 +30,19 @@ WORKLOAD = "matmul:64,64,64"
 QUICK = ["--number", "2", "--min-repeat-ms", "5", "--population", "32"]
 
 
-def tune(out, builder, trials, cost_model="random"):
+@pytest.fixture(scope="module")
+def runner():
+    """One local runner (its worker process imports TVM once) for the module's `tune_tasks` runs, as
+    `builder` is one build pool; the kill -9 tests' tune.py processes start their own."""
+    from bridge.workers import make_runner
+    from tvm_env import parse_target
+
+    made = make_runner(MeasureConfig(number=2, min_repeat_ms=5), parse_target(TARGET))
+    yield made
+    made.shutdown()
+
+
+def tune(out, builder, runner, trials, cost_model="random"):
     return tune_tasks(
         [zoo.operator_task(WORKLOAD)],
         TARGET,
@@ -39,6 +51,7 @@ def tune(out, builder, trials, cost_model="random"):
         search=SearchConfig(population=32),
         measure=MeasureConfig(number=2, min_repeat_ms=5),
         builder=builder,
+        runner=runner,
         progress=False,
     )
 
@@ -60,7 +73,7 @@ class Planted:
 
 
 @pytest.mark.parametrize("kind", ["npz-with-pickled-object", "plain-pickle"])
-def test_a_cost_model_state_that_would_run_code_is_refused(tmp_path, builder, kind):
+def test_a_cost_model_state_that_would_run_code_is_refused(tmp_path, builder, runner, kind):
     out = tmp_path / "work"
     out.mkdir()
     sentinel = tmp_path / "code-ran"
@@ -71,18 +84,18 @@ def test_a_cost_model_state_that_would_run_code_is_refused(tmp_path, builder, ki
         with open(state, "wb") as f:  # what TVM's np.load(allow_pickle=True) would unpickle
             np.savez(f, features=np.array([Planted(str(sentinel))], dtype=object))
     with pytest.raises(ValueError, match="cost_model.xgb.bin"):
-        tune(out, builder, 3, cost_model="xgb")
+        tune(out, builder, runner, 3, cost_model="xgb")
     assert not sentinel.exists()
 
 
-def test_torn_and_garbage_database_lines_are_skipped_reported_and_kept(tmp_path, builder):
+def test_torn_and_garbage_database_lines_are_skipped_reported_and_kept(tmp_path, builder, runner):
     out = tmp_path / "work"
-    first = tune(out, builder, 3)
+    first = tune(out, builder, runner, 3)
     assert distinct(first.database) == 3
     records = out / "database_tuning_record.json"
     lines = records.read_text().splitlines()
     records.write_text("\n".join([*lines, "this is not json", lines[-1][: len(lines[-1]) // 2]]) + "\n")
-    resumed = tune(out, builder, 6)
+    resumed = tune(out, builder, runner, 6)
     assert [s.split(":")[1] for s in resumed.skipped_lines] == ["4", "5"]
     assert all(s.startswith(str(records)) for s in resumed.skipped_lines)
     assert (out / "database_tuning_record.json.corrupt-0").read_text().count("\n") == 5  # the original, kept
@@ -104,7 +117,7 @@ def kill_9_after(cmd: list[str], out: Path, rows: int) -> Path:
 def test_kill_9_mid_tune_keeps_the_curve_and_the_cost_model_then_resumes(tmp_path):
     out = tmp_path / "work"
     cmd = [sys.executable, "tune.py", "--workload", WORKLOAD, "--target", json.dumps(TARGET), "--cost-model", "xgb",
-           "--trials", "9", "--trials-per-round", "3", "--work-dir", str(out), "--no-progress", *QUICK]  # fmt: skip
+           "--trials", "6", "--trials-per-round", "3", "--work-dir", str(out), "--no-progress", *QUICK]  # fmt: skip
     curve = kill_9_after(cmd, out, rows=1)
     rows = read_rounds(curve)  # written atomically after the batch: whole
     assert rows and rows[0]["trials"] == 3
@@ -114,16 +127,16 @@ def test_kill_9_mid_tune_keeps_the_curve_and_the_cost_model_then_resumes(tmp_pat
     done = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-2000:]
     summary = json.loads((out / "summary.json").read_text())
-    assert summary["total_trials"] == 9
+    assert summary["total_trials"] == 6
     from bridge.database import open_database
 
     database, skipped = open_database(out)
-    assert distinct(database) == 9 and not skipped
-    assert len(read_rounds(curve)) == 3  # the curve continued where the killed run left it
+    assert distinct(database) == 6 and not skipped
+    assert len(read_rounds(curve)) == 2  # the curve continued where the killed run left it
     resumed = SafeXGBModel(num_warmup_samples=0)
     resumed.load(str(out / "cost_model.xgb.bin"))
     # every measured record in the model once: what the killed state held, caught up (`bridge.catch_up`), and the rest
-    assert resumed.data_size == 9 and sum(len(keys) for keys in resumed.seen.values()) == 9
+    assert resumed.data_size == 6 and sum(len(keys) for keys in resumed.seen.values()) == 6
 
 
 def test_kill_9_while_pam_trains_in_the_background_leaves_a_whole_state_then_resumes(tmp_path):
@@ -155,6 +168,22 @@ def test_kill_9_while_pam_trains_in_the_background_leaves_a_whole_state_then_res
     assert resumed.measured() == 12 and resumed.trained  # what the killed state missed, caught up: each once
 
 
+def test_a_resume_without_a_saved_state_learns_every_record_of_the_database(tmp_path, builder, runner):
+    """A kill -9 before the first state write leaves measured records and no state: the resumed
+    cost model learns those records too, not only the ones it measures itself."""
+    from bridge.cost_model import PrunerCostModel
+    from bridge.database import open_database
+
+    out = tmp_path / "work"
+    tune(out, builder, runner, 3, cost_model="pam")
+    (out / "cost_model.pam.bin").unlink()  # as a kill before the training thread's first save leaves it
+    tune(out, builder, runner, 6, cost_model="pam")
+    database, _ = open_database(out)
+    resumed = PrunerCostModel(mode="pam", device="cpu")
+    resumed.load(str(out / "cost_model.pam.bin"))
+    assert distinct(database) == 6 and resumed.measured() == 6  # the first run's 3 and its own 3, each once
+
+
 def _crash() -> float:
     os.kill(os.getpid(), signal.SIGILL)  # what a kernel built for another CPU does
     return 0.0
@@ -168,9 +197,9 @@ def test_a_crashing_kernel_fails_its_timing_not_the_caller():
     assert os.getpid() > 0  # still here
 
 
-def test_an_implausible_latency_never_becomes_the_best(tmp_path, builder):
+def test_an_implausible_latency_never_becomes_the_best(tmp_path, builder, runner):
     out = tmp_path / "work"
-    result = tune(out, builder, 3)
+    result = tune(out, builder, runner, 3)
     real = result.tasks[0].best_s
     records = out / "database_tuning_record.json"
     line = json.loads(records.read_text().splitlines()[0])

@@ -5,16 +5,14 @@ from __future__ import annotations
 
 import itertools
 import math
-import os
 import socket
 import time
-from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
-import torch.distributed as dist
 import torch.multiprocessing as mp
+from ddp_metrics import ddp_worker, update_in_batches
 from references import per_task
 from scipy.stats import kendalltau
 
@@ -106,12 +104,6 @@ CASES = {
     "kendall": (KendallTau, lambda *d: weighted(ref_kendall, *d)),
     "rmse": (LabelRMSE, ref_rmse),
 }
-
-
-def update_in_batches(metric, preds, labels, task, n_batches=3):
-    for chunk in zip(*(x.tensor_split(n_batches) for x in (preds, labels, task))):
-        metric.update(*chunk)
-    return metric
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
@@ -283,25 +275,6 @@ def test_update_detaches_and_empty_is_nan():
 # ---- a real 2-process DDP run (gloo, CPU) ----
 
 
-def _ddp_worker(rank: int, world: int, port: int, data_path: str, out_dir: str) -> None:
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-    torch.set_num_threads(1)
-    dist.init_process_group("gloo", rank=rank, world_size=world)
-    preds, labels, task = torch.load(data_path)
-    # Interleaved shards like DistributedSampler; N is odd so the shards differ in length.
-    shard = slice(rank, None, world)
-    collection = ranking_metrics("val_")
-    update_in_batches(collection, preds[shard], labels[shard], task[shard])
-    # A rank that sees no record at all (torchmetrics' empty-rank path).
-    lonely = PairwiseAccuracy()
-    if rank == 0:
-        update_in_batches(lonely, preds, labels, task)
-    result = {name: value.item() for name, value in collection.compute().items()}
-    result["lonely_pairwise"] = lonely.compute().item()
-    torch.save(result, Path(out_dir) / f"rank{rank}.pt")
-    dist.destroy_process_group()
-
-
 def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -315,7 +288,7 @@ def test_ddp_gloo_sync_equals_single_process(tmp_path):
     # spawn, not fork: a test worker has threads (TVM's pools, a tuning run's builders and searches), and
     # a forked child can wait forever on a lock one of them held; and a bound on the wait in any case
     args = (2, _free_port(), str(tmp_path / "data.pt"), str(tmp_path))
-    ranks = mp.start_processes(_ddp_worker, args=args, nprocs=2, join=False, start_method="spawn")
+    ranks = mp.start_processes(ddp_worker, args=args, nprocs=2, join=False, start_method="spawn")
     deadline = time.monotonic() + 240
     while not ranks.join(timeout=max(0.0, deadline - time.monotonic())):
         if time.monotonic() >= deadline:

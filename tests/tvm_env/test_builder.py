@@ -14,11 +14,30 @@ from tvm_env.builder import SPARE_AHEAD
 from tvm_env.popen import end_pool
 
 
-def test_a_builder_with_a_source_limit_builds_in_its_workers(make_builder):
+@pytest.fixture(scope="module")
+def builder():
+    """The module's 2-worker builder (tests/conftest.py's, but started while the tuning process's
+    TVM_NUM_THREADS is 2), warmed: its workers import TVM once for every test that only builds."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("TVM_NUM_THREADS", "2")  # inherited by workers started meanwhile
+        builder = PooledLocalBuilder(max_workers=2)
+        builder.warm()
+    yield builder
+    builder.shutdown()
+
+
+@pytest.fixture(scope="module")
+def limited():
+    """A one-worker builder whose guard refuses any CUDA kernel over 0.1 KB (all of them)."""
+    builder = PooledLocalBuilder(max_workers=1, max_source_kb=0.1)
+    yield builder
+    builder.shutdown()
+
+
+def test_a_builder_with_a_source_limit_builds_in_its_workers(limited):
     target = parse_target({"kind": "llvm", "num-cores": 1})
     mod = tvm.IRModule({"main": te.create_prim_func(te_workload.matmul(16, 16, 16))})
-    builder = make_builder(max_workers=1, max_source_kb=64)
-    (result,) = builder.build([ms.builder.BuilderInput(mod, target)])
+    (result,) = limited.build([ms.builder.BuilderInput(mod, target)])
     # the limit reaches the worker with the build function; it only bounds CUDA kernels
     assert result.error_msg is None and os.path.isfile(str(result.artifact_path))
 
@@ -30,16 +49,15 @@ def test_a_bad_source_limit_is_refused():
         MeasureConfig(max_source_kb=-1)
 
 
-def test_a_cuda_kernel_over_the_limit_fails_its_build_in_the_worker_with_the_reason(make_builder):
+def test_a_cuda_kernel_over_the_limit_fails_its_build_in_the_worker_with_the_reason(builder, limited):
     target = parse_target("nvidia/nvidia-h100")
     mod = tvm.IRModule({"main": te.create_prim_func(te_workload.matmul(64, 64, 64))})
     sch = tvm.s_tir.Schedule(mod)
     i, j, _ = sch.get_loops(sch.get_sblock("C"))
     sch.bind(i, "blockIdx.x")
     sch.bind(j, "threadIdx.x")
-    small, tiny = make_builder(max_workers=1), make_builder(max_workers=1, max_source_kb=0.1)
-    (ok,) = small.build([ms.builder.BuilderInput(sch.mod, target)])
-    (refused,) = tiny.build([ms.builder.BuilderInput(sch.mod, target)])
+    (ok,) = builder.build([ms.builder.BuilderInput(sch.mod, target)])  # no limit
+    (refused,) = limited.build([ms.builder.BuilderInput(sch.mod, target)])
     assert ok.error_msg is None and os.path.isfile(str(ok.artifact_path))
     assert refused.artifact_path is None
     assert "over the builder's 0.1 KB limit (max_source_kb), not compiled" in refused.error_msg
@@ -49,7 +67,7 @@ def _workers_tvm_threads(pool, n: int) -> list[int]:
     return [r.value for r in pool.map_with_error_catching(lambda _: tvm.runtime.num_threads(), range(n))]
 
 
-def test_build_workers_run_tvm_on_one_thread_whatever_the_tuning_process_uses(monkeypatch, make_builder):
+def test_build_workers_run_tvm_on_one_thread_whatever_the_tuning_process_uses(monkeypatch, builder):
     """A worker builds one candidate at a time; with the tuning process's TVM_NUM_THREADS (one thread a
     core) 16 workers built a batch up to 6x slower on a 16-core machine (docs/benchmarks.md)."""
     from tvm.support.popen_pool import PopenPoolExecutor
@@ -58,20 +76,17 @@ def test_build_workers_run_tvm_on_one_thread_whatever_the_tuning_process_uses(mo
     inherited = PopenPoolExecutor(max_workers=1)
     assert _workers_tvm_threads(inherited, 1) == [2]  # a plain pool's worker: the parent's setting
     end_pool(inherited)
-    builder = make_builder(max_workers=2)
-    builder.warm()
+    # the module's builder, whose workers started with the same TVM_NUM_THREADS=2 in the tuning process
     assert _workers_tvm_threads(builder._pool, 4) == [1, 1, 1, 1]
     mod = tvm.IRModule({"main": te.create_prim_func(te_workload.matmul(16, 16, 16))})
     (result,) = builder.build([ms.builder.BuilderInput(mod, parse_target({"kind": "llvm", "num-cores": 1}))])
     assert result.error_msg is None  # and they still build
 
 
-def test_a_batch_reports_the_cpu_and_wall_seconds_its_workers_spent(make_builder):
+def test_a_batch_reports_the_cpu_and_wall_seconds_its_workers_spent(builder):
     """`last_batch` is how a tuning curve tells a slow build's cause (busy cores, idle workers)."""
     target = parse_target({"kind": "llvm", "num-cores": 1})
-    builder = make_builder(max_workers=2)
-    builder.warm()
-    assert builder.last_batch == {}
+    assert PooledLocalBuilder(max_workers=2).last_batch == {}  # none before a first batch (no process starts)
     inputs = [
         ms.builder.BuilderInput(tvm.IRModule({"main": te.create_prim_func(te_workload.matmul(n, n, n))}), target)
         for n in (16, 24, 32, 48)
@@ -154,7 +169,7 @@ def test_shutdown_ends_the_workers_and_the_spare_pool_and_a_later_build_starts_a
     their threads there); `shutdown` ends them at once, the spare pool started ahead too."""
     target = parse_target({"kind": "llvm", "num-cores": 1})
     inputs = [ms.builder.BuilderInput(tvm.IRModule({"main": te.create_prim_func(te_workload.matmul(8, 8, 8))}), target)]
-    builder = PooledLocalBuilder(max_workers=2, reuse_batches=SPARE_AHEAD + 1)
+    builder = PooledLocalBuilder(max_workers=1, reuse_batches=SPARE_AHEAD + 1)  # a process a pool
     for _ in range(2):  # the spare pool starts after the first batch
         assert builder.build(inputs)[0].error_msg is None
     spare = builder._spare.result(timeout=120)

@@ -38,7 +38,9 @@ def test_walk_pool_gives_the_in_process_features(cuda_candidates):
     pool.close()  # the workers end now, not when the pool is collected
     assert pids and alive(pids) == []
     pool.close()  # twice: nothing more to end
-    again = featurize_candidates(context, candidates, pool=pool)  # a later walk starts them again
+    # a later walk starts them again (one chunk of 8: one worker process to start, not two)
+    again = featurize_candidates(context, candidates[:8], pool=pool)
+    assert pool._pool is not None and alive([w._proc.pid for w in pool._pool._worker_map.values()])
     np.testing.assert_array_equal(again[0].psa, expected[0].psa)
     pool.close()
 
