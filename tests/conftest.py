@@ -44,6 +44,21 @@ def builder():
     builder.shutdown()
 
 
+@pytest.fixture(scope="module")
+def runner():
+    """One local llvm runner for every tuning run of a module that passes it (`tune_tasks(runner=...)`),
+    measuring as the tests' runs do (number=2, min_repeat_ms=5): its worker process imports TVM once,
+    not once a run. It ends with the module. (A run's own runner, `bridge.workers.make_runner`, is
+    what the CLI tests start.)"""
+    from bridge.config import MeasureConfig
+    from bridge.workers import make_runner
+    from tvm_env import parse_target
+
+    runner = make_runner(MeasureConfig(number=2, min_repeat_ms=5), parse_target({"kind": "llvm", "num-cores": 2}))
+    yield runner
+    runner.shutdown()
+
+
 BACKSTOP_S = 120
 """`setup.cfg`'s pytest-timeout raises in the main thread (`timeout_method = signal`), which reports
 every thread's stack, but only once the main thread runs Python again. A test stuck inside a C call

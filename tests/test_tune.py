@@ -43,18 +43,6 @@ def artifacts(tmp_path_factory):
     return out
 
 
-@pytest.fixture(scope="module")
-def runner():
-    """One local runner (its worker process imports TVM once) for the module's `tune_tasks` runs, as
-    `builder` is one build pool; `make_runner` itself, and a run's own runner, are the CLI tests'."""
-    from bridge.workers import make_runner
-    from tvm_env import parse_target
-
-    made = make_runner(MeasureConfig(number=2, min_repeat_ms=5), parse_target(json.loads(TARGET)))
-    yield made
-    made.shutdown()
-
-
 MODES = {
     # mode: (artifact, draft-then-verify with PSA)
     "pam": (None, True),

@@ -72,17 +72,3 @@ def database_of(context, candidates, results):
 def measured_database(measured_matmul):
     """A fresh MemoryDatabase holding the measured matmul records of `measured_matmul`."""
     return database_of(*measured_matmul)
-
-
-@pytest.fixture(scope="module")
-def runner():
-    """One local runner for every llvm tuning run of a module that passes it (`tune_tasks(runner=...)`),
-    measuring as the bridge tests' runs do (number=2, min_repeat_ms=5): its worker process imports
-    TVM (seconds of CPU on the 2-core host) once, not once a run. It ends with the module."""
-    from bridge.config import MeasureConfig
-    from bridge.workers import make_runner
-    from tvm_env import parse_target
-
-    runner = make_runner(MeasureConfig(number=2, min_repeat_ms=5), parse_target({"kind": "llvm", "num-cores": 2}))
-    yield runner
-    runner.shutdown()

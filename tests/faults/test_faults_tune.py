@@ -30,18 +30,6 @@ WORKLOAD = "matmul:64,64,64"
 QUICK = ["--number", "2", "--min-repeat-ms", "5", "--population", "32"]
 
 
-@pytest.fixture(scope="module")
-def runner():
-    """One local runner (its worker process imports TVM once) for the module's `tune_tasks` runs, as
-    `builder` is one build pool; the kill -9 tests' tune.py processes start their own."""
-    from bridge.workers import make_runner
-    from tvm_env import parse_target
-
-    made = make_runner(MeasureConfig(number=2, min_repeat_ms=5), parse_target(TARGET))
-    yield made
-    made.shutdown()
-
-
 def tune(out, builder, runner, trials, cost_model="random"):
     return tune_tasks(
         [zoo.operator_task(WORKLOAD)],
