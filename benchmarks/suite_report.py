@@ -34,16 +34,19 @@ def slug(workload: str) -> str:
     return workload.replace(":", "_").replace(",", "x")
 
 
-def arms(*folders: Path) -> dict[str, dict[str, dict[int, list[dict]]]]:
+def arms(*folders: Path, only: str | None = None) -> dict[str, dict[str, dict[int, list[dict]]]]:
     """workload slug -> method -> seed -> curve rows, over one results folder or several. A workload's
     seeds may come from several folders (seeds added by later calls), but one arm (workload, method,
-    seed) from two is refused: which of the two ran is not for the report to guess."""
+    seed) from two is refused: which of the two ran is not for the report to guess. `only`: read that
+    method's arms and no other's (the other methods' arms are neither read nor checked)."""
     out: dict = defaultdict(lambda: defaultdict(dict))
     home: dict[tuple[str, str, int], Path] = {}
     for folder in map(Path, folders):
         for path in sorted(folder.glob("*/*-s*.csv")):
             workload = path.parent.name
             method, _, seed = path.stem.rpartition("-s")
+            if only is not None and method != only:
+                continue
             key = (workload, method, int(seed))
             if home.setdefault(key, path) != path:
                 raise ValueError(f"{path}: arm {method} seed {seed} of {workload} is in {home[key]} too")
@@ -126,7 +129,7 @@ def report(
             raise FileNotFoundError(f"{folder}: no such results folder (run benchmarks/tuning.py first)")
     data = arms(*folders)
     if baseline_from:
-        extra = arms(*baseline_from)
+        extra = arms(*baseline_from, only=baseline)
         for workload, methods in data.items():
             seeds = {seed for runs in methods.values() for seed in runs}
             for seed, rows in extra.get(workload, {}).get(baseline, {}).items():

@@ -319,6 +319,28 @@ def test_report_over_several_folders_takes_each_arm_from_one(tmp_path, capsys):
     assert f"{math.sqrt(12):.2f}x over 2 workloads" in capsys.readouterr().out
 
 
+def test_report_reads_only_xgb_arms_from_xgb_folders(tmp_path, capsys):
+    """An A/B of two methods run without XGB (here pruner and moa, side by side in one call) is reported
+    against XGB arms of other calls. Those folders may hold the same method's arms too (the suite's own
+    pruner seeds): they are neither read nor refused as a second copy."""
+    ab, xgb_a, xgb_b = tmp_path / "ab", tmp_path / "xgb_a", tmp_path / "xgb_b"
+    write_arm(ab / "op_a" / "pruner-s0.csv", [(30, 32, 0.019), (120, 96, 0.015)])
+    write_arm(ab / "op_a" / "moa-s0.csv", [(45, 32, 0.018), (120, 96, 0.016)])
+    write_arm(xgb_a / "op_a" / "xgb-s0.csv", [(10, 16, 0.05), (90, 48, 0.02), (120, 64, 0.02)])
+    write_arm(xgb_a / "op_a" / "pruner-s0.csv", [(110, 96, 0.04)])  # another call's pruner: not read
+    write_arm(xgb_b / "op_a" / "pruner-s0.csv", [(100, 96, 0.03)])  # a copy of it in a second folder
+    write_arm(xgb_b / "op_a" / "xgb-s1.csv", [(10, 16, 0.05)])  # a seed the A/B did not run: not taken
+    text = suite_report.report(ab, baseline_from=(xgb_a, xgb_b), against=("pruner", "moa"))
+    # XGB's final 0.02 at 90 s; pruner reached it at 30 s (3x), moa at 45 s (2x)
+    assert "| op_a | pruner | 1 | 96 | 15.00 | 0.750 | 30 s | 32 | 3.00x |" in text
+    assert "| op_a | moa | 1 | 96 | 16.00 | 0.800 | 45 s | 32 | 2.00x |" in text
+    assert "moa against pruner, seed by seed (1 seeds where both ran): reached xgb's final sooner on 0, later on 1" in text
+    assert "| op_a | xgb | 1 |" in text  # seed 0 only
+    with pytest.raises(ValueError, match=r"xgb seed 0 of op_a is in .*xgb_a/op_a/xgb-s0.csv too"):
+        write_arm(xgb_b / "op_a" / "xgb-s0.csv", [(10, 16, 0.05)])  # two XGB arms of one seed: refused
+        suite_report.report(ab, baseline_from=(xgb_a, xgb_b))
+
+
 def test_report_takes_one_labels_arms_from_a_folder_under_another_name(tmp_path, capsys):
     """An A/B's variant whose setting became the default is reported as that method, beside the later
     seeds of the default (another folder) and XGB's runs of the A/B's call (a third)."""
