@@ -11,16 +11,21 @@ on this package; it imports neither.
 * `tvm_env.runner`: `StartedRunner` (a runner whose worker starts while the first search runs).
 * `tvm_env.popen`: `end_pool`, a TVM process pool shut down on purpose, not by the garbage collector.
 * `tvm_env.nvrtc`: NVRTC builds of CUDA kernels without the libcu++ headers they do not use.
+* `tvm_env.lean_workers`: TVM's worker processes start without importing torch (installed here, on
+  import: 1.7 s a worker instead of 5.6 on the CI machine).
 """
 
 import tvm
 import tvm_ffi  # re-exported for callers that need structural_hash/equal
 from tvm.s_tir import meta_schedule as ms
 
+from tvm_env import lean_workers
 from tvm_env.builder import PooledLocalBuilder, fast_build, one_build_thread
 from tvm_env.configure import setup, task_context, task_loggers, usable_cores
 from tvm_env.runner import StartedRunner, init_device
 from tvm_env.target import is_gpu, parse_target, target_device_name, target_spec
+
+lean_workers.install()
 
 __all__ = [
     "PooledLocalBuilder",
