@@ -334,7 +334,9 @@ def test_report_reads_only_xgb_arms_from_xgb_folders(tmp_path, capsys):
     # XGB's final 0.02 at 90 s; pruner reached it at 30 s (3x), moa at 45 s (2x)
     assert "| op_a | pruner | 1 | 96 | 15.00 | 0.750 | 30 s | 32 | 3.00x |" in text
     assert "| op_a | moa | 1 | 96 | 16.00 | 0.800 | 45 s | 32 | 2.00x |" in text
-    assert "moa against pruner, seed by seed (1 seeds where both ran): reached xgb's final sooner on 0, later on 1" in text
+    assert (
+        "moa against pruner, seed by seed (1 seeds where both ran): reached xgb's final sooner on 0, later on 1" in text
+    )
     assert "| op_a | xgb | 1 |" in text  # seed 0 only
     with pytest.raises(ValueError, match=r"xgb seed 0 of op_a is in .*xgb_a/op_a/xgb-s0.csv too"):
         write_arm(xgb_b / "op_a" / "xgb-s0.csv", [(10, 16, 0.05)])  # two XGB arms of one seed: refused
