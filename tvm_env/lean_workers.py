@@ -21,7 +21,8 @@ GPU. The CPU machines that tune for llvm, and the tests, get the lean workers.
 
 The hook is the `subprocess` name in `tvm.support.popen_pool`: `PopenWorker._start` builds its
 command inline, so no argument or subclass reaches it. `PRUNER_TORCH_IN_WORKERS=1` in the environment
-leaves TVM's command as it is.
+leaves TVM's command as it is; `PRUNER_TORCH_IN_WORKERS=0` installs the lean workers on a machine with
+a CUDA driver too (to check them there: a worker's `tvm.cuda(0).exist` must stay True).
 """
 
 from __future__ import annotations
@@ -86,11 +87,12 @@ def cuda_driver() -> bool:
 
 def install() -> bool:
     """Start TVM's worker processes without torch from now on, in this process (True), unless
-    `PRUNER_TORCH_IN_WORKERS=1` or the machine has a CUDA driver (False). Installing twice is the same
-    as once."""
+    `PRUNER_TORCH_IN_WORKERS=1`, or the machine has a CUDA driver and `PRUNER_TORCH_IN_WORKERS` is
+    not 0 (False). Installing twice is the same as once."""
     from tvm.support import popen_pool
 
-    if os.environ.get("PRUNER_TORCH_IN_WORKERS") == "1" or cuda_driver():
+    choice = os.environ.get("PRUNER_TORCH_IN_WORKERS")
+    if choice == "1" or (choice != "0" and cuda_driver()):
         return False
     if not isinstance(popen_pool.subprocess, _Subprocess):
         popen_pool.subprocess = _Subprocess()

@@ -44,6 +44,10 @@ def test_the_opt_out_and_a_cuda_driver_keep_tvms_own_command(monkeypatch):
     monkeypatch.delenv("PRUNER_TORCH_IN_WORKERS")
     monkeypatch.setattr(lean_workers, "cuda_driver", lambda: True)
     assert lean_workers.install() is False and popen_pool.subprocess is subprocess
+    monkeypatch.setenv("PRUNER_TORCH_IN_WORKERS", "0")  # asked for on a machine with a CUDA driver
+    assert lean_workers.install() is True and isinstance(popen_pool.subprocess, lean_workers._Subprocess)
+    monkeypatch.setattr(popen_pool, "subprocess", subprocess)
+    monkeypatch.delenv("PRUNER_TORCH_IN_WORKERS")
     monkeypatch.setattr(lean_workers, "cuda_driver", lambda: False)
     assert lean_workers.install() is True and isinstance(popen_pool.subprocess, lean_workers._Subprocess)
     installed = popen_pool.subprocess
