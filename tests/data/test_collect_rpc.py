@@ -3,6 +3,8 @@ collector's command line (run in this process: its own process would only add a 
 llvm operator measured on the servers."""
 
 import json
+import os
+import signal
 import socket
 import subprocess
 import sys
@@ -48,7 +50,7 @@ def tracker():
         subprocess.Popen(
             [sys.executable, "-m", "tvm.exec.rpc_tracker", "--host", "127.0.0.1", "--port", str(port),
              "--port-end", str(port + 1), "--silent"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
         )
     ]  # fmt: skip
     try:
@@ -58,7 +60,7 @@ def tracker():
                 subprocess.Popen(
                     [sys.executable, "-m", "tvm.exec.rpc_server", "--host", "127.0.0.1", "--port", str(server_port),
                      "--port-end", str(server_port + 1), "--tracker", f"127.0.0.1:{port}", "--key", KEY, "--silent"],
-                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
                 )
             )  # fmt: skip
         deadline = time.time() + 120  # three TVM imports at once: ~45 s on a loaded 2-core host
@@ -68,8 +70,10 @@ def tracker():
             time.sleep(0.3)
         yield port
     finally:
+        # each process's group: TVM runs the tracker's and each server's loop in a PopenWorker child,
+        # which a SIGTERM to its parent alone would leave running (and listening) after the test
         for proc in reversed(procs):
-            proc.terminate()
+            os.killpg(proc.pid, signal.SIGTERM)
         for proc in procs:
             proc.wait(timeout=10)
 
