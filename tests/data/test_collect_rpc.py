@@ -73,7 +73,10 @@ def tracker():
         # each process's group: TVM runs the tracker's and each server's loop in a PopenWorker child,
         # which a SIGTERM to its parent alone would leave running (and listening) after the test
         for proc in reversed(procs):
-            os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                os.killpg(proc.pid, signal.SIGTERM)
+            except ProcessLookupError:  # the group is gone already (a process that failed to start)
+                pass
         for proc in procs:
             proc.wait(timeout=10)
 
