@@ -338,8 +338,8 @@ def test_report_reads_only_xgb_arms_from_xgb_folders(tmp_path, capsys):
         "moa against pruner, seed by seed (1 seeds where both ran): reached xgb's final sooner on 0, later on 1" in text
     )
     assert "| op_a | xgb | 1 |" in text  # seed 0 only
+    write_arm(xgb_b / "op_a" / "xgb-s0.csv", [(10, 16, 0.05)])  # two XGB arms of one seed: refused
     with pytest.raises(ValueError, match=r"xgb seed 0 of op_a is in .*xgb_a/op_a/xgb-s0.csv too"):
-        write_arm(xgb_b / "op_a" / "xgb-s0.csv", [(10, 16, 0.05)])  # two XGB arms of one seed: refused
         suite_report.report(ab, baseline_from=(xgb_a, xgb_b))
 
 
