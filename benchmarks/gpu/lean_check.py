@@ -1,0 +1,62 @@
+"""On a GPU machine: do TVM's worker processes still reach CUDA when they start without torch
+(`tvm_env.lean_workers`), and how much sooner do they start? Prints one line per mode and exits 1 if
+a lean worker loses CUDA. From the project root, with the kit:
+
+    source .devkit/use-devkit.sh && python3 benchmarks/gpu/lean_check.py
+
+Each mode runs in a fresh process (`PRUNER_TORCH_IN_WORKERS` is read when `tvm_env` is imported):
+it starts one `PopenWorker`, which copies an array to GPU 0 and back and compiles a kernel with NVRTC
+(as a build worker does), and times the worker's start to that answer.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+CHILD = """
+import time
+import tvm_env
+from tvm.support.popen_pool import PopenWorker
+
+
+def probe():
+    import sys
+    import numpy as np
+    import tvm
+    dev = tvm.cuda(0)
+    back = tvm.runtime.tensor(np.arange(4, dtype="float32"), dev).numpy() if dev.exist else None
+    cubin = 0
+    if dev.exist:  # what a build worker does: NVRTC compiles a kernel (tvm_env.nvrtc)
+        from tvm_env.nvrtc import compile_cuda
+
+        code = 'extern "C" __global__ void add_one(float* a) { a[threadIdx.x] += 1.0f; }'
+        cubin = len(compile_cuda(code, "cubin", "sm_" + dev.compute_version.replace(".", "")))
+    return dev.exist, None if back is None else float(back.sum()), cubin, "torch" in sys.modules
+
+
+start = time.perf_counter()
+worker = PopenWorker()
+worker.send(probe)
+exist, total, cubin, torch_loaded = worker.recv()
+import tvm.support.popen_pool as pool
+print(f"lean={type(pool.subprocess).__name__ != 'module'} cuda={exist} sum={total} cubin_bytes={cubin} torch_in_worker={torch_loaded} "
+      f"first_answer_s={time.perf_counter() - start:.2f}")
+worker.kill()
+"""
+
+
+def main() -> int:
+    ok = True
+    for mode in ("1", "0"):
+        env = dict(os.environ, PRUNER_TORCH_IN_WORKERS=mode)
+        out = subprocess.run([sys.executable, "-c", CHILD], env=env, capture_output=True, text=True)
+        line = (out.stdout.strip() or out.stderr.strip()[-400:]).splitlines()[-1]
+        print(f"PRUNER_TORCH_IN_WORKERS={mode}: {line}", flush=True)
+        ok &= out.returncode == 0 and "cuda=True sum=6.0" in line and "cubin_bytes=0 " not in line
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
