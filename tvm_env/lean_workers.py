@@ -13,25 +13,27 @@ the import itself, as `bridge.network_timing`'s children do); what is off in the
 optional torch fast paths (torch dtypes and tensors passed straight to TVM functions, the C DLPack
 exchange), which no worker of this project uses.
 
-Only on machines without a CUDA driver (`libcuda.so.1` does not load). TVM's CUDA runtime
-(`libtvm_runtime_cuda.so`) needs `libcudart`, which a pip-installed torch loads when it is imported,
-and TVM swallows the error when that library is missing: hiding torch could leave a GPU machine's
-workers without CUDA, silently. There the workers start as TVM starts them until that is checked on a
-GPU. The CPU machines that tune for llvm, and the tests, get the lean workers.
+On GPU machines too. TVM's CUDA runtime (`libtvm_runtime_cuda.so`) needs `libcudart`, which a
+pip-installed torch loads when it is imported, and TVM swallows the error when that library is missing.
+So a worker that finds a CUDA driver (`libcuda.so.1`, or the library `PRUNER_CUDA_DRIVER_LIB` names)
+but not TVM's CUDA runtime after its lean import imports torch and loads that runtime again, as TVM
+does (`tvm.backend.cuda.register_backend`): it then has CUDA as a worker started the old way has, at
+the old start-up cost. Checked on two H200s with the GPU kit (`benchmarks/gpu/lean_check.py`;
+docs/benchmarks.md, "MoA beside Pruner on every workload"): the CUDA toolkit's own `libcudart` loads
+without torch, a lean worker copies to the GPU and compiles with NVRTC, and answers in 1.8-2.3 s
+against 4.8-7.0 s; a tuning run's workers are ready in 11.2-12.4 s against 23.3-26.9 s.
 
 The hook is the `subprocess` name in `tvm.support.popen_pool`: `PopenWorker._start` builds its
 command inline, so no argument or subclass reaches it. `PRUNER_TORCH_IN_WORKERS=1` in the environment
-leaves TVM's command as it is; `PRUNER_TORCH_IN_WORKERS=0` installs the lean workers on a machine with
-a CUDA driver too (to check them there: a worker's `tvm.cuda(0).exist` must stay True).
+leaves TVM's command as it is.
 """
 
 from __future__ import annotations
 
-import ctypes
 import os
 import subprocess
 
-__all__ = ["WORKER_CODE", "cuda_driver", "install"]
+__all__ = ["WORKER_CODE", "install"]
 
 WORKER_CODE = """\
 import sys
@@ -50,6 +52,40 @@ try:
     import tvm
 finally:
     sys.meta_path.remove(_HideTorch)
+
+
+def _cuda_runtime_after_torch():
+    # TVM's CUDA runtime, loaded again after torch has loaded the CUDA libraries it brings, when a
+    # CUDA driver is here and the lean import left that runtime out (no libcudart without torch)
+    import ctypes
+    import os
+
+    from tvm.base import _LOADED_LIBS
+
+    if "tvm_runtime_cuda" in _LOADED_LIBS:
+        return
+    try:
+        ctypes.CDLL(os.environ.get("PRUNER_CUDA_DRIVER_LIB") or "libcuda.so.1")
+    except OSError:
+        return  # no driver: no CUDA to lose
+    import torch  # noqa: F401 (its import loads libcudart and the other CUDA libraries)
+    from pathlib import Path
+
+    from tvm_ffi.libinfo import load_lib_ctypes
+
+    try:
+        _LOADED_LIBS["tvm_runtime_cuda"] = load_lib_ctypes(
+            package="tvm",
+            target_name="tvm_runtime_cuda",
+            extra_lib_paths=[Path(_LOADED_LIBS["tvm_runtime"]._name).resolve().parent],
+            mode="RTLD_LOCAL",
+        )
+    except (OSError, FileNotFoundError, RuntimeError):
+        pass  # as TVM: a build without CUDA, or a driver without the libraries
+
+
+_cuda_runtime_after_torch()
+del _cuda_runtime_after_torch
 from tvm.exec.popen_worker import main
 
 try:
@@ -76,23 +112,12 @@ class _Subprocess:
         return subprocess.Popen(cmd, *args, **kwargs)
 
 
-def cuda_driver() -> bool:
-    """Whether this machine has a CUDA driver (`libcuda.so.1` loads)."""
-    try:
-        ctypes.CDLL("libcuda.so.1")
-    except OSError:
-        return False
-    return True
-
-
 def install() -> bool:
     """Start TVM's worker processes without torch from now on, in this process (True), unless
-    `PRUNER_TORCH_IN_WORKERS=1`, or the machine has a CUDA driver and `PRUNER_TORCH_IN_WORKERS` is
-    not 0 (False). Installing twice is the same as once."""
+    `PRUNER_TORCH_IN_WORKERS=1` (False). Installing twice is the same as once."""
     from tvm.support import popen_pool
 
-    choice = os.environ.get("PRUNER_TORCH_IN_WORKERS")
-    if choice == "1" or (choice != "0" and cuda_driver()):
+    if os.environ.get("PRUNER_TORCH_IN_WORKERS") == "1":
         return False
     if not isinstance(popen_pool.subprocess, _Subprocess):
         popen_pool.subprocess = _Subprocess()

@@ -4,7 +4,8 @@ a lean worker loses CUDA. From the project root, with the kit:
 
     source .devkit/use-devkit.sh && python3 benchmarks/gpu/lean_check.py
 
-Each mode runs in a fresh process (`PRUNER_TORCH_IN_WORKERS` is read when `tvm_env` is imported):
+Each mode (`PRUNER_TORCH_IN_WORKERS=1`, TVM's own workers; then the default, lean ones) runs in a
+fresh process (the variable is read when `tvm_env` is imported):
 it starts one `PopenWorker`, which copies an array to GPU 0 and back and compiles a kernel with NVRTC
 (as a build worker does), and times the worker's start to that answer.
 """
@@ -49,8 +50,10 @@ worker.kill()
 
 def main() -> int:
     ok = True
-    for mode in ("1", "0"):
-        env = dict(os.environ, PRUNER_TORCH_IN_WORKERS=mode)
+    for mode in ("1", "default"):  # TVM's own workers, then the lean ones (on unless turned off)
+        env = {k: v for k, v in os.environ.items() if k != "PRUNER_TORCH_IN_WORKERS"}
+        if mode == "1":
+            env["PRUNER_TORCH_IN_WORKERS"] = mode
         out = subprocess.run([sys.executable, "-c", CHILD], env=env, capture_output=True, text=True)
         line = (out.stdout.strip() or out.stderr.strip()[-400:]).splitlines()[-1]
         print(f"PRUNER_TORCH_IN_WORKERS={mode}: {line}", flush=True)
