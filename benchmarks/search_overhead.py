@@ -58,6 +58,9 @@ Per method, on each workload, in one process, same trials, same seed:
 - moa-sync: moa adapting on each measured batch before the next is handed out (`background_update` false);
 - moa-draft2: moa whose first two batches a task are PSA's picks, the pretrained verifier not asked
   (`draft_rounds` 2), as a cold verifier's (Pruner's) are;
+- moa-verify-in-turn: moa whose tasks' first verifies run in their first rounds, in the tuning loop
+  (`first_verify_ahead` false, the default before 2026-11-29, eighth session); moa's run on the first
+  draft's thread, beside the other tasks' drafts (with `--together`);
 - pruner-published: the published schedule (a new draft every 2nd round from a fresh population,
   whole potential space evolved by the verifier, in turn) and PSA's published formula.
 Reported: search overhead per trial (the loop's wall time minus the stand-in build and run time),
@@ -142,6 +145,10 @@ METHODS = {
     "moa-draft2": (
         CostModelConfig(name="pam-siamese-update", checkpoint=SHIPPED),
         SearchConfig(psa="h100", draft_rounds=2),
+    ),
+    "moa-verify-in-turn": (
+        CostModelConfig(name="pam-siamese-update", checkpoint=SHIPPED),
+        SearchConfig(psa="h100", first_verify_ahead=False),
     ),
     "pruner-published": (
         CostModelConfig(name="pam"),

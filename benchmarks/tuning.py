@@ -84,6 +84,7 @@ SEARCH_KNOBS = (
     "draft_ahead",
     "low_draft_ahead",
     "first_drafts_ahead",
+    "first_verify_ahead",
     "search_ahead",
     "build_apart",
     "size_filter_kb",

@@ -144,6 +144,12 @@ class SearchConfig:
         "k: with a pipeline, up to k tasks of a run draft their first potential space at once from the run's start, "
         "each on a thread of its own, instead of each when its first round comes (a network's tasks; 0: off)",
     )
+    first_verify_ahead: bool = _knob(
+        True,
+        "with --first-drafts-ahead, the first draft's thread also ranks its potential space by the verifier, as the "
+        "task's first round would, so a network's first verifies run beside the other tasks' drafts (a pretrained "
+        "verifier took 4-15 s a task on ResNet-50's four in the tuning loop); false: in the first round",
+    )
     search_ahead: int = _knob(
         2,
         "with a pipeline, how many rounds ahead of the batch on the device the search works: 2, the batch after the "

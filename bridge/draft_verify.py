@@ -121,6 +121,7 @@ class DraftVerifySearch(_ResumableSearch):
         draft_ahead: bool = True,
         low_draft_ahead: bool = True,
         first_drafts_ahead: int = 2,
+        first_verify_ahead: bool = True,
         search_ahead: int = 2,
         size_filter_kb: float | None = None,
         pipeline: Pipeline | None = None,
@@ -225,6 +226,15 @@ class DraftVerifySearch(_ResumableSearch):
                 after another as their first rounds come (ResNet-50's four drafted 12-21 s each, and
                 its first batches ended 88-90 s into the run on an H200 machine; with k = 2 it reached
                 XGB's final 3.36x sooner against 2.52x, three seeds). 0: in turn. One task: no change.
+            first_verify_ahead: with `first_drafts_ahead`, the first draft's thread also ranks the
+                draft's potential space by the verifier, as the task's first round would (the same
+                verifier, nothing measured yet), and that round takes the ranking up. A network's first
+                verifies then run beside the other tasks' drafts instead of one after another in the
+                tuning loop: a pretrained verifier (MoA) took 4.3-15.2 s a task on ResNet-50's four in
+                its first round on an H200 machine, and its first batches ended 31-37 s after Pruner's,
+                whose cold verifier takes 0.1-0.5 s (docs/benchmarks.md, "MoA beside Pruner on every
+                workload"). Skipped when the first round would not ask the verifier (`draft_rounds`,
+                `quick_start`) or when the task has measurements from an earlier run. One task: no change.
             search_ahead: with a pipeline, how many rounds ahead of the batch running on the device the
                 search works. 2: the batch after the next is searched while the next one builds
                 (`PrefetchBuilder.start`), so a round lasts the longer of the two; the price is one
@@ -317,6 +327,7 @@ class DraftVerifySearch(_ResumableSearch):
             draft_ahead=draft_ahead,
             low_draft_ahead=low_draft_ahead,
             first_drafts_ahead=first_drafts_ahead,
+            first_verify_ahead=first_verify_ahead,
             search_ahead=search_ahead,
             size_filter_kb=size_filter_kb,
         )
@@ -368,6 +379,7 @@ class DraftVerifySearch(_ResumableSearch):
             draft_ahead=search.draft_ahead,
             low_draft_ahead=search.low_draft_ahead,
             first_drafts_ahead=search.first_drafts_ahead,
+            first_verify_ahead=search.first_verify_ahead,
             search_ahead=search.search_ahead,
             size_filter_kb=search.size_filter_kb,
             pipeline=pipeline,
@@ -425,7 +437,7 @@ class DraftVerifySearch(_ResumableSearch):
         self._fill = FillRule(self.per_round, self.fill_device if self.pipeline is not None else 0)
         if self.first_drafts_ahead and self.pipeline is not None and self.budget > 0:  # the first round takes it up
             self._stall.drafted(on_stall=False)
-            self._background = self._new_draft()
+            self._background = self._new_draft(then=self._first_ranking())
             self._background.start(slots=self.pipeline.draft_slots(self.first_drafts_ahead))
 
     @property
@@ -534,7 +546,8 @@ class DraftVerifySearch(_ResumableSearch):
         start = time.perf_counter()
         verify_before, verifier_before = self.verify_model.scored, self.verify_model.seconds
         stats: dict = {"drafted": 0, "draft_scored": 0, "psa_s": 0.0}
-        background_s = waited = 0.0
+        background_s = waited = verify_ahead_s = verifier_ahead_s = 0.0
+        ranked_ahead = None
         self._potential = self._unmeasured(self._potential)
         must, early = self._draft_needed(n)
         background = self._background
@@ -544,6 +557,9 @@ class DraftVerifySearch(_ResumableSearch):
             self._background = None
             background_s = result.stats["draft_s"]
             stats.update(self._take(result), drafted=1, draft_wait_s=waited)
+            if result.ranking is not None:  # the first verify, done on the draft's thread
+                ranked_ahead, verify_ahead_s, verifier_ahead_s, scored_ahead = result.ranking
+                verify_before, verifier_before = self.verify_model.scored - scored_ahead, self.verify_model.seconds
             self._potential = self._unmeasured(self._potential)
             must, early = self._draft_needed(n)
         # `early` (`low_draft_ahead`): a space under `redraft_below` that still fills the batch is
@@ -570,8 +586,12 @@ class DraftVerifySearch(_ResumableSearch):
         gated = self._gate is not None and self._gate.use_draft()
         if self._searches <= self.draft_rounds:  # the draft's order, as a cold verifier's start
             ranked, cold = list(self._potential), True
+        elif gated:
+            ranked, cold = list(self._potential), False
+        elif ranked_ahead is not None:
+            ranked, cold = self._unmeasured(ranked_ahead[0]), ranked_ahead[1]
         else:
-            ranked, cold = (list(self._potential), False) if gated else self._verify()
+            ranked, cold = self._verify()
         if self._gate is not None:
             stats.update(gated=int(gated), verifier_acc=self._gate.verifier_acc, draft_acc=self._gate.draft_acc)
         n_random = min(int(n * self.eps_greedy), len(self._samples))
@@ -598,8 +618,8 @@ class DraftVerifySearch(_ResumableSearch):
             verify_scored=self.verify_model.scored - verify_before,
             # drafting in this search, and a draft it took up from the background (whose wait was part of it)
             draft_s=verify_start - start - waited + background_s,
-            verify_s=time.perf_counter() - verify_start,
-            verifier_s=self.verify_model.seconds - verifier_before,
+            verify_s=time.perf_counter() - verify_start + verify_ahead_s,
+            verifier_s=self.verify_model.seconds - verifier_before + verifier_ahead_s,
             cold_start=int(cold),
         )
         return [s for _, s in picks], stats
@@ -671,7 +691,41 @@ class DraftVerifySearch(_ResumableSearch):
                 continue
             self._best.setdefault(_key(sch), (latency, sch))
 
-    def _new_draft(self) -> Draft:
+    def _first_ranking(self) -> Any:
+        """What the first draft's thread does after it (`first_verify_ahead`): rank the draft's potential
+        space by the verifier, as the first round would; returns (ranking, whether cold), its seconds,
+        the verifier's seconds and how many it scored. None when the first round would not ask the
+        verifier, or the task has measurements (their replay reads the database, this thread's only).
+        The verifier's inner search is made here, in the caller's thread (making one commits the
+        workload to the database)."""
+        if not self.first_verify_ahead or self.draft_rounds > 0 or self.quick_start or self.measured:
+            return None
+        verifier = (
+            self._evolutionary_search(self.verify_pool, self.verify_generations, self.ranker)
+            if self.verify_generations > 0
+            else None
+        )
+
+        def rank(result: DraftResult) -> tuple | None:
+            start, seconds, scored = time.perf_counter(), self.verify_model.seconds, self.verify_model.scored
+            potential = self._unmeasured(result.evolved)[: self.potential_size]
+            try:
+                if verifier is not None and len(potential) < self.verify_pool:
+                    return None  # the first round verifies: its smaller search is made in its thread
+                ranking = self._verify(potential, verifier)
+            finally:
+                if verifier is not None:
+                    verifier.post_tuning()
+            return (
+                ranking,
+                time.perf_counter() - start,
+                self.verify_model.seconds - seconds,
+                self.verify_model.scored - scored,
+            )
+
+        return rank
+
+    def _new_draft(self, then: Any = None) -> Draft:
         """The next draft: the last population (less what was measured) refreshed with fresh samples
         and the best measured schedules, or, the first time, a fresh sample; what it needs of the
         database and of the measured set is read here, in the search's thread (`bridge.drafting`)."""
@@ -690,6 +744,7 @@ class DraftVerifySearch(_ResumableSearch):
             fresh=fresh,
             population_size=self.population_size,
             quick_start=self.quick_start and not self._drafts,
+            then=then,
         )
 
     def _take(self, result: DraftResult) -> dict:
@@ -732,27 +787,33 @@ class DraftVerifySearch(_ResumableSearch):
         """`pairs` less what was measured and what is searched ahead for a batch not yet handed out."""
         return [(k, s) for k, s in pairs if k not in self.measured and k not in self._reserved]
 
-    def _verify(self) -> tuple[Pairs, bool]:
-        """The potential space ranked by the verify model; (ranking, whether it was a cold start)."""
+    def _verify(self, potential: Pairs | None = None, verifier: Any = None) -> tuple[Pairs, bool]:
+        """The potential space (or `potential`) ranked by the verify model, whose generations evolve
+        in `verifier` when given (an inner search made for `verify_pool` schedules; its caller ends it);
+        (ranking, whether it was a cold start)."""
+        potential = self._potential if potential is None else potential
         self.verify_model.forget()  # the verifier may have been updated since the last round
-        if not self._potential:
+        if not potential:
             return [], False
-        scores = self.ranker.predict(self.context, [candidate(s) for _, s in self._potential])
+        scores = self.ranker.predict(self.context, [candidate(s) for _, s in potential])
         if np.ptp(scores) == 0.0:  # a cold verifier (the blend passes it through): PSA's order
-            return list(self._potential), True
-        ranked = [self._potential[i] for i in np.argsort(-scores, kind="stable")]
+            return list(potential), True
+        ranked = [potential[i] for i in np.argsort(-scores, kind="stable")]
         if self.verify_generations == 0:
             return ranked, False
         limit = min(
             int(len(self.measured) * self.pool_measured_ratio), int(self.population_size * self.pool_measured_ratio)
         )
         pool = [s for _, s in ranked[: self.verify_pool]] + self._best_measured(limit)
-        verifier = self._evolutionary_search(len(pool), self.verify_generations, self.ranker)
+        own = verifier is None or len(pool) != self.verify_pool
+        if own:
+            verifier = self._evolutionary_search(len(pool), self.verify_generations, self.ranker)
         try:
             # The heap holds as many as the pool: the measured parents and repeats are filtered out.
             best = self._unmeasured([(_key(s), s) for s in _EVOLVE(verifier, pool, len(pool))])
         finally:
-            verifier.post_tuning()
+            if own:
+                verifier.post_tuning()
         # The evolved best first, then the rest of the potential space in the verifier's order.
         seen = {k for k, _ in best}
         return best + [pair for pair in ranked if pair[0] not in seen], False

@@ -21,6 +21,7 @@ from __future__ import annotations
 import dataclasses
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
@@ -46,6 +47,8 @@ class DraftResult:
     evolved: list[tuple[int, Any]]
     unevolved: bool
     stats: dict
+    ranking: Any = None
+    """What the draft's `then` made of it on the draft's thread (a task's first verify), or None."""
 
 
 class Draft:
@@ -53,7 +56,8 @@ class Draft:
     `reused` (the last draft's evolved population), evolved by `drafter` (an inner EvolutionarySearch
     set up with `draft_model`); the fresh ones come from `sampler` (another such search, whose
     `init_min_unmeasured` may differ; default: `drafter`); with `quick_start` the fresh samples are
-    only ranked, not evolved."""
+    only ranked, not evolved. A started draft with `then` calls it on its result, on its thread,
+    once the slot is given back, and keeps what it returns as the result's `ranking`."""
 
     def __init__(
         self,
@@ -67,8 +71,10 @@ class Draft:
         fresh: int,
         population_size: int,
         quick_start: bool = False,
+        then: Callable[[DraftResult], Any] | None = None,
     ):
         self.drafter, self.draft_model, self.context = drafter, draft_model, context
+        self.then = then
         self.sampler = sampler if sampler is not None else drafter
         self.parents, self.reused, self.fresh = parents, reused, fresh
         self.population_size, self.quick_start = population_size, quick_start
@@ -103,9 +109,13 @@ class Draft:
 
         def job() -> DraftResult:
             if slots is None:
-                return self.run()
-            with slots:
-                return self.run()
+                result = self.run()
+            else:
+                with slots:
+                    result = self.run()
+            if self.then is not None:
+                result.ranking = self.then(result)
+            return result
 
         executor = ThreadPoolExecutor(1, thread_name_prefix="pruner-draft")
         self._future = executor.submit(job)

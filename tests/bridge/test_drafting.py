@@ -6,6 +6,7 @@ import math
 import time
 
 import psutil
+import pytest
 
 from bridge.config import CostModelConfig, MeasureConfig, SearchConfig, TuneConfig
 from bridge.draft_verify import DraftVerifySearch
@@ -188,3 +189,59 @@ def test_first_drafts_start_with_the_run_at_most_k_at_once(tmp_path, monkeypatch
         for r in records
     ]
     assert len(keys) == len(set(keys)) and len(records) >= 12
+
+
+def test_a_first_verify_ahead_runs_on_the_drafts_thread_and_is_the_first_batch(tmp_path, checkpoints):
+    """`first_verify_ahead`: with the first draft started at `pre_tuning`, its thread also ranks the draft by
+    a pretrained verifier, and the first round takes that ranking up; without, the round ranks it. The
+    same draft and verifier give the same first batch either way (no verifier generations here, so no
+    randomness of their own), and the round's log counts the verify that ran ahead. With a generation
+    of the verifier, its inner search is made in `pre_tuning`'s thread and evolves on the draft's."""
+    from bridge.cost_model import PrunerCostModel
+    from bridge.export import export_checkpoint
+    from bridge.pipeline import Pipeline
+    from bridge.search_log import SearchLog
+    from tests.bridge.test_search import Tally, unpicked
+
+    artifact = export_checkpoint(checkpoints["PAMModule"], tmp_path / "pam.pt").path
+    batches, threads, logs = {}, {}, {}
+    for ahead, generations in ((True, 0), (False, 0), (True, 1)):
+        verify = Tally(PrunerCostModel(mode="pam-no-update", artifact=artifact, device="cpu"))
+        pipeline = Pipeline()
+        log = logs[ahead, generations] = SearchLog()
+        strategy = DraftVerifySearch(
+            draft=PSACostModel(device="a100"),
+            population_size=48,
+            potential_size=12,
+            verify_generations=generations,
+            verify_pool=8,
+            local_share=0.0,
+            eps_greedy=0.0,
+            first_drafts_ahead=1,
+            first_verify_ahead=ahead,
+            pipeline=pipeline,
+            log=log,
+        )
+        context = context_for(matmul(), strategy, seed=3, threads=1)
+        strategy.pre_tuning(8, 4, context.generate_design_space(), ms.database.MemoryDatabase(), verify)
+        picks = strategy.generate_measure_candidates()
+        batches[ahead, generations] = [int(tvm_ffi.structural_hash(c.sch.mod)) for c in picks]
+        threads[ahead, generations] = list(verify.threads)
+        rest = unpicked(strategy.potential, picks)
+        assert len(picks) == 4
+        if generations == 0:  # the verifier's top of the potential space
+            assert verify.model.predict(context, picks).min() >= verify.model.predict(context, rest).max()
+        strategy.post_tuning()
+        pipeline.close()
+    assert batches[True, 0] == batches[False, 0]
+    assert threads[True, 0][0].startswith("pruner-draft") and not threads[False, 0][0].startswith("pruner-draft")
+    # the space's ranking and the evolution's first scoring (the next batch's search, on the pipeline's
+    # thread, may have scored too by now)
+    assert all(name.startswith("pruner-draft") for name in threads[True, 1][:2])
+    for (ahead, generations), log in logs.items():  # the first search's stats: the verify ahead as the round's
+        first = log.searched("task")
+        assert first["cold_start"] == 0 and first["verifier_s"] > 0.0
+        assert first["verify_scored"] == 12 if generations == 0 else first["verify_scored"] > 12
+    with pytest.raises(ValueError):
+        DraftVerifySearch(draft=PSACostModel(device="a100"), first_drafts_ahead=-1)
+    assert DraftVerifySearch.from_config(SearchConfig(psa="a100", first_verify_ahead=False)).first_verify_ahead is False

@@ -26,11 +26,12 @@ POPULATION, POTENTIAL = 48, 12
 
 @derived_object
 class Tally(ms.cost_model.PyCostModel):
-    """Counts every candidate handed to the wrapped model, independently of the strategy's counters."""
+    """Counts every candidate handed to the wrapped model, independently of the strategy's counters,
+    and names the thread of each call."""
 
     def __init__(self, model):
         super().__init__()
-        self.model, self.calls, self.scored = model, 0, 0
+        self.model, self.calls, self.scored, self.threads = model, 0, 0, []
 
     def load(self, path):
         self.model.load(path)
@@ -44,6 +45,7 @@ class Tally(ms.cost_model.PyCostModel):
     def predict(self, context, candidates):
         self.calls += 1
         self.scored += len(candidates)
+        self.threads.append(threading.current_thread().name)
         return self.model.predict(context, candidates)
 
 
