@@ -238,7 +238,7 @@ def test_a_first_verify_ahead_runs_on_the_drafts_thread_and_is_the_first_batch(t
     # the space's ranking and the evolution's first scoring (the next batch's search, on the pipeline's
     # thread, may have scored too by now)
     assert all(name.startswith("pruner-draft") for name in threads[True, 1][:2])
-    for (ahead, generations), log in logs.items():  # the first search's stats: the verify ahead as the round's
+    for (_, generations), log in logs.items():  # the first search's stats: the verify ahead as the round's
         first = log.searched("task")
         assert first["cold_start"] == 0 and first["verifier_s"] > 0.0
         assert first["verify_scored"] == 12 if generations == 0 else first["verify_scored"] > 12

@@ -4,7 +4,6 @@ import os
 import subprocess
 import sys
 
-import pytest
 import torch
 from tvm import te
 from tvm.s_tir.meta_schedule.testing import te_workload
