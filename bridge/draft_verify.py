@@ -805,7 +805,7 @@ class DraftVerifySearch(_ResumableSearch):
             int(len(self.measured) * self.pool_measured_ratio), int(self.population_size * self.pool_measured_ratio)
         )
         pool = [s for _, s in ranked[: self.verify_pool]] + self._best_measured(limit)
-        own = verifier is None or len(pool) != self.verify_pool
+        own = verifier is None  # a given one was made for this pool's size (`_first_ranking`)
         if own:
             verifier = self._evolutionary_search(len(pool), self.verify_generations, self.ranker)
         try:

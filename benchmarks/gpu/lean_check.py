@@ -18,8 +18,8 @@ import sys
 
 CHILD = """
 import time
-import tvm_env
 from tvm.support.popen_pool import PopenWorker
+from tvm_env import lean_workers
 
 
 def probe():
@@ -41,8 +41,7 @@ start = time.perf_counter()
 worker = PopenWorker()
 worker.send(probe)
 exist, total, cubin, torch_loaded = worker.recv()
-import tvm.support.popen_pool as pool
-print(f"lean={type(pool.subprocess).__name__ != 'module'} cuda={exist} sum={total} cubin_bytes={cubin} torch_in_worker={torch_loaded} "
+print(f"lean={lean_workers.install()} cuda={exist} sum={total} cubin_bytes={cubin} torch_in_worker={torch_loaded} "
       f"first_answer_s={time.perf_counter() - start:.2f}")
 worker.kill()
 """
