@@ -61,6 +61,8 @@ Per method, on each workload, in one process, same trials, same seed:
 - moa-verify-in-turn: moa whose tasks' first verifies run in their first rounds, in the tuning loop
   (`first_verify_ahead` false, the default before 2026-11-29, eighth session); moa's run on the first
   draft's thread, beside the other tasks' drafts (with `--together`);
+- moa-first-verify0: moa whose tasks' first verifies only rank the first draft's potential space, without
+  the verifier's generation (`first_verify_generations` 0);
 - pruner-published: the published schedule (a new draft every 2nd round from a fresh population,
   whole potential space evolved by the verifier, in turn) and PSA's published formula.
 Reported: search overhead per trial (the loop's wall time minus the stand-in build and run time),
@@ -149,6 +151,10 @@ METHODS = {
     "moa-verify-in-turn": (
         CostModelConfig(name="pam-siamese-update", checkpoint=SHIPPED),
         SearchConfig(psa="h100", first_verify_ahead=False),
+    ),
+    "moa-first-verify0": (
+        CostModelConfig(name="pam-siamese-update", checkpoint=SHIPPED),
+        SearchConfig(psa="h100", first_verify_generations=0),
     ),
     "pruner-published": (
         CostModelConfig(name="pam"),

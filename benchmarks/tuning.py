@@ -94,6 +94,7 @@ SEARCH_KNOBS = (
     "draft_rounds",
     "quick_start",
     "first_draft_generations",
+    "first_verify_generations",
 )
 """The draft-then-verify settings this CLI passes to `bridge.config.SearchConfig` as they are."""
 COST_KNOBS = ("epochs", "background_update")

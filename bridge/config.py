@@ -67,6 +67,11 @@ class SearchConfig:
         "against 3.66x)",
     )
     verify_generations: int = _knob(1, "further generations scored by the cost model (published: 1)")
+    first_verify_generations: int | None = _knob(
+        None,
+        "a task's first verify's generations (unset: --verify-generations; 0: a pretrained verifier only ranks the "
+        "first draft's potential space, which cut MoA's first verifies on ResNet-50's tasks to ... on the host)",
+    )
     verify_pool: int = _knob(128, "the cost model's best this-many of the potential space parent its generations")
     redraft_every: int = _knob(
         0, "0: draft when the potential space runs low; k: also every k-th round of a task (published: 2)"

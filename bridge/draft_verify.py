@@ -99,6 +99,7 @@ class DraftVerifySearch(_ResumableSearch):
         draft_generations: int = 2,
         first_draft_generations: int | None = None,
         verify_generations: int = 1,
+        first_verify_generations: int | None = None,
         verify_pool: int = 128,
         mutation_prob: float = 0.85,
         redraft_every: int = 0,
@@ -140,6 +141,9 @@ class DraftVerifySearch(_ResumableSearch):
                 about 7 s of it the evolution (docs/benchmarks.md, "Where the 3x bar is").
             verify_generations: further generations scored by the verify model (published: 1; 0 =
                 only rank the potential space).
+            first_verify_generations: a task's first verify's generations (None: `verify_generations`).
+                A pretrained verifier's first verifies cost 4-22 s a task on ResNet-50 on the GPU
+                machine, most of it scoring its generation's children; a cold one is skipped anyway.
             verify_pool: the verifier's best this-many of the potential space are the parents of
                 its generations (published: the whole potential space and the random samples).
             mutation_prob: probability that a child is a mutation rather than a copy (published: 0.85).
@@ -270,6 +274,10 @@ class DraftVerifySearch(_ResumableSearch):
                 draft_generations if first_draft_generations is None else first_draft_generations,
             ),
             ("verify_generations", verify_generations),
+            (
+                "first_verify_generations",
+                verify_generations if first_verify_generations is None else first_verify_generations,
+            ),
             ("redraft_every", redraft_every),
             ("redraft_stall", redraft_stall),
             ("fill_device", fill_device),
@@ -305,6 +313,7 @@ class DraftVerifySearch(_ResumableSearch):
             draft_generations=draft_generations,
             first_draft_generations=first_draft_generations,
             verify_generations=verify_generations,
+            first_verify_generations=first_verify_generations,
             verify_pool=verify_pool,
             mutation_prob=mutation_prob,
             redraft_every=redraft_every,
@@ -361,6 +370,7 @@ class DraftVerifySearch(_ResumableSearch):
             draft_generations=search.draft_generations,
             first_draft_generations=search.first_draft_generations,
             verify_generations=search.verify_generations,
+            first_verify_generations=search.first_verify_generations,
             verify_pool=search.verify_pool,
             redraft_every=search.redraft_every,
             redraft_stall=search.redraft_stall,
@@ -429,6 +439,7 @@ class DraftVerifySearch(_ResumableSearch):
         self._own_job = None  # this task's last job in the pipeline (`Pipeline.submit`)
         self._drafts = 0
         self._searches = 0  # searches of the task so far (`draft_rounds`)
+        self._verified = False  # whether the task has verified once (`first_verify_generations`)
         self._last_draft_s = 0.0  # the task's last draft's own seconds, what the next is reckoned to take
         self._stall = StallRule(self.redraft_stall, backoff=self.redraft_backoff, best=self.best_before)
         self._unevolved = False  # the potential space is a quick start's unevolved samples
@@ -700,10 +711,9 @@ class DraftVerifySearch(_ResumableSearch):
         workload to the database)."""
         if not self.first_verify_ahead or self.draft_rounds > 0 or self.quick_start or self.measured:
             return None
+        generations = self._verify_generations()
         verifier = (
-            self._evolutionary_search(self.verify_pool, self.verify_generations, self.ranker)
-            if self.verify_generations > 0
-            else None
+            self._evolutionary_search(self.verify_pool, generations, self.ranker) if generations > 0 else None
         )
 
         def rank(result: DraftResult) -> tuple | None:
@@ -787,11 +797,17 @@ class DraftVerifySearch(_ResumableSearch):
         """`pairs` less what was measured and what is searched ahead for a batch not yet handed out."""
         return [(k, s) for k, s in pairs if k not in self.measured and k not in self._reserved]
 
+    def _verify_generations(self) -> int:
+        """The generations of the task's next verify: `first_verify_generations` for its first."""
+        first = self.first_verify_generations
+        return self.verify_generations if self._verified or first is None else first
+
     def _verify(self, potential: Pairs | None = None, verifier: Any = None) -> tuple[Pairs, bool]:
         """The potential space (or `potential`) ranked by the verify model, whose generations evolve
         in `verifier` when given (an inner search made for `verify_pool` schedules; its caller ends it);
         (ranking, whether it was a cold start)."""
         potential = self._potential if potential is None else potential
+        generations, self._verified = self._verify_generations(), True
         self.verify_model.forget()  # the verifier may have been updated since the last round
         if not potential:
             return [], False
@@ -799,7 +815,7 @@ class DraftVerifySearch(_ResumableSearch):
         if np.ptp(scores) == 0.0:  # a cold verifier (the blend passes it through): PSA's order
             return list(potential), True
         ranked = [potential[i] for i in np.argsort(-scores, kind="stable")]
-        if self.verify_generations == 0:
+        if generations == 0:
             return ranked, False
         limit = min(
             int(len(self.measured) * self.pool_measured_ratio), int(self.population_size * self.pool_measured_ratio)
@@ -807,7 +823,7 @@ class DraftVerifySearch(_ResumableSearch):
         pool = [s for _, s in ranked[: self.verify_pool]] + self._best_measured(limit)
         own = verifier is None  # a given one was made for this pool's size (`_first_ranking`)
         if own:
-            verifier = self._evolutionary_search(len(pool), self.verify_generations, self.ranker)
+            verifier = self._evolutionary_search(len(pool), generations, self.ranker)
         try:
             # The heap holds as many as the pool: the measured parents and repeats are filtered out.
             best = self._unmeasured([(_key(s), s) for s in _EVOLVE(verifier, pool, len(pool))])

@@ -245,3 +245,52 @@ def test_a_first_verify_ahead_runs_on_the_drafts_thread_and_is_the_first_batch(t
     with pytest.raises(ValueError):
         DraftVerifySearch(draft=PSACostModel(device="a100"), first_drafts_ahead=-1)
     assert DraftVerifySearch.from_config(SearchConfig(psa="a100", first_verify_ahead=False)).first_verify_ahead is False
+
+
+@pytest.mark.parametrize("ahead", [True, False])
+def test_a_tasks_first_verify_has_its_own_generations(tmp_path, checkpoints, ahead):
+    """`first_verify_generations`: a pretrained verifier's first verify (ahead on the draft's thread, or in
+    the first round) only ranks the potential space with 0, and the later verifies evolve
+    `verify_generations` more, scoring their children too."""
+    from bridge.cost_model import PrunerCostModel
+    from bridge.export import export_checkpoint
+    from bridge.pipeline import Pipeline
+    from bridge.search_log import SearchLog
+    from tests.bridge.test_search import Tally
+
+    artifact = export_checkpoint(checkpoints["PAMModule"], tmp_path / "pam.pt").path
+    verify = Tally(PrunerCostModel(mode="pam-no-update", artifact=artifact, device="cpu"))
+    pipeline, log = Pipeline(), SearchLog()
+    strategy = DraftVerifySearch(
+        draft=PSACostModel(device="a100"),
+        population_size=48,
+        potential_size=12,
+        verify_generations=1,
+        first_verify_generations=0,
+        verify_pool=4,
+        local_share=0.0,
+        eps_greedy=0.0,
+        first_drafts_ahead=1,
+        first_verify_ahead=ahead,
+        pipeline=pipeline,
+        log=log,
+    )
+    context = context_for(matmul(), strategy, seed=3, threads=1)
+    strategy.pre_tuning(16, 4, context.generate_design_space(), ms.database.MemoryDatabase(), verify)
+    scored = []
+    try:
+        for _ in range(2):
+            picks = strategy.generate_measure_candidates()
+            assert len(picks) == 4
+            left = len(strategy.potential)
+            scored.append(log.searched("task")["verify_scored"])
+            strategy.notify_runner_results(picks, [ms.runner.RunnerResult([1e-3], None)] * len(picks))
+    finally:
+        strategy.post_tuning()
+        pipeline.close()
+    assert scored[0] == 12  # the first draft's potential space, ranked: no children
+    assert scored[1] > left + 4  # the space again, and one generation's children
+    with pytest.raises(ValueError, match="first_verify_generations"):
+        DraftVerifySearch(draft=PSACostModel(device="a100"), first_verify_generations=-1)
+    config = SearchConfig(psa="a100", first_verify_generations=0)
+    assert DraftVerifySearch.from_config(config).first_verify_generations == 0
