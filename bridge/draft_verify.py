@@ -712,9 +712,7 @@ class DraftVerifySearch(_ResumableSearch):
         if not self.first_verify_ahead or self.draft_rounds > 0 or self.quick_start or self.measured:
             return None
         generations = self._verify_generations()
-        verifier = (
-            self._evolutionary_search(self.verify_pool, generations, self.ranker) if generations > 0 else None
-        )
+        verifier = self._evolutionary_search(self.verify_pool, generations, self.ranker) if generations > 0 else None
 
         def rank(result: DraftResult) -> tuple | None:
             start, seconds, scored = time.perf_counter(), self.verify_model.seconds, self.verify_model.scored
