@@ -112,8 +112,8 @@ def report(
     take: tuple[str, ...] = (),
 ) -> str:
     """The markdown tables of every workload with a baseline arm; with `plot`, the figure too. `also`:
-    more results folders read beside `results` (e.g. workloads that ran under the same settings in
-    another folder), each workload from one folder; eager times from the first folder that has them.
+    more results folders read beside `results` (e.g. workloads or seeds that ran under the same settings
+    in another folder; an arm found in two is refused); eager times from the first folder that has them.
     `against`: the methods every other method is paired with, seed by seed. `baseline_from`: folders
     whose baseline arms only are read, for the workloads and seeds the other folders have and whose
     baseline they lack (an A/B of two settings run without XGB, against XGB runs of another call).

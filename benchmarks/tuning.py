@@ -227,7 +227,7 @@ def main(argv: list[str] | None = None) -> None:
         "--also",
         nargs="+",
         default=[],
-        help="with --report: more results folders read beside --results, each workload from one folder",
+        help="with --report: more results folders read beside --results (a workload's seeds may come from several; an arm in two is refused)",
     )
     p.add_argument(
         "--xgb-from",
