@@ -191,6 +191,27 @@ def test_first_drafts_start_with_the_run_at_most_k_at_once(tmp_path, monkeypatch
     assert len(keys) == len(set(keys)) and len(records) >= 12
 
 
+def _first_verify_search(verify, pipeline, log, trials: int, *, ahead: bool, **options):
+    """A draft-then-verify search on the matmul whose first draft starts at `pre_tuning` (`ahead`: its
+    thread also ranks it by `verify`), a potential space of 12 and batches of 4, tuning started with
+    `trials`; (search, context)."""
+    strategy = DraftVerifySearch(
+        draft=PSACostModel(device="a100"),
+        population_size=48,
+        potential_size=12,
+        local_share=0.0,
+        eps_greedy=0.0,
+        first_drafts_ahead=1,
+        first_verify_ahead=ahead,
+        pipeline=pipeline,
+        log=log,
+        **options,
+    )
+    context = context_for(matmul(), strategy, seed=3, threads=1)
+    strategy.pre_tuning(trials, 4, context.generate_design_space(), ms.database.MemoryDatabase(), verify)
+    return strategy, context
+
+
 def test_a_first_verify_ahead_runs_on_the_drafts_thread_and_is_the_first_batch(tmp_path, checkpoints):
     """`first_verify_ahead`: with the first draft started at `pre_tuning`, its thread also ranks the draft by
     a pretrained verifier, and the first round takes that ranking up; without, the round ranks it. The
@@ -209,21 +230,9 @@ def test_a_first_verify_ahead_runs_on_the_drafts_thread_and_is_the_first_batch(t
         verify = Tally(PrunerCostModel(mode="pam-no-update", artifact=artifact, device="cpu"))
         pipeline = Pipeline()
         log = logs[ahead, generations] = SearchLog()
-        strategy = DraftVerifySearch(
-            draft=PSACostModel(device="a100"),
-            population_size=48,
-            potential_size=12,
-            verify_generations=generations,
-            verify_pool=8,
-            local_share=0.0,
-            eps_greedy=0.0,
-            first_drafts_ahead=1,
-            first_verify_ahead=ahead,
-            pipeline=pipeline,
-            log=log,
+        strategy, context = _first_verify_search(
+            verify, pipeline, log, 8, ahead=ahead, verify_generations=generations, verify_pool=8
         )
-        context = context_for(matmul(), strategy, seed=3, threads=1)
-        strategy.pre_tuning(8, 4, context.generate_design_space(), ms.database.MemoryDatabase(), verify)
         picks = strategy.generate_measure_candidates()
         batches[ahead, generations] = [int(tvm_ffi.structural_hash(c.sch.mod)) for c in picks]
         threads[ahead, generations] = list(verify.threads)
@@ -261,22 +270,9 @@ def test_a_tasks_first_verify_has_its_own_generations(tmp_path, checkpoints, ahe
     artifact = export_checkpoint(checkpoints["PAMModule"], tmp_path / "pam.pt").path
     verify = Tally(PrunerCostModel(mode="pam-no-update", artifact=artifact, device="cpu"))
     pipeline, log = Pipeline(), SearchLog()
-    strategy = DraftVerifySearch(
-        draft=PSACostModel(device="a100"),
-        population_size=48,
-        potential_size=12,
-        verify_generations=1,
-        first_verify_generations=0,
-        verify_pool=4,
-        local_share=0.0,
-        eps_greedy=0.0,
-        first_drafts_ahead=1,
-        first_verify_ahead=ahead,
-        pipeline=pipeline,
-        log=log,
+    strategy, _ = _first_verify_search(
+        verify, pipeline, log, 16, ahead=ahead, verify_generations=1, first_verify_generations=0, verify_pool=4
     )
-    context = context_for(matmul(), strategy, seed=3, threads=1)
-    strategy.pre_tuning(16, 4, context.generate_design_space(), ms.database.MemoryDatabase(), verify)
     scored = []
     try:
         for _ in range(2):
