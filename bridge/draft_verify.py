@@ -716,7 +716,7 @@ class DraftVerifySearch(_ResumableSearch):
 
         def rank(result: DraftResult) -> tuple | None:
             start, seconds, scored = time.perf_counter(), self.verify_model.seconds, self.verify_model.scored
-            potential = self._unmeasured(result.evolved)[: self.potential_size]
+            potential = self._space_of(result)
             try:
                 if verifier is not None and len(potential) < self.verify_pool:
                     return None  # the first round verifies: its smaller search is made in its thread
@@ -755,6 +755,11 @@ class DraftVerifySearch(_ResumableSearch):
             then=then,
         )
 
+    def _space_of(self, result: DraftResult) -> Pairs:
+        """The potential space a draft makes: its best unmeasured evolved schedules (what `_take` keeps
+        and what a first verify ahead ranks)."""
+        return self._unmeasured(result.evolved)[: self.potential_size]
+
     def _take(self, result: DraftResult) -> dict:
         """Make a draft the potential space; returns its statistics: `sample_s` (MetaSchedule's
         SampleInitPopulation, which rejects the random schedules that fail a postprocessor, e.g.
@@ -762,7 +767,7 @@ class DraftVerifySearch(_ResumableSearch):
         targets), `psa_s` and `draft_scored`."""
         self._samples = result.samples
         self._population = result.evolved
-        self._potential = self._unmeasured(result.evolved)[: self.potential_size]
+        self._potential = self._space_of(result)
         self._unevolved = result.unevolved
         self._drafts += 1
         self._last_draft_s = result.stats["draft_s"]
