@@ -557,7 +557,7 @@ class DraftVerifySearch(_ResumableSearch):
         start = time.perf_counter()
         verify_before, verifier_before = self.verify_model.scored, self.verify_model.seconds
         stats: dict = {"drafted": 0, "draft_scored": 0, "psa_s": 0.0}
-        background_s = waited = verify_ahead_s = verifier_ahead_s = 0.0
+        background_s = waited = verify_ahead_s = 0.0
         ranked_ahead = None
         self._potential = self._unmeasured(self._potential)
         must, early = self._draft_needed(n)
@@ -570,7 +570,9 @@ class DraftVerifySearch(_ResumableSearch):
             stats.update(self._take(result), drafted=1, draft_wait_s=waited)
             if result.ranking is not None:  # the first verify, done on the draft's thread
                 ranked_ahead, verify_ahead_s, verifier_ahead_s, scored_ahead = result.ranking
-                verify_before, verifier_before = self.verify_model.scored - scored_ahead, self.verify_model.seconds
+                # the counters from here on, with what the draft's thread verified counted as this round's
+                verify_before = self.verify_model.scored - scored_ahead
+                verifier_before = self.verify_model.seconds - verifier_ahead_s
             self._potential = self._unmeasured(self._potential)
             must, early = self._draft_needed(n)
         # `early` (`low_draft_ahead`): a space under `redraft_below` that still fills the batch is
@@ -630,7 +632,7 @@ class DraftVerifySearch(_ResumableSearch):
             # drafting in this search, and a draft it took up from the background (whose wait was part of it)
             draft_s=verify_start - start - waited + background_s,
             verify_s=time.perf_counter() - verify_start + verify_ahead_s,
-            verifier_s=self.verify_model.seconds - verifier_before + verifier_ahead_s,
+            verifier_s=self.verify_model.seconds - verifier_before,
             cold_start=int(cold),
         )
         return [s for _, s in picks], stats
