@@ -149,9 +149,10 @@ def report(
     for folder in reversed(folders):  # the first folder's time wins
         if (folder / "eager.json").exists():
             eager.update({slug(k): v for k, v in json.loads((folder / "eager.json").read_text()).items()})
+    name = "XGB" if baseline == "xgb" else baseline  # how the tables call it
     lines = [
-        "| workload | method | seeds | trials | best at equal time (us) | vs XGB at equal time "
-        "| reached XGB's final at (s) | trials to it | speedup | device idle (between batches) | drafting | build a round |",
+        f"| workload | method | seeds | trials | best at equal time (us) | vs {name} at equal time "
+        f"| reached {name}'s final at (s) | trials to it | speedup | device idle (between batches) | drafting | build a round |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     speedups: dict[str, list[float]] = defaultdict(list)
@@ -190,7 +191,7 @@ def report(
                 speedups[method].append(speedup)
                 ratios[method].append(ratio)
                 if ratio > _BEHIND:  # NaN (XGB had no estimate at that time) is no comparison; inf is worse
-                    worse.append(f"{method} on {workload} ({_ratio(ratio)}x XGB's latency)")
+                    worse.append(f"{method} on {workload} ({_ratio(ratio)}x {name}'s latency)")
             lines.append(
                 f"| {workload} | {method} | {n} | {sum(cols['trials']) / n:.0f} | {sum(cols['best']) / n:.2f} "
                 f"| {_ratio(ratio)} | {_reached(cols['time'], reached, ' s')} | {_reached(cols['trials_to'], reached)} "
@@ -204,13 +205,13 @@ def report(
     for method, values in sorted(speedups.items()):
         known = [r for r in ratios[method] if math.isfinite(r)]
         lines.append(
-            f"- {method}: geometric-mean speedup over XGB (search time to XGB's final latency) "
+            f"- {method}: geometric-mean speedup over {name} (search time to {name}'s final latency) "
             f"{_geomean(values):.2f}x over {len(values)} workloads; latency at equal time "
-            f"{_geomean(known):.3f}x XGB's (geometric mean over {len(known)})"
+            f"{_geomean(known):.3f}x {name}'s (geometric mean over {len(known)})"
         )
-    lines.append(f"- worse than XGB at equal time beyond 2%: {', '.join(worse) if worse else 'none'}")
+    lines.append(f"- worse than {name} at equal time beyond 2%: {', '.join(worse) if worse else 'none'}")
     lines.append(  # the same by single seeds: a mean over seeds can hide a seed that fell behind
-        "- single seeds behind XGB at equal time beyond 2%: "
+        f"- single seeds behind {name} at equal time beyond 2%: "
         + "; ".join(
             f"{m} {len(pairs[m])} of {counted[m]}" + (f" ({', '.join(pairs[m])})" if pairs[m] else "")
             for m in sorted(counted)

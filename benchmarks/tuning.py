@@ -244,6 +244,12 @@ def main(argv: list[str] | None = None) -> None:
         "A/B's variant under the method whose default it became, beside later seeds of that method)",
     )
     p.add_argument(
+        "--baseline",
+        default="xgb",
+        help="with --report: the method (or label) every other is measured against: equal-time latency and "
+        "the time to its final (e.g. pruner, for MoA/Pruner pairs run without XGB)",
+    )
+    p.add_argument(
         "--against",
         nargs="+",
         default=["pruner"],
@@ -339,6 +345,8 @@ def main(argv: list[str] | None = None) -> None:
         raise ValueError(f"--sooner {args.sooner}: a what-if of the report; it needs --report")
     if args.take and not args.report:
         raise ValueError(f"--take {args.take}: arms to report on; it needs --report")
+    if args.baseline != p.get_default("baseline") and not args.report:
+        raise ValueError(f"--baseline {args.baseline}: the method to report against; it needs --report")
     if args.also and not args.report:
         raise ValueError(f"--also {args.also}: more folders to report on; it needs --report")
     if args.report:
@@ -346,6 +354,7 @@ def main(argv: list[str] | None = None) -> None:
             report(
                 results,
                 plot=args.plot,
+                baseline=args.baseline,
                 also=tuple(args.also),
                 against=tuple(args.against),
                 baseline_from=tuple(args.xgb_from),

@@ -345,6 +345,24 @@ def test_report_reads_only_xgb_arms_from_xgb_folders(tmp_path, capsys):
         suite_report.report(ab, baseline_from=(xgb_a, xgb_b))
 
 
+def test_report_against_pruner_pairs_arms_run_without_xgb(tmp_path, capsys):
+    """MoA/Pruner pairs run without XGB: `--baseline pruner` measures MoA against each seed's own
+    Pruner arm (equal-time latency, time to Pruner's final), and names Pruner where XGB stood."""
+    write_arm(tmp_path / "op" / "pruner-s2.csv", [(40, 32, 0.02), (90, 64, 0.012), (120, 96, 0.012)])
+    write_arm(tmp_path / "op" / "moa-s2.csv", [(50, 32, 0.011), (120, 96, 0.010)])
+    write_arm(tmp_path / "op" / "moa-s3.csv", [(50, 32, 0.011)])  # no pruner arm of seed 3: not paired
+    assert "| op |" not in suite_report.report(tmp_path)  # no xgb arm: nothing to report against
+    with pytest.raises(ValueError, match="it needs --report"):
+        tuning.main(["--results", str(tmp_path), "--baseline", "pruner"])
+    tuning.main(["--report", "--results", str(tmp_path), "--baseline", "pruner"])
+    text = capsys.readouterr().out
+    # Pruner's final 0.012 at 90 s; MoA reached it at 50 s (1.80x), 10.00 us against 12.00 at 120 s
+    assert "| op | moa | 1 | 96 | 10.00 | 0.833 | 50 s | 32 | 1.80x |" in text, text
+    assert "| vs pruner at equal time | reached pruner's final at (s) |" in text
+    assert "- moa: geometric-mean speedup over pruner (search time to pruner's final latency) 1.80x" in text
+    assert "XGB" not in text
+
+
 def test_report_takes_one_labels_arms_from_a_folder_under_another_name(tmp_path, capsys):
     """An A/B's variant whose setting became the default is reported as that method, beside the later
     seeds of the default (another folder) and XGB's runs of the A/B's call (a third)."""
