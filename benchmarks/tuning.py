@@ -23,6 +23,7 @@ turn, so each process resumes the same way.
     python benchmarks/tuning.py --arms xgb pruner --budget-s 120 --time-limit 540 --results R --eager
     python benchmarks/tuning.py --arms xgb pruner --budget-s 240 --time-limit 560 --results R --gpus 2
     python benchmarks/tuning.py --report --results R --plot docs/img/tuning_suite.png
+    python benchmarks/tuning.py --report --results R --baseline pruner   # MoA against each seed's Pruner arm
 
 `--variants` runs settings of one method side by side in one job, paying the start-up once
 (`benchmarks/suite_variants.py`):
