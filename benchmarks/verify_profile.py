@@ -1,6 +1,9 @@
 """Where one draft-then-verify round's search time goes, on the host for a CUDA target: PAM is trained
 on the best records of a tuning database, one round drafts, and the next round (verify only) runs
-under cProfile. Prints both rounds' statistics and the profile's top entries by cumulative time.
+under cProfile. Prints both rounds' statistics and the profile's top entries by cumulative time, and
+what PerStoreFeature's own lowering costs of its time: the potential space's statement rows computed
+from the candidates as scheduled and from modules already lowered as our walk lowers them (the rows
+must be identical; the difference is what sharing one lowering between the walk and PAM would save).
 
     python benchmarks/verify_profile.py --workload conv2d:1,35,35,64,96,3,1,1 \
         --database benchmarks/results/suite_databases/ablations/ab8_fill64/conv2d_1x35x35x64x96x3x1x1/pruner-s0
@@ -51,7 +54,8 @@ def profile_round(
     threads: int = 2,
     top: int = 30,
 ) -> dict:
-    """Run the two rounds; returns {"draft_round": stats, "verify_round": stats, "profile": text}."""
+    """Run the two rounds; returns {"draft_round": stats, "verify_round": stats, "lowering": stats,
+    "profile": text}."""
     from bridge.cost_model import PrunerCostModel
     from bridge.draft_verify import DraftVerifySearch
     from bridge.psa import PSACostModel
@@ -91,10 +95,44 @@ def profile_round(
         _, verified = search._search(max(1, min(batch, len(search.potential))))
         profiler.disable()
         verified["wall_s"] = time.perf_counter() - start
+        lowering = _lowering_share(context, search.potential)
         search.post_tuning()
     text = io.StringIO()
     pstats.Stats(profiler, stream=text).sort_stats("cumulative").print_stats(top)
-    return {"draft_round": drafted, "verify_round": verified, "profile": text.getvalue()}
+    return {"draft_round": drafted, "verify_round": verified, "lowering": lowering, "profile": text.getvalue()}
+
+
+def _lowering_share(context, schedules: list) -> dict:
+    """PerStoreFeature on `schedules` as scheduled (its own lowering inside) and on the same modules
+    lowered first by `data.features.lower_for_features` (the walk's lowering), which it lowers again
+    with little left to do: seconds of each, of our lowering, and how many candidates' rows agree."""
+    import numpy as np
+
+    from data.features.lowering import lower_for_features, per_store_rows
+    from tvm_env import ms, tvm
+
+    candidates = [ms.MeasureCandidate(s, ms.arg_info.ArgInfo.from_entry_func(s.mod, True)) for s in schedules]
+    start = time.perf_counter()
+    rows = per_store_rows(context, candidates)
+    psf_s = time.perf_counter() - start
+    start = time.perf_counter()
+    lowered = [lower_for_features(c.sch.mod) for c in candidates]
+    lower_s = time.perf_counter() - start
+    start = time.perf_counter()
+    again = per_store_rows(
+        context, [ms.MeasureCandidate(tvm.s_tir.Schedule(m), c.args_info) for m, c in zip(lowered, candidates)]
+    )
+    identical = sum(
+        isinstance(a, np.ndarray) and isinstance(b, np.ndarray) and a.shape == b.shape and bool(np.array_equal(a, b))
+        for a, b in zip(rows, again)
+    )
+    return {
+        "candidates": float(len(candidates)),
+        "per_store_feature_s": psf_s,
+        "on_lowered_s": time.perf_counter() - start,
+        "our_lowering_s": lower_s,
+        "identical": float(identical),
+    }
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -111,7 +149,7 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--top", type=int, default=30, help="profile entries to print")
     args = p.parse_args(argv)
     out = profile_round(**{k: v for k, v in vars(args).items() if k != "config"})
-    for name in ("draft_round", "verify_round"):
+    for name in ("draft_round", "verify_round", "lowering"):
         stats = {k: round(v, 3) for k, v in out[name].items() if isinstance(v, float)}
         print(f"{name}: {stats}")
     print(out["profile"])

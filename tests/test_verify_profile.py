@@ -22,6 +22,9 @@ def test_a_draft_round_then_a_profiled_verify_round(capsys):
     assert verified["drafted"] == 0 and verified["cold_start"] == 0  # PAM learned from the records: it ranks
     assert 0 < verified["verifier_s"] < verified["verify_s"] <= verified["wall_s"]
     assert "_verify" in out["profile"] and "verify_round:" in capsys.readouterr().out
+    lowering = out["lowering"]  # PerStoreFeature on pre-lowered modules gives the very same rows
+    assert lowering["candidates"] > 0 and lowering["identical"] == lowering["candidates"]
+    assert lowering["per_store_feature_s"] > 0 and lowering["on_lowered_s"] > 0 and lowering["our_lowering_s"] > 0
 
 
 def test_a_folder_without_a_database_is_named(tmp_path):
