@@ -234,8 +234,8 @@ def main(argv: list[str] | None = None) -> None:
         "--xgb-from",
         nargs="+",
         default=[],
-        help="with --report: folders whose xgb arms only are read, for the workloads and seeds of the others "
-        "that lack one (an A/B run without XGB, against XGB runs of another call)",
+        help="with --report: folders whose xgb arms (the --baseline's) only are read, for the workloads and seeds "
+        "of the others that lack one (an A/B run without XGB, against XGB runs of another call)",
     )
     p.add_argument(
         "--take",
