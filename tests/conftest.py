@@ -1,9 +1,24 @@
 """Suite-wide set-up."""
 
+import concurrent.futures
+import weakref
 from pathlib import Path
 
 import pytest
 import torch
+
+from bridge import background
+
+_JOBS: weakref.WeakSet = weakref.WeakSet()  # every BackgroundJobs a test made, while it lives
+_made = background.BackgroundJobs.__init__
+
+
+def _record(self, name: str) -> None:
+    _made(self, name)
+    _JOBS.add(self)
+
+
+background.BackgroundJobs.__init__ = _record
 
 
 @pytest.fixture(autouse=True, scope="session")
@@ -14,6 +29,19 @@ def one_torch_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(threads)
+
+
+@pytest.fixture(autouse=True)
+def background_jobs_end_with_their_test():
+    """A cost model's training left running on its thread when a test ends (`background=True`, no
+    `predict` or `save` after the last `update`) would run beside the next test of the process; torch's
+    dynamo-disabled calls in it (the optimizer's step) and a `torch.export` there share torch.fx's
+    unguarded annotation dict, and the export failed with KeyError 'custom' (2026-11-30). So each
+    test's jobs end with it (at most a minute: a test may leave a job waiting on an event)."""
+    yield
+    pending = [job for jobs in list(_JOBS) for job in jobs._jobs if not job.done()]
+    if pending:
+        concurrent.futures.wait(pending, timeout=60)
 
 
 @pytest.fixture
