@@ -108,10 +108,11 @@ def _lowering_share(context, schedules: list) -> dict:
     with little left to do: seconds of each, of our lowering, and how many candidates' rows agree."""
     import numpy as np
 
+    from bridge.search import candidate
     from data.features.lowering import lower_for_features, per_store_rows
     from tvm_env import ms, tvm
 
-    candidates = [ms.MeasureCandidate(s, ms.arg_info.ArgInfo.from_entry_func(s.mod, True)) for s in schedules]
+    candidates = [candidate(s) for s in schedules]
     start = time.perf_counter()
     rows = per_store_rows(context, candidates)
     psf_s = time.perf_counter() - start
