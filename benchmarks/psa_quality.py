@@ -13,6 +13,19 @@ the `WalkPool` of one worker per core.
     python benchmarks/psa_quality.py SHARDS --artifacts benchmarks/weights/pam-suite-holdout-sm_90a.pt   # a learned model beside PSA
     python benchmarks/psa_quality.py SHARDS_OF_TUNING_DATABASES --pool-workloads --per-workload   # and a table per workload
     python benchmarks/psa_quality.py SHARDS --artifacts A.pt --blend 1 2   # and A blended with PSA (pruner_models.blend)
+    python benchmarks/psa_quality.py SHARDS --stage-latencies 3e-5 7e-5 1e-4   # traffic-stages at other stage waits
+    python benchmarks/psa_quality.py TUNING_DATABASES --records --workers 2 --pool-workloads \
+        --stage-latencies 2e-5 7e-5 1e-4 --choose-stage-latency   # and each workload's held-out choice of them
+
+`--records`: the inputs are database folders or record trees, featurized here for PSA alone
+(`data.featurize.featurize_in_memory` without PerStoreFeature, a third of the featurizer's time; no
+shards are written), so `--artifacts` cannot be ranked with it.
+
+`--stage-latencies` also ranks with `traffic-stages` at each of those stage waits (`bridge.psa.
+STAGE_LATENCY` is the default's). `--choose-stage-latency` (with `--pool-workloads`) chooses one of them
+leaving each workload out in turn: the wait with the best pairwise + peak@1 + peak@5 summed over the
+other workloads (each workload's metrics weighing the same), then scored on the one left out; it
+prints each workload's choice and the held-out metrics' mean beside `traffic-occupancy`'s.
 
 `--pool-workloads` ranks together every record of one workload (the hash at the end of a task
 key), whichever database it came from, with labels recomputed against the pooled best: the
@@ -42,6 +55,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bridge.evaluate import score_shard_data
 from bridge.export import load_model
 from bridge.psa import DEFAULT_FORMULA, FORMULAS, get_device, naive_scores, psa_scores
+from data.featurize import featurize_in_memory
 from data.labels import normalized_throughput
 from data.record_tree import task_name
 from data.shards import read_shards
@@ -77,14 +91,18 @@ def pooled_groups(data) -> tuple[np.ndarray, np.ndarray]:
     return group, label
 
 
-def scorings(data, device, artifacts: Sequence[str] = ()) -> dict[str, np.ndarray]:
+def scorings(
+    data, device, artifacts: Sequence[str] = (), stage_latencies: Sequence[float] = ()
+) -> dict[str, np.ndarray]:
     """Ranking name -> scores of every record (higher = predicted faster): the naive heuristic, PSA
-    with each formula, and each learned model in `artifacts` (`bridge.export` files, e.g. the
-    pretrained PAM a MoA run starts from)."""
+    with each formula (and `traffic-stages` at each of `stage_latencies`), and each learned model in
+    `artifacts` (`bridge.export` files, e.g. the pretrained PAM a MoA run starts from)."""
     programs = data.psa_programs()
     out = {"naive: grid x block": naive_scores(programs)}
     for formula in FORMULAS:
         out[f"PSA {formula}"] = psa_scores(programs, device, formula)
+    for latency in stage_latencies:
+        out[f"PSA traffic-stages {latency:g}"] = psa_scores(programs, device, "traffic-stages", latency)
     for path in artifacts:
         out[f"model {Path(path).stem}"] = score_shard_data(load_model(path).net, data)
     return out
@@ -132,13 +150,37 @@ def per_workload(data, scores: dict[str, np.ndarray], keep: np.ndarray) -> dict[
     pooled (`pooled_groups`); a workload is named by the folder above its first record's work dir
     (the suite's workload slug)."""
     group, label = pooled_groups(data)
-    out = {}
+    names = {}
     for g in np.unique(group[keep]):
+        first = np.flatnonzero(keep & (group == g))[0]
+        names[g] = Path(str(data.record_source[first]).split(":")[0]).parent.parent.name
+    out = {}
+    for g, name in names.items():
+        if list(names.values()).count(name) > 1:  # a network's tasks: the name and the workload's hash
+            key = str(data.task_key[data.record_task[np.flatnonzero(keep & (group == g))[0]]])
+            name += key[len(task_name(key)) :]
         members = keep & (group == g)
-        first = str(data.record_source[np.flatnonzero(members)[0]]).split(":")[0]
-        name = Path(first).parent.parent.name
         out[name] = {k: evaluate(v[members], label[members], group[members]) for k, v in scores.items()}
         out[name]["records"] = int(members.sum())
+    return out
+
+
+def choose_stage_latency(table: dict[str, dict[str, dict]], latencies: Sequence[float]) -> dict[str, dict]:
+    """Workload -> {"chosen": the stage wait chosen without it, "held_out": its metrics at that wait,
+    "base": its `traffic-occupancy` metrics}, from `per_workload`'s table (which must hold
+    "PSA traffic-stages L" for every L of `latencies`)."""
+    out = {}
+    for left in table:
+        total = {
+            latency: sum(sum(table[w][f"PSA traffic-stages {latency:g}"].values()) for w in table if w != left)
+            for latency in latencies
+        }
+        chosen = max(latencies, key=lambda latency: total[latency])
+        out[left] = {
+            "chosen": chosen,
+            "held_out": table[left][f"PSA traffic-stages {chosen:g}"],
+            "base": table[left]["PSA traffic-occupancy"],
+        }
     return out
 
 
@@ -175,7 +217,9 @@ def time_candidates(n: int, target: str, workload: str, device_name: str) -> dic
 
 def main(argv: list[str] | None = None) -> None:
     p = ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("shards", nargs="+", help="shard files or folders (data.shards)")
+    p.add_argument("shards", nargs="+", help="shard files or folders (data.shards); with --records, record folders")
+    p.add_argument("--records", action="store_true", help="the inputs are record folders: PSA rows featurized here")
+    p.add_argument("--workers", type=int, default=1, help="with --records: featurizing processes")
     p.add_argument("--device", default="h100", help="PSA device row (configs/devices.yaml)")
     p.add_argument("--devices-file", default=None, help="YAML file with more device rows")
     p.add_argument("--keep-failed", action="store_true", help="keep failed measurements (label 0); dropped by default")
@@ -188,21 +232,37 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument(
         "--per-workload", action="store_true", help="with --pool-workloads: also pairwise / peak@1 per workload"
     )
+    p.add_argument(
+        "--stage-latencies", type=float, nargs="*", default=[], help="also traffic-stages at these stage waits"
+    )
+    p.add_argument(
+        "--choose-stage-latency",
+        action="store_true",
+        help="with --pool-workloads: choose one of --stage-latencies leaving each workload out in turn",
+    )
     p.add_argument("--out", default=None, help="CSV to write")
     p.add_argument("--time-candidates", type=int, default=0, help="also time PSA on this many sampled candidates")
     p.add_argument("--time-target", default="nvidia/nvidia-h100")
     p.add_argument("--time-workload", default="conv2d:1,56,56,64,64,3,1,1")
     args = p.parse_args(argv)
+    if args.choose_stage_latency and not (args.pool_workloads and args.stage_latencies):
+        p.error("--choose-stage-latency needs --pool-workloads and --stage-latencies")
+    if args.records and args.artifacts:
+        p.error("--records featurizes PSA rows only; rank --artifacts on shards (python -m data.featurize)")
 
     device = get_device(args.device, args.devices_file)
-    data = read_shards(args.shards)
+    if args.records:
+        data = featurize_in_memory(args.shards, stmt=False, workers=args.workers)[0]
+    else:
+        data = read_shards(args.shards)
     keep = np.ones(data.num_records, bool) if args.keep_failed else np.isfinite(data.latency)
     kinds = sorted({json.loads(t).get("kind", "?") for t in data.task_target})
     print(
         f"{int(keep.sum())} records ({data.num_records - int(keep.sum())} failed dropped) of {data.num_tasks} tasks, "
         f"targets {', '.join(kinds)}; PSA device {device.name}"
     )
-    scores = scorings(data, device, args.artifacts)  # once, for the table and the per-workload table
+    # once, for the table and the per-workload table
+    scores = scorings(data, device, args.artifacts, args.stage_latencies)
     scores.update(blends(data, scores, args.artifacts, args.blend, keep, args.pool_workloads))
     results = rankings(data, scores, args.random_seeds, keep, pool=args.pool_workloads)
     rows = []
@@ -221,6 +281,22 @@ def main(argv: list[str] | None = None) -> None:
         for workload, row in table.items():
             cells = [f"{row[k]['pairwise']:.3f} / {row[k]['peak@1']:.3f}" for k in names]
             print(f"| {workload} | {row['records']} | " + " | ".join(cells) + " |")
+    if args.choose_stage_latency:
+        choice = choose_stage_latency(per_workload(data, scores, keep), args.stage_latencies)
+        print("traffic-stages' stage wait chosen without each workload, scored on it:")
+        print("| workload | chosen | held out: pairwise / peak@1 / peak@5 | traffic-occupancy |")
+        print("|---|---|---|---|")
+        for workload, c in choice.items():
+            cells = [
+                " / ".join(f"{c[k][m]:.3f}" for m in ("pairwise", "peak@1", "peak@5")) for k in ("held_out", "base")
+            ]
+            print(f"| {workload} | {c['chosen']:g} | {cells[0]} | {cells[1]} |")
+        for k in ("held_out", "base"):
+            mean = [np.mean([c[k][m] for c in choice.values()]) for m in ("pairwise", "peak@1", "peak@5")]
+            print(
+                f"mean over workloads, {'held out' if k == 'held_out' else 'traffic-occupancy'}: "
+                + " / ".join(f"{v:.3f}" for v in mean)
+            )
     if args.out:
         with open(args.out, "w", newline="") as f:
             writer = csv.DictWriter(f, fieldnames=list(rows[0]))

@@ -55,7 +55,7 @@ from benchmarks.suite_eager import eager_times
 from benchmarks.suite_report import report, slug
 from benchmarks.suite_shards import pin, run_shards, share
 from benchmarks.suite_variants import parse_variants
-from bridge.config import CostModelConfig, MeasureConfig, SearchConfig
+from bridge.config import DEFAULT_PSA_FORMULA, CostModelConfig, MeasureConfig, SearchConfig
 from data.atomic import atomic_write_text
 
 WORKLOADS = (
@@ -69,6 +69,7 @@ WORKLOADS = (
 )
 METHODS = ("xgb", "pruner", "moa", "mlp")
 SEARCH_KNOBS = (
+    "psa_formula",
     "population",
     "potential",
     "draft_generations",
@@ -123,8 +124,6 @@ def configs(method: str, args):
         return CostModelConfig(name="mlp", seed=args.seed_value, **_online(args)), SearchConfig()
     knobs = {k: getattr(args, k) for k in SEARCH_KNOBS}
     search = SearchConfig(psa=args.psa, **knobs)
-    if args.psa_formula:
-        search = dataclasses.replace(search, psa_formula=args.psa_formula)
     if method == "moa":
         if not args.checkpoint:
             raise ValueError("the moa arm needs --checkpoint (a pretrained PAM artifact)")
@@ -290,12 +289,12 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--epochs", type=int, default=epochs.default, help=f"{epochs.metadata['help']}; pruner, moa, mlp")
     background = _field(CostModelConfig, "background_update")
     p.add_argument("--background-update", type=bool, default=background.default, help=background.metadata["help"])
-    p.add_argument("--psa-formula", default=None, help="PSA formula of the draft (unset: bridge.psa.DEFAULT_FORMULA)")
+    p.add_argument("--psa-formula", default=DEFAULT_PSA_FORMULA, help="PSA formula of the draft (bridge.psa.FORMULAS)")
     p.add_argument("--population", type=int, default=None, help="draft population (unset: the default)")
     p.add_argument("--potential", type=int, default=512, help="potential-space size of the draft")
     hints = typing.get_type_hints(SearchConfig)
     for knob in dataclasses.fields(SearchConfig):  # the draft knobs this CLI takes as SearchConfig has them
-        if knob.name in SEARCH_KNOBS and knob.name not in ("population", "potential"):
+        if knob.name in SEARCH_KNOBS and knob.name not in ("psa_formula", "population", "potential"):
             flag = "--" + knob.name.replace("_", "-")
             p.add_argument(flag, type=hints[knob.name], default=knob.default, help=knob.metadata["help"])
     p.add_argument("--trials-per-round", type=int, default=16)

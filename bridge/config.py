@@ -34,6 +34,10 @@ what an arm measured was over 512 KB, but those few took 5-20 s each to compile,
 for its slowest build (20 s rounds of 16 in a dense-layer arm without it; docs/benchmarks.md, "One
 thread a build worker"). The H100 dataset was collected with the same limit. None (`null`): no limit."""
 
+PSA_FORMULAS = ("published", "occupancy", "traffic", "traffic-occupancy", "traffic-warps", "traffic-stages")
+"""The PSA scoring formulas (`bridge.psa.FORMULAS`, where each is defined); named here, in the
+import-light module, so that a configuration with another name fails before TVM loads."""
+
 DEFAULT_PSA_FORMULA = "traffic-occupancy"
 """The PSA formula that drafts unless told otherwise (`bridge.psa.DEFAULT_FORMULA`, where the
 measurements behind the choice are); defined here, in the import-light module, so the CLI's
@@ -182,6 +186,8 @@ class SearchConfig:
     )
 
     def __post_init__(self) -> None:
+        if self.psa_formula not in PSA_FORMULAS:
+            raise ValueError(f"--psa-formula {self.psa_formula!r} must be one of {PSA_FORMULAS}")
         if self.population is not None and self.population < 1:
             raise ValueError(f"--population {self.population!r} must be >= 1")
         check_weight(self.psa_weight, f"--psa-weight {self.psa_weight!r}")

@@ -25,7 +25,7 @@ import numpy as np
 import yaml
 from tvm.ir.utils import derived_object
 
-from bridge.config import DEFAULT_PSA_FORMULA
+from bridge.config import DEFAULT_PSA_FORMULA, PSA_FORMULAS
 from data.atomic import atomic_write_text
 from data.features import FeatureCache, WalkPool, default_walk_workers
 from data.schema import PSA_DIM
@@ -42,6 +42,7 @@ __all__ = [
     "naive_scores",
     "psa_latency",
     "psa_scores",
+    "stage_time",
 ]
 
 DEVICES_FILE = Path(__file__).resolve().parent / "devices.yaml"
@@ -63,7 +64,7 @@ DEVICES_FILE = Path(__file__).resolve().parent / "devices.yaml"
     DRAM_ALL,
 ) = range(PSA_DIM)
 
-FORMULAS = ("published", "occupancy", "traffic", "traffic-occupancy", "traffic-warps")
+FORMULAS = PSA_FORMULAS
 """Scoring formulas: `published` is docs/pruner.md section 4.2 verbatim; `occupancy` also applies the
 kernel's occupancy (`peak_penalty * warp_penalty`) to its memory time, so a kernel with too few
 blocks or partially filled warps cannot reach full DRAM bandwidth either (docs/pruner.md section 4.4 notes
@@ -75,7 +76,18 @@ split reduction (column 5), without and with the occupancy penalty. `traffic-war
 partition hides memory and pipeline latency only with several warps to switch between. The
 row's time is divided by min(1, resident warps per partition / `HIDING_WARPS`), the resident warps
 being min(blocks per SM, `MAX_BLOCKS_PER_SM`) x warps a block, at most `MAX_WARPS_PER_SM`
-(docs/benchmarks.md, "PSA and latency hiding")."""
+(docs/benchmarks.md, "PSA and latency hiding"). `traffic-stages` is `traffic-occupancy` plus, per program,
+the time of its reduction's stages that no other work hides: a block loads its shared tiles once a
+stage and waits for them (a global-memory round trip and a barrier), so a kernel of n stages pays n
+such waits per wave of blocks whatever its bandwidth and compute (`stage_time`)."""
+
+STAGE_LATENCY = 7e-5
+"""The wait of one stage in one wave of blocks under `traffic-stages`, in `psa_latency`'s units
+(milliseconds at the device table's peak): 70 ns. Chosen on schedules that tuning runs measured
+(23,051, ten workloads pooled one by one) leaving each workload out in turn: every fold chose 7e-5 of
+2, 3, 5, 7 x 1e-5 and 1, 2 x 1e-4. On the 34,110 random records of data/h100, which it was not
+chosen on, it ranks better than `traffic-occupancy` too (docs/benchmarks.md, "PSA and the
+reduction's stages")."""
 
 HIDING_WARPS = 1.0
 """Resident warps per SM partition below which `traffic-warps` charges: 1, a partition with less than
@@ -211,6 +223,7 @@ def _concat(programs: Sequence[np.ndarray | None]) -> tuple[np.ndarray, np.ndarr
 
 def psa_latency(rows: np.ndarray, device: Device, formula: str = DEFAULT_FORMULA) -> np.ndarray:
     """Estimated time of each PSA row (docs/pruner.md section 4.2): max(compute time, memory time).
+    (`traffic-stages`' rows are `traffic-occupancy`'s; its per-program term is `stage_time`.)
 
     Args:
         rows: (P, 12) PSA rows.
@@ -241,7 +254,7 @@ def psa_latency(rows: np.ndarray, device: Device, formula: str = DEFAULT_FORMULA
     compute = rows[:, TOTAL_FLOPS] * thread_penalty / (device.peak_gflops * occupancy / reg_penalty) / 1e6
     traffic = rows[:, DRAM_ALL] if formula.startswith("traffic") else rows[:, DRAM]
     memory = traffic / device.bandwidth_gbs * 1000.0 / 2**30
-    if formula.endswith("occupancy") or formula == "traffic-warps":
+    if formula.endswith("occupancy") or formula in ("traffic-warps", "traffic-stages"):
         memory = memory / occupancy
     time = np.maximum(compute, memory)
     if formula == "traffic-warps":
@@ -251,13 +264,44 @@ def psa_latency(rows: np.ndarray, device: Device, formula: str = DEFAULT_FORMULA
     return time
 
 
-def psa_scores(programs: Sequence[np.ndarray | None], device: Device, formula: str = DEFAULT_FORMULA) -> np.ndarray:
-    """PSA score = 1 / (sum of row times) of each program; higher = faster.
+def stage_time(
+    rows: np.ndarray, segment: np.ndarray, n: int, device: Device, latency: float = STAGE_LATENCY
+) -> np.ndarray:
+    """`traffic-stages`' addition to each of `n` programs' time: `latency` x stages x waves.
+
+    A program's stages are the most trips of any of its shared-memory loads (column 11 over column 5
+    of a row with a shared footprint: how many times the loops that do not index the tile reload it),
+    its waves those of that row's kernel: ceil(grid / (SMs x resident blocks an SM)), with resident
+    blocks as NVIDIA's limits allow (`MAX_BLOCKS_PER_SM` blocks, `MAX_WARPS_PER_SM` warps; shared
+    memory and registers, which can lower them, are not modelled). A program without a shared
+    load pays nothing.
+    """
+    rows = np.asarray(rows, dtype=np.float64)
+    shared = (rows[:, SHARED_FOOTPRINT] > 0) & (rows[:, DRAM] > 0)
+    trips = np.where(shared, rows[:, DRAM_ALL] / np.where(shared, rows[:, DRAM], 1.0), 0.0)
+    warps = np.maximum(np.ceil(rows[:, BLOCK] / device.warp_size), 1.0)
+    resident = np.maximum(np.minimum(MAX_BLOCKS_PER_SM, np.floor(MAX_WARPS_PER_SM / warps)), 1.0)
+    waves = np.ceil(rows[:, GRID] / (device.sm_count * resident))
+    stages, program_waves = np.zeros(n), np.zeros(n)
+    np.maximum.at(stages, segment, trips)
+    np.maximum.at(program_waves, segment, np.where(shared, waves, 0.0))
+    return latency * stages * program_waves
+
+
+def psa_scores(
+    programs: Sequence[np.ndarray | None],
+    device: Device,
+    formula: str = DEFAULT_FORMULA,
+    stage_latency: float = STAGE_LATENCY,
+) -> np.ndarray:
+    """PSA score = 1 / (sum of row times) of each program; higher = faster (under `traffic-stages`, plus
+    the program's `stage_time` at `stage_latency`).
 
     Args:
         programs: n arrays of shape (k_i, 12) (PSA rows of one program), None where featurizing failed.
         device: the device row.
         formula: one of `FORMULAS`.
+        stage_latency: `traffic-stages`' wait of one stage in one wave (`STAGE_LATENCY`).
 
     Returns:
         (n,) float64; -inf for a program without rows (failed lowering: never chosen), +inf for a
@@ -265,6 +309,8 @@ def psa_scores(programs: Sequence[np.ndarray | None], device: Device, formula: s
     """
     rows, segment, valid = _concat(programs)
     latency = np.bincount(segment, weights=psa_latency(rows, device, formula), minlength=len(programs))
+    if formula == "traffic-stages":
+        latency += stage_time(rows, segment, len(programs), device, stage_latency)
     with np.errstate(divide="ignore"):
         scores = 1.0 / latency
     scores[~valid] = -np.inf

@@ -61,7 +61,7 @@ from data.shards import (
     write_shard,
 )
 
-__all__ = ["FeaturizeConfig", "featurize", "featurize_task", "main", "plan_groups"]
+__all__ = ["FeaturizeConfig", "featurize", "featurize_in_memory", "featurize_task", "main", "plan_groups"]
 
 log = logging.getLogger(__name__)
 TRACE_FAILED = "trace no longer applies"
@@ -425,6 +425,32 @@ def featurize(cfg: FeaturizeConfig) -> ReadSummary:
         bar.close()
         write_manifest(out, inputs=_inputs(cfg, plan), expected={Path(g.path).name: g.digest for g in plan})
     return summary
+
+
+def featurize_in_memory(
+    records: Sequence[str], *, stmt: bool = True, workers: int = 1, failed: str = "zero"
+) -> tuple[ShardData, ReadSummary]:
+    """The shard data of `records` (database folders or record trees), computed and not written: for
+    studies that need part of the features. With `stmt=False` it skips PerStoreFeature, the most of
+    the featurizer's time, and the data's statement rows are empty (the PSA rows, access records and
+    GEMM matrices are the featurizer's own). Tasks in key order, spread over `workers` processes."""
+    record_set = read_records(records, failed=failed)
+    tasks = [record_set.tasks[key] for key in sorted(record_set.tasks)]
+    summary = record_set.summary
+    jobs = [(task, stmt) for task in tasks]
+    if workers == 1 or len(tasks) <= 1:
+        parts = [_task_arrays(job) for job in jobs]
+    else:
+        with multiprocessing.get_context("spawn").Pool(min(workers, len(tasks)), initializer=_quiet_worker) as pool:
+            parts = list(pool.imap(_task_arrays, jobs))
+    for _, part in parts:
+        summary.merge(part)
+    return _shard_data([arrays for arrays, _ in parts]), summary
+
+
+def _task_arrays(job: tuple[Task, bool]) -> tuple[_TaskArrays, ReadSummary]:
+    summary = ReadSummary()
+    return featurize_task(job[0], summary, stmt=job[1]), summary
 
 
 def _run_group_counted(args: tuple[_Group, str]) -> tuple[ReadSummary, int]:

@@ -114,7 +114,7 @@ def test_the_blend_moves_from_the_model_to_psa_on_real_h100_records(tmp_path):
     artifact = REPO / "bridge" / "weights" / "pam-cuda-sm_90a.pt"
     psa_quality.main(
         [str(tmp_path / "shards"), "--device", "h100", "--random-seeds", "2", "--artifacts", str(artifact)]
-        + ["--blend", "0", "1000", "--out", str(out)]
+        + ["--blend", "0", "1000", "--stage-latencies", "0", "1", "--out", str(out)]
     )
     rows = {r["ranking"]: {k: float(v) for k, v in r.items() if k != "ranking"} for r in csv.DictReader(out.open())}
     model, psa = rows["model pam-cuda-sm_90a"], rows["PSA traffic-occupancy"]
@@ -123,3 +123,34 @@ def test_the_blend_moves_from_the_model_to_psa_on_real_h100_records(tmp_path):
     heavy = rows["model pam-cuda-sm_90a + 1000 PSA"]
     assert abs(heavy["pairwise"] - psa["pairwise"]) < 0.005
     assert heavy["peak@1"] == psa["peak@1"] and heavy["peak@5"] == psa["peak@5"]
+    # traffic-stages with no wait a stage is traffic-occupancy; with a wait that swamps the rest it ranks
+    # by stages x waves alone, another ranking
+    assert rows["PSA traffic-stages 0"] == psa
+    assert rows["PSA traffic-stages 1"]["pairwise"] != psa["pairwise"]
+    # --records: the same folder featurized here for PSA alone ranks every formula as its shards do
+    psa_quality.main(
+        [str(tmp_path / "w" / "run"), "--records", "--device", "h100", "--random-seeds", "2"]
+        + ["--stage-latencies", "1", "--out", str(tmp_path / "records.csv")]
+    )
+    direct = {r["ranking"]: r for r in csv.DictReader((tmp_path / "records.csv").open())}
+    for name in ("PSA published", "PSA traffic-occupancy", "PSA traffic-stages", "PSA traffic-stages 1"):
+        assert {k: float(v) for k, v in direct[name].items() if k != "ranking"} == rows[name], name
+
+
+def test_the_stage_wait_is_chosen_without_the_workload_it_is_scored_on():
+    def metrics(x):
+        return {"pairwise": x, "peak@1": x, "peak@5": x}
+
+    # b and c prefer 7e-5 and a prefers 1e-4 strongly: left out, a gets the others' 7e-5; b and c
+    # each get 1e-4, since a outweighs the one left beside it
+    table = {
+        "a": {"PSA traffic-stages 7e-05": metrics(0.5), "PSA traffic-stages 0.0001": metrics(0.9)},
+        "b": {"PSA traffic-stages 7e-05": metrics(0.8), "PSA traffic-stages 0.0001": metrics(0.6)},
+        "c": {"PSA traffic-stages 7e-05": metrics(0.7), "PSA traffic-stages 0.0001": metrics(0.6)},
+    }
+    for row in table.values():
+        row["PSA traffic-occupancy"] = metrics(0.4)
+    choice = psa_quality.choose_stage_latency(table, [7e-5, 1e-4])
+    assert {w: c["chosen"] for w, c in choice.items()} == {"a": 7e-5, "b": 1e-4, "c": 1e-4}
+    assert choice["a"]["held_out"] == metrics(0.5) and choice["b"]["held_out"] == metrics(0.6)
+    assert choice["b"]["base"] == metrics(0.4)

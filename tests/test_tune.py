@@ -197,6 +197,7 @@ def test_network_is_tuned_compiled_and_timed(tmp_path, capsys):
         (["--cost-model", "pam-no-update", "--checkpoint", "nowhere.pt"], "nowhere.pt' does not exist"),
         (["--cost-model", "xgb", "--runner", "rpc"], "--runner rpc needs --tracker"),
         (["--cost-model", "xgb", "--psa", "v100"], "'v100' is not in the device table"),
+        (["--psa", "h100", "--psa-formula", "traffic-stage"], "--psa-formula 'traffic-stage' must be one of"),
     ],
 )
 def test_cli_errors_are_clear(tmp_path, extra, message):

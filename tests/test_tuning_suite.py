@@ -216,6 +216,7 @@ def test_two_shards_tune_their_arms_at_once_on_their_own_cores(tmp_path):
 
 def test_the_draft_knobs_reach_the_search_config():
     values = (
+        "published",
         None,
         512,
         1,
@@ -245,9 +246,7 @@ def test_the_draft_knobs_reach_the_search_config():
         0,
     )  # none a default
     knobs = dict(zip(tuning.SEARCH_KNOBS, values, strict=True))
-    args = types.SimpleNamespace(
-        psa="h100", psa_formula="published", seed_value=1, epochs=7, background_update=False, **knobs
-    )
+    args = types.SimpleNamespace(psa="h100", seed_value=1, epochs=7, background_update=False, **knobs)
     cost_model, search = tuning.configs("pruner", args)
     assert (search.redraft_every, search.redraft_stall, search.psa_formula) == (2, 0, "published")
     assert search.redraft_backoff is True and search.redraft_min_samples == 16 and search.redraft_share == 0.2
@@ -408,6 +407,9 @@ def test_variants_take_typed_draft_knobs_and_name_the_bad_one():
     got = _variants("pruner-quick:quick_start=true,draft_rounds=2,redraft_share=null,psa_weight=1,epochs=20", "pruner")
     want = {"quick_start": True, "draft_rounds": 2, "redraft_share": None, "psa_weight": 1.0, "epochs": 20}
     assert got == [("pruner-quick", want), (None, {})]
+    assert _variants("pruner-stages:psa_formula=traffic-stages") == [
+        ("pruner-stages", {"psa_formula": "traffic-stages"})
+    ]
     assert isinstance(got[0][1]["psa_weight"], float)
     for spec, match in (
         ("v:quick_start=1", "quick_start: 1 is not a bool"),

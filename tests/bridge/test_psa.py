@@ -8,6 +8,7 @@ import pytest
 from bridge.psa import (
     FORMULAS,
     HIDING_WARPS,
+    STAGE_LATENCY,
     Device,
     PSACostModel,
     get_device,
@@ -108,7 +109,14 @@ def test_traffic_formulas_take_the_memory_time_from_every_trip():
     assert psa_latency(staged, A100, "traffic-occupancy")[0] > traffic  # 300 blocks of 4 warps: not full occupancy
     compute_bound = np.stack([row(total=1e10, reuse=4.0, grid=2000, block=256)])
     assert psa_latency(compute_bound, A100, "traffic") == pytest.approx(psa_latency(compute_bound, A100, "published"))
-    assert set(FORMULAS) == {"published", "occupancy", "traffic", "traffic-occupancy", "traffic-warps"}
+    assert set(FORMULAS) == {
+        "published",
+        "occupancy",
+        "traffic",
+        "traffic-occupancy",
+        "traffic-warps",
+        "traffic-stages",
+    }
 
 
 def test_traffic_warps_charges_too_few_warps_to_hide_latency():
@@ -129,6 +137,38 @@ def test_traffic_warps_charges_too_few_warps_to_hide_latency():
     # many warps a partition: no charge
     busy = np.stack([row(total=1e10, reuse=4.0, dram_all=1e8, grid=20000, block=256)])
     assert psa_latency(busy, A100, "traffic-warps") == pytest.approx(psa_latency(busy, A100, "traffic-occupancy"))
+
+
+def test_traffic_stages_charges_each_stage_once_a_wave():
+    # the 3x3 conv's two schedule families on one H100 (132 SMs): a block computes its outputs in 2
+    # stages (loads both tiles twice) or in 8; both kernels are one wave, so 8 stages wait 6 more times
+    h100 = Device("h100", peak_gflops=66900, bandwidth_gbs=3350, sm_count=132)
+
+    def kernel(stages, grid=105, block=112):
+        compute = row(flops_thread=1e4, total=1.4e8, mem=2e3, reuse=6.0, grid=grid, block=block)
+        loads = [row(shared=2e3 * k, dram=2e5 * k, dram_all=2e5 * k * stages, grid=grid, block=block) for k in (1, 4)]
+        writeback = row(dram=1.2e5, grid=grid, block=block)
+        return np.stack([compute, *loads, writeback])
+
+    two, eight = kernel(2), kernel(8)
+    for program in (two, eight):  # the rows are traffic-occupancy's
+        assert psa_latency(program, h100, "traffic-stages") == pytest.approx(
+            psa_latency(program, h100, "traffic-occupancy")
+        )
+    base = 1 / psa_scores([two, eight], h100, "traffic-occupancy")
+    staged = 1 / psa_scores([two, eight], h100, "traffic-stages")
+    # one charge a program (the most trips of its loads, not their sum): 2 and 8 stages, one wave
+    assert staged - base == pytest.approx([2 * STAGE_LATENCY, 8 * STAGE_LATENCY])
+    # more blocks than fit an SM at once: 4 warps a block, 16 resident an SM, so 3 waves of 132 x 16
+    many = kernel(8, grid=132 * 16 * 2 + 1, block=128)
+    assert 1 / psa_scores([many], h100, "traffic-stages")[0] - 1 / psa_scores([many], h100, "traffic-occupancy")[0] == (
+        pytest.approx(3 * 8 * STAGE_LATENCY)
+    )
+    # a program without a shared-memory load (a depthwise conv reading global memory) pays nothing
+    plain = np.stack([row(total=1e8, reuse=2.0, grid=500, block=256), row(dram=1e6, grid=500, block=256)])
+    assert psa_scores([plain], h100, "traffic-stages")[0] == pytest.approx(
+        psa_scores([plain], h100, "traffic-occupancy")[0]
+    )
 
 
 def test_naive_heuristic_counts_threads():
