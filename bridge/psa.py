@@ -271,7 +271,7 @@ def stage_time(
 
     A program's stages are the most trips of any of its shared-memory loads (column 11 over column 5
     of a row with a shared footprint: how many times the loops that do not index the tile reload it),
-    its waves those of that row's kernel: ceil(grid / (SMs x resident blocks an SM)), with resident
+    its waves the most of any of those rows: ceil(grid / (SMs x resident blocks an SM)), with resident
     blocks as NVIDIA's limits allow (`MAX_BLOCKS_PER_SM` blocks, `MAX_WARPS_PER_SM` warps; shared
     memory and registers, which can lower them, are not modelled). A program without a shared
     load pays nothing.
