@@ -252,7 +252,8 @@ def main(argv: list[str] | None = None) -> None:
 
     device = get_device(args.device, args.devices_file)
     if args.records:
-        data = featurize_in_memory(args.shards, stmt=False, workers=args.workers)[0]
+        data, summary = featurize_in_memory(args.shards, stmt=False, workers=args.workers)
+        print(summary.format())
     else:
         data = read_shards(args.shards)
     keep = np.ones(data.num_records, bool) if args.keep_failed else np.isfinite(data.latency)
@@ -272,8 +273,8 @@ def main(argv: list[str] | None = None) -> None:
         mean = {k: float(np.mean([r[k] for r in runs])) for k in runs[0]}
         rows.append({"ranking": name, **mean, "records": int(keep.sum()), "tasks": data.num_tasks})
         print(f"{name:<{width}} {mean['pairwise']:>9.3f} {mean['peak@1']:>8.3f} {mean['peak@5']:>8.3f}")
+    table = per_workload(data, scores, keep) if args.per_workload or args.choose_stage_latency else None
     if args.per_workload:
-        table = per_workload(data, scores, keep)
         names = [k for k in next(iter(table.values())) if k != "records"]
         print("pairwise / peak@1 per workload (pooled):")
         print("| workload | records | " + " | ".join(names) + " |")
@@ -282,7 +283,7 @@ def main(argv: list[str] | None = None) -> None:
             cells = [f"{row[k]['pairwise']:.3f} / {row[k]['peak@1']:.3f}" for k in names]
             print(f"| {workload} | {row['records']} | " + " | ".join(cells) + " |")
     if args.choose_stage_latency:
-        choice = choose_stage_latency(per_workload(data, scores, keep), args.stage_latencies)
+        choice = choose_stage_latency(table, args.stage_latencies)
         print("traffic-stages' stage wait chosen without each workload, scored on it:")
         print("| workload | chosen | held out: pairwise / peak@1 / peak@5 | traffic-occupancy |")
         print("|---|---|---|---|")

@@ -55,7 +55,7 @@ from benchmarks.suite_eager import eager_times
 from benchmarks.suite_report import report, slug
 from benchmarks.suite_shards import pin, run_shards, share
 from benchmarks.suite_variants import parse_variants
-from bridge.config import DEFAULT_PSA_FORMULA, CostModelConfig, MeasureConfig, SearchConfig
+from bridge.config import DEFAULT_PSA_FORMULA, PSA_FORMULAS, CostModelConfig, MeasureConfig, SearchConfig
 from data.atomic import atomic_write_text
 
 WORKLOADS = (
@@ -289,7 +289,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--epochs", type=int, default=epochs.default, help=f"{epochs.metadata['help']}; pruner, moa, mlp")
     background = _field(CostModelConfig, "background_update")
     p.add_argument("--background-update", type=bool, default=background.default, help=background.metadata["help"])
-    p.add_argument("--psa-formula", default=DEFAULT_PSA_FORMULA, help="PSA formula of the draft (bridge.psa.FORMULAS)")
+    p.add_argument("--psa-formula", default=DEFAULT_PSA_FORMULA, choices=PSA_FORMULAS, help="PSA formula of the draft")
     p.add_argument("--population", type=int, default=None, help="draft population (unset: the default)")
     p.add_argument("--potential", type=int, default=512, help="potential-space size of the draft")
     hints = typing.get_type_hints(SearchConfig)
@@ -336,6 +336,10 @@ def main(argv: list[str] | None = None) -> None:
             if set(settings) - set(takes):
                 raise ValueError(
                     f"--variants: {label!r} sets {sorted(set(settings) - set(takes))}, which {args.arms[0]} does not take"
+                )
+            if settings.get("psa_formula", DEFAULT_PSA_FORMULA) not in PSA_FORMULAS:  # before any start-up
+                raise ValueError(
+                    f"--variants: {label!r} sets psa_formula {settings['psa_formula']!r}, not one of {PSA_FORMULAS}"
                 )
     if args.against != p.get_default("against") and not args.report:
         raise ValueError(f"--against {args.against}: methods to pair with in the report; it needs --report")

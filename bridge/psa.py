@@ -274,7 +274,8 @@ def stage_time(
     its waves the most of any of those rows: ceil(grid / (SMs x resident blocks an SM)), with resident
     blocks as NVIDIA's limits allow (`MAX_BLOCKS_PER_SM` blocks, `MAX_WARPS_PER_SM` warps; shared
     memory and registers, which can lower them, are not modelled). A program without a shared
-    load pays nothing.
+    load pays nothing. In a program of several kernels the stages of one may be paired with the
+    waves of another (the measured formula; a per-kernel product is not yet measured).
     """
     rows = np.asarray(rows, dtype=np.float64)
     shared = (rows[:, SHARED_FOOTPRINT] > 0) & (rows[:, DRAM] > 0)

@@ -23,9 +23,11 @@ digest every shard must carry; shards made from other inputs are never mixed in 
 shard file from other inputs is rebuilt (said on stderr), and a shard file the plan does not name
 (other records, another --tasks-per-shard) makes the run refuse, unless --overwrite deletes it.
 
-Why one module of about 500 lines: the plan (task groups and their input digests), the resume and
+Why one module of about 530 lines: the plan (task groups and their input digests), the resume and
 stale-shard rules and the worker processes that execute the plan are one mechanism; the feature
 computation itself lives in data.features and the file format in data.shards.
+`featurize_in_memory` is the same featurization without the plan and the files (for studies that
+need part of the features, e.g. PSA rows alone); it shares `featurize_task` and the shard assembly.
 
 A tuning work dir keeps its task names and networks when an index.json lies beside its database
 (`data.record_tree.index_tasks`); `--network NAME` names the network of bare databases, so the
@@ -434,6 +436,8 @@ def featurize_in_memory(
     studies that need part of the features. With `stmt=False` it skips PerStoreFeature, the most of
     the featurizer's time, and the data's statement rows are empty (the PSA rows, access records and
     GEMM matrices are the featurizer's own). Tasks in key order, spread over `workers` processes."""
+    if workers < 1:
+        raise ValueError(f"workers={workers}: must be >= 1")
     record_set = read_records(records, failed=failed)
     tasks = [record_set.tasks[key] for key in sorted(record_set.tasks)]
     summary = record_set.summary
