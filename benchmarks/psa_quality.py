@@ -150,14 +150,12 @@ def per_workload(data, scores: dict[str, np.ndarray], keep: np.ndarray) -> dict[
     pooled (`pooled_groups`); a workload is named by the folder above its first record's work dir
     (the suite's workload slug)."""
     group, label = pooled_groups(data)
-    names = {}
-    for g in np.unique(group[keep]):
-        first = np.flatnonzero(keep & (group == g))[0]
-        names[g] = Path(str(data.record_source[first]).split(":")[0]).parent.parent.name
+    first = {g: np.flatnonzero(keep & (group == g))[0] for g in np.unique(group[keep])}
+    names = {g: Path(str(data.record_source[i]).split(":")[0]).parent.parent.name for g, i in first.items()}
     out = {}
     for g, name in names.items():
         if list(names.values()).count(name) > 1:  # a network's tasks: the name and the workload's hash
-            key = str(data.task_key[data.record_task[np.flatnonzero(keep & (group == g))[0]]])
+            key = str(data.task_key[data.record_task[first[g]]])
             name += key[len(task_name(key)) :]
         members = keep & (group == g)
         out[name] = {k: evaluate(v[members], label[members], group[members]) for k, v in scores.items()}

@@ -337,10 +337,13 @@ def main(argv: list[str] | None = None) -> None:
                 raise ValueError(
                     f"--variants: {label!r} sets {sorted(set(settings) - set(takes))}, which {args.arms[0]} does not take"
                 )
-            if settings.get("psa_formula", DEFAULT_PSA_FORMULA) not in PSA_FORMULAS:  # before any start-up
-                raise ValueError(
-                    f"--variants: {label!r} sets psa_formula {settings['psa_formula']!r}, not one of {PSA_FORMULAS}"
-                )
+            variant = copy.copy(args)  # its configs as `run_arm` makes them, checked before any start-up
+            for knob, value in {**settings, "seed_value": args.seeds[0]}.items():
+                setattr(variant, knob, value)
+            try:
+                configs(args.arms[0], variant)
+            except ValueError as err:
+                raise ValueError(f"--variants: {label!r}: {err}") from None
     if args.against != p.get_default("against") and not args.report:
         raise ValueError(f"--against {args.against}: methods to pair with in the report; it needs --report")
     if args.xgb_from and not args.report:

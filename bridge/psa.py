@@ -221,6 +221,11 @@ def _concat(programs: Sequence[np.ndarray | None]) -> tuple[np.ndarray, np.ndarr
     return rows, segment, valid
 
 
+def _warps(rows: np.ndarray, device: Device) -> np.ndarray:
+    """Whole warps a block of each row (at least one)."""
+    return np.maximum(np.ceil(rows[:, BLOCK] / device.warp_size), 1.0)
+
+
 def psa_latency(rows: np.ndarray, device: Device, formula: str = DEFAULT_FORMULA) -> np.ndarray:
     """Estimated time of each PSA row (docs/pruner.md section 4.2): max(compute time, memory time).
     (`traffic-stages`' rows are `traffic-occupancy`'s; its per-program term is `stage_time`.)
@@ -241,7 +246,7 @@ def psa_latency(rows: np.ndarray, device: Device, formula: str = DEFAULT_FORMULA
     grid, block, reuse = rows[:, GRID], rows[:, BLOCK], rows[:, REUSE]
     sm, parts, active = device.sm_count, device.sm_partitions, device.active_blocks_per_sm
     warps_f = block / device.warp_size
-    warps = np.maximum(np.ceil(warps_f), 1.0)
+    warps = _warps(rows, device)
     warp_penalty = warps_f / warps
     thread_penalty = 1.0 + 1.0 / np.where(reuse > 0, reuse, 1.0)
     mid = grid < active * sm
@@ -280,7 +285,7 @@ def stage_time(
     rows = np.asarray(rows, dtype=np.float64)
     shared = (rows[:, SHARED_FOOTPRINT] > 0) & (rows[:, DRAM] > 0)
     trips = np.where(shared, rows[:, DRAM_ALL] / np.where(shared, rows[:, DRAM], 1.0), 0.0)
-    warps = np.maximum(np.ceil(rows[:, BLOCK] / device.warp_size), 1.0)
+    warps = _warps(rows, device)
     resident = np.maximum(np.minimum(MAX_BLOCKS_PER_SM, np.floor(MAX_WARPS_PER_SM / warps)), 1.0)
     waves = np.ceil(rows[:, GRID] / (device.sm_count * resident))
     stages, program_waves = np.zeros(n), np.zeros(n)

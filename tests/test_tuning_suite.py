@@ -440,7 +440,10 @@ def test_variants_are_pending_in_their_order_and_skipped_when_done(tmp_path):
         (["--arms", "pruner", "--label", "x", "--variants", "a:quick_start=true"], "without --label"),
         (["--arms", "pruner", "--variants", "xgb"], "--label 'xgb'"),
         (["--arms", "xgb", "--variants", "xgb-f:fill_device=8"], r"\['fill_device'\], which xgb does not take"),
-        (["--arms", "pruner", "--variants", "p:psa_formula=traffic-stage"], "psa_formula 'traffic-stage', not one of"),
+        (
+            ["--arms", "pruner", "--variants", "p:psa_formula=traffic-stage"],
+            "--variants: 'p': --psa-formula 'traffic-stage' must be one of",
+        ),
         (
             ["--arms", "mlp", "--variants", "mlp-e:epochs=5,quick_start=true"],
             r"\['quick_start'\], which mlp does not take",
