@@ -48,6 +48,11 @@ class BackgroundJobs:
             if job.exception() is not None:
                 raise job.exception()
 
+    def pending(self) -> list[Future]:
+        """The jobs submitted and not done yet (what a caller that must outlive them waits on, e.g.
+        with `concurrent.futures.wait`; `wait` waits for them and raises their errors)."""
+        return [j for j in self._jobs if not j.done()]
+
     @property
     def running(self) -> bool:
         """Whether a job submitted is not done yet."""

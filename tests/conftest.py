@@ -39,7 +39,7 @@ def background_jobs_end_with_their_test():
     unguarded annotation dict, and the export failed with KeyError 'custom' (2026-11-30). So each
     test's jobs end with it (at most a minute: a test may leave a job waiting on an event)."""
     yield
-    pending = [job for jobs in list(_JOBS) for job in jobs._jobs if not job.done()]
+    pending = [job for jobs in list(_JOBS) for job in jobs.pending()]
     if pending:
         concurrent.futures.wait(pending, timeout=60)
 

@@ -14,10 +14,10 @@ def test_jobs_run_in_the_order_submitted_and_submit_does_not_wait():
     start = time.perf_counter()
     for i in (2, 3):
         jobs.submit(lambda i=i: done.append(i))
-    assert time.perf_counter() - start < 1.0 and jobs.running and done == []
+    assert time.perf_counter() - start < 1.0 and jobs.running and done == [] and len(jobs.pending()) == 3
     gate.set()
     jobs.wait()
-    assert done == [1, 2, 3] and not jobs.running and jobs.waited_s >= 0.0
+    assert done == [1, 2, 3] and not jobs.running and jobs.pending() == [] and jobs.waited_s >= 0.0
 
 
 def test_wait_raises_the_first_failure_once_and_later_jobs_still_run():
