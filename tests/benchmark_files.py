@@ -27,3 +27,27 @@ def small_shards(path: Path, records_per_task: int = 60, seed: int = 3, source: 
     data = synthetic_shard_data(num_tasks=8, records_per_task=records_per_task, rows_per_record=(3, 4), seed=seed)
     write_shard(Path(path) / "shard.h5", data, {"source": source})
     return Path(path)
+
+
+def fastest_records(folder: Path, into: Path, n: int) -> Path:
+    """A copy in `into` of the tuning database in `folder` (`database_*.json`, plain or `.xz`) that keeps
+    only its `n` fastest records (mean of run_secs), in their order: a test that reads a suite arm's
+    database for its best schedules then parses and replays tens of records, not a thousand and more."""
+    import json
+    import lzma
+
+    from data.record_tree import RECORD_FILE, WORKLOAD_FILE, XZ, database_file
+
+    def text(name: str) -> str:
+        found = database_file(Path(folder), name)
+        assert found is not None, f"{folder}: no {name}"
+        return (lzma.open if found.name.endswith(XZ) else open)(found, "rt").read()
+
+    into = Path(into)
+    into.mkdir(parents=True, exist_ok=True)
+    (into / WORKLOAD_FILE).write_text(text(WORKLOAD_FILE))
+    lines = [line for line in text(RECORD_FILE).splitlines() if line.strip()]
+    secs = [json.loads(line)[1][1] for line in lines]
+    keep = set(sorted(range(len(lines)), key=lambda i: sum(secs[i]) / len(secs[i]))[:n])
+    (into / RECORD_FILE).write_text("".join(lines[i] + "\n" for i in sorted(keep)))
+    return into

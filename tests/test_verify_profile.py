@@ -3,6 +3,7 @@
 from pathlib import Path
 
 import pytest
+from benchmark_files import fastest_records
 
 from benchmarks import verify_profile
 
@@ -12,9 +13,12 @@ DB = (
 )
 
 
-def test_a_draft_round_then_a_profiled_verify_round(capsys):
+def test_a_draft_round_then_a_profiled_verify_round(capsys, tmp_path):
+    # PAM trains on the database's 40 best: a copy with its 60 best (of 1,448) trains it the same, and the
+    # search's start-up replays 60 records' traces for its measured set, not 1,448 (13 s here)
+    db = fastest_records(DB, tmp_path / "db", 60)
     out = verify_profile.main(
-        ["--workload", "dense:128,3072,768", "--database", str(DB), "--records", "40", "--population", "64"]
+        ["--workload", "dense:128,3072,768", "--database", str(db), "--records", "40", "--population", "64"]
         + ["--potential", "32", "--batch", "16", "--top", "8", "--draft-generations", "0"]
     )
     drafted, verified = out["draft_round"], out["verify_round"]
