@@ -582,6 +582,7 @@ def test_the_best_measured_schedules_come_from_the_database_once_then_from_the_r
     )
     context = context_for(context0.mod, strategy)
     strategy.pre_tuning(64, 4, context.generate_design_space(), database, ms.cost_model.RandomModel(seed=0))
+    assert strategy.measured == {key(c.sch) for c in candidates}  # replayed on the context's 2 threads
     top = [key(r.as_measure_candidate().sch) for r in database.get_top_k(workload, 5)]
     assert [key(s) for s in strategy._best_measured(5)] == top  # the earlier run's best, fastest first
     strategy.database = ms.database.MemoryDatabase()  # read once: the records are not asked for again
