@@ -287,7 +287,9 @@ def geomean_interval(logs: list[float], digits: int, of: str = "") -> str:
 
 def _against(data: dict, baseline: str, reference: str = "pruner") -> list[str]:
     """Each other method against `reference` on the seeds where both ran beside the baseline: a mean
-    over each method's own seeds can compare different draws of XGB, so this pairs them seed by seed."""
+    over each method's own seeds can compare different draws of XGB, so this pairs them seed by seed.
+    Their latencies are compared at the earlier of the two arms' ends (an arm that reached its trial
+    cap ends early), not each at its end against the baseline's."""
     lines = []
     for method in sorted({m for methods in data.values() for m in methods} - {baseline, reference}):
         sooner = later = lower = n = 0
@@ -301,15 +303,19 @@ def _against(data: dict, baseline: str, reference: str = "pruner") -> list[str]:
                 n += 1
                 sooner += a["time"] < b["time"]
                 later += a["time"] > b["time"]  # both never: neither
-                lower += a["best"] < b["best"]
+                equal = min(rows[-1]["elapsed_s"], ref[-1]["elapsed_s"])
+                mine, theirs = best_at(rows, equal), best_at(ref, equal)
+                lower += mine < theirs
                 logs.append(math.log(a["speedup"] / b["speedup"]))
-                best_logs.append(math.log(a["best"] / b["best"]))
+                if math.isfinite(mine) and math.isfinite(theirs):  # both had a batch back by then
+                    best_logs.append(math.log(mine / theirs))
         if n:
             of = f"{reference}'s"
             lines.append(
                 f"- {method} against {reference}, seed by seed ({n} seeds where both ran): reached {baseline}'s "
                 f"final sooner on {sooner}, later on {later}; speedup {geomean_interval(logs, 2, of)}; "
-                f"lower latency at equal time on {lower} of {n}, {geomean_interval(best_logs, 3, of)}"
+                f"lower latency at equal time on {lower} of {n}, "
+                + (geomean_interval(best_logs, 3, of) if best_logs else "no batch back at equal time")
             )
     return lines
 

@@ -362,6 +362,17 @@ def test_report_against_pruner_pairs_arms_run_without_xgb(tmp_path, capsys):
     assert "XGB" not in text
 
 
+def test_report_pairs_two_arms_at_the_earlier_of_their_ends(tmp_path, capsys):
+    """An arm that reached its trial cap at 50 s is compared, seed by seed, with the other arm's best by
+    50 s (0.011 against 0.02: 0.55x), not with its best at its own end (0.010: that would be 1.1x)."""
+    write_arm(tmp_path / "op" / "pruner-s0.csv", [(40, 32, 0.02), (110, 64, 0.010)])
+    write_arm(tmp_path / "op" / "capped-s0.csv", [(30, 16, 0.015), (50, 32, 0.011)])
+    tuning.main(["--report", "--results", str(tmp_path), "--baseline", "pruner"])
+    text = capsys.readouterr().out
+    assert "- capped against pruner, seed by seed (1 seeds where both ran): " in text, text
+    assert "lower latency at equal time on 1 of 1, 0.550x pruner's (geometric mean)" in text, text
+
+
 def test_report_takes_one_labels_arms_from_a_folder_under_another_name(tmp_path, capsys):
     """An A/B's variant whose setting became the default is reported as that method, beside the later
     seeds of the default (another folder) and XGB's runs of the A/B's call (a third)."""
