@@ -49,8 +49,8 @@ class BackgroundJobs:
                 raise job.exception()
 
     def pending(self) -> list[Future]:
-        """The jobs submitted and not done yet (what a caller that must outlive them waits on, e.g.
-        with `concurrent.futures.wait`; `wait` waits for them and raises their errors)."""
+        """The jobs submitted since the last `wait` and not done yet (what a caller that must outlive
+        them waits on, e.g. with `concurrent.futures.wait`; `wait` waits for them and raises their errors)."""
         return [j for j in self._jobs if not j.done()]
 
     @property

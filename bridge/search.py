@@ -44,9 +44,23 @@ def _measured_keys(records: list, threads: int) -> set[int]:
     8 ms a record on the host: 13 s of a resumed run's start-up with 1,500 records); TVM replays
     without the GIL, so `threads` replay at once (1.8x on 2 cores)."""
     if threads <= 1 or len(records) < 2:
-        return {_key(r.as_measure_candidate().sch) for r in records}
-    with ThreadPoolExecutor(min(threads, len(records))) as pool:
-        return set(pool.map(lambda r: _key(r.as_measure_candidate().sch), records))
+        keys = [_replayed_key(r) for r in records]
+    else:
+        with ThreadPoolExecutor(min(threads, len(records))) as pool:
+            keys = list(pool.map(_replayed_key, records))
+    if None in keys:  # as `catch_up` and the best measured do: such a record cannot be re-measured either
+        logger.warning(
+            "%d of %d database records no longer replay on their workload: left out", keys.count(None), len(keys)
+        )
+    return {k for k in keys if k is not None}
+
+
+def _replayed_key(record: Any) -> int | None:
+    """`_key` of a database record's schedule; None when its trace no longer applies to its workload."""
+    try:
+        return _key(record.as_measure_candidate().sch)
+    except Exception:  # noqa: BLE001 - TVM raises its own errors for a trace that does not apply
+        return None
 
 
 def candidate(sch: Any) -> Any:

@@ -30,24 +30,34 @@ def small_shards(path: Path, records_per_task: int = 60, seed: int = 3, source: 
 
 
 def fastest_records(folder: Path, into: Path, n: int) -> Path:
-    """A copy in `into` of the tuning database in `folder` (`database_*.json`, plain or `.xz`) that keeps
-    only its `n` fastest records (mean of run_secs), in their order: a test that reads a suite arm's
-    database for its best schedules then parses and replays tens of records, not a thousand and more."""
+    """A copy in `into` of the tuning database in `folder` (`database_*.json`, plain or `.xz`, written
+    as it was) that keeps only the `n` fastest records of each workload (`data.labels.mean_latency`:
+    failed and implausible ones last), in their order: a test that reads a suite arm's database for its
+    best schedules then parses and replays tens of records, not a thousand and more."""
     import json
     import lzma
 
+    from data.labels import mean_latency
     from data.record_tree import RECORD_FILE, WORKLOAD_FILE, XZ, database_file
-
-    def text(name: str) -> str:
-        found = database_file(Path(folder), name)
-        assert found is not None, f"{folder}: no {name}"
-        return (lzma.open if found.name.endswith(XZ) else open)(found, "rt").read()
 
     into = Path(into)
     into.mkdir(parents=True, exist_ok=True)
-    (into / WORKLOAD_FILE).write_text(text(WORKLOAD_FILE))
-    lines = [line for line in text(RECORD_FILE).splitlines() if line.strip()]
-    secs = [json.loads(line)[1][1] for line in lines]
-    keep = set(sorted(range(len(lines)), key=lambda i: sum(secs[i]) / len(secs[i]))[:n])
-    (into / RECORD_FILE).write_text("".join(lines[i] + "\n" for i in sorted(keep)))
+    texts = {}
+    for name in (WORKLOAD_FILE, RECORD_FILE):
+        found = database_file(Path(folder), name)
+        assert found is not None, f"{folder}: no {name}"
+        opener = lzma.open if found.name.endswith(XZ) else open
+        with opener(found, "rt") as f:
+            texts[name] = (f.read(), opener, into / found.name)
+    lines = [line for line in texts[RECORD_FILE][0].splitlines() if line.strip()]
+    parsed = [json.loads(line) for line in lines]
+    keep = set()
+    for workload in {record[0] for record in parsed}:
+        mine = [i for i, record in enumerate(parsed) if record[0] == workload]
+        keep.update(sorted(mine, key=lambda i: mean_latency(parsed[i][1][1]))[:n])
+    kept = "".join(lines[i] + "\n" for i in sorted(keep))
+    for name, text in ((WORKLOAD_FILE, texts[WORKLOAD_FILE][0]), (RECORD_FILE, kept)):
+        _, opener, path = texts[name]
+        with opener(path, "wt") as f:
+            f.write(text)
     return into

@@ -15,7 +15,7 @@ from bridge.cost_model import PrunerCostModel
 from bridge.draft_verify import DraftVerifySearch
 from bridge.drafting import Draft
 from bridge.psa import PSACostModel
-from bridge.search import CountingCostModel, ResumableEvolutionarySearch
+from bridge.search import CountingCostModel, ResumableEvolutionarySearch, _measured_keys
 from bridge.search_log import SearchLog, read_rounds
 from bridge.stall_rule import share_allows
 from tvm_env import ms, parse_target, setup, task_context, tvm, tvm_ffi
@@ -569,6 +569,21 @@ def test_psa_weight_ranks_the_potential_space_by_the_blend(tmp_path, checkpoints
         CountingCostModel(model=pretrained, blend_with=psa, blend_weight=float("nan"))
 
 
+def test_a_record_that_no_longer_replays_is_left_out_of_the_measured_set(measured_matmul, measured_database, caplog):
+    """A resumed run replays its database's records for the schedules not to measure again: a record
+    whose trace does not apply to its workload (here a matmul's, on a one-block elementwise op) is
+    left out with a warning, as `catch_up` leaves it out, instead of failing the run's start."""
+    candidates = measured_matmul[1]
+    records = measured_database.get_all_tuning_records()
+    a = te.placeholder((8,), name="A")
+    other = tvm.IRModule({"main": te.create_prim_func([a, te.compute((8,), lambda i: a[i] * 2, name="other")])})
+    workload = ms.database.MemoryDatabase().commit_workload(other)
+    r = records[0]
+    stale = ms.database.TuningRecord(r.trace, workload, r.run_secs, r.target, r.args_info)
+    assert _measured_keys([stale, *records], 2) == {key(c.sch) for c in candidates}
+    assert f"1 of {len(records) + 1} database records no longer replay" in caplog.text
+
+
 def test_the_best_measured_schedules_come_from_the_database_once_then_from_the_runs_own_results(
     measured_matmul, measured_database
 ):
@@ -583,6 +598,8 @@ def test_the_best_measured_schedules_come_from_the_database_once_then_from_the_r
     context = context_for(context0.mod, strategy)
     strategy.pre_tuning(64, 4, context.generate_design_space(), database, ms.cost_model.RandomModel(seed=0))
     assert strategy.measured == {key(c.sch) for c in candidates}  # replayed on the context's 2 threads
+    records = database.get_all_tuning_records()
+    assert _measured_keys(records, 1) == _measured_keys(records, 2) == strategy.measured
     top = [key(r.as_measure_candidate().sch) for r in database.get_top_k(workload, 5)]
     assert [key(s) for s in strategy._best_measured(5)] == top  # the earlier run's best, fastest first
     strategy.database = ms.database.MemoryDatabase()  # read once: the records are not asked for again
