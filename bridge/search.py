@@ -41,8 +41,8 @@ def _key(sch: Any) -> int:
 
 def _measured_keys(records: list, threads: int) -> set[int]:
     """The keys of the schedules `records` hold. Each record's trace is replayed into a schedule (about
-    8 ms a record on the host: 13 s of a resumed run's start-up with 1,500 records); TVM replays
-    without the GIL, so `threads` replay at once (1.8x on 2 cores)."""
+    9 ms a record on the host: 12-14 s of a resumed run's start-up with 1,448 records); TVM replays
+    without the GIL, so `threads` replay at once (5.8-6.2 s on 2 threads; docs/benchmarks.md, "A resumed run's start-up")."""
     if threads <= 1 or len(records) < 2:
         keys = [_replayed_key(r) for r in records]
     else:
