@@ -14,12 +14,12 @@ from __future__ import annotations
 import logging
 import math
 import time
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
 from tvm.ir.utils import derived_object
 
+from bridge.catch_up import replay_records
 from bridge.search_log import SearchLog
 from data.features import schedule_key
 from data.labels import mean_latency
@@ -40,27 +40,12 @@ def _key(sch: Any) -> int:
 
 
 def _measured_keys(records: list, threads: int) -> set[int]:
-    """The keys of the schedules `records` hold. Each record's trace is replayed into a schedule (about
-    9 ms a record on the host: 12-14 s of a resumed run's start-up with 1,448 records); TVM replays
-    without the GIL, so `threads` replay at once (5.8-6.2 s on 2 threads; docs/benchmarks.md, "A resumed run's start-up")."""
-    if threads <= 1 or len(records) < 2:
-        keys = [_replayed_key(r) for r in records]
-    else:
-        with ThreadPoolExecutor(min(threads, len(records))) as pool:
-            keys = list(pool.map(_replayed_key, records))
-    if None in keys:  # as `catch_up` and the best measured do: such a record cannot be re-measured either
-        logger.warning(
-            "%d of %d database records no longer replay on their workload: left out", keys.count(None), len(keys)
-        )
-    return {k for k in keys if k is not None}
-
-
-def _replayed_key(record: Any) -> int | None:
-    """`_key` of a database record's schedule; None when its trace no longer applies to its workload."""
-    try:
-        return _key(record.as_measure_candidate().sch)
-    except Exception:  # noqa: BLE001 - TVM raises its own errors for a trace that does not apply
-        return None
+    """The keys of the schedules `records` hold, replayed on `threads` threads (`replay_records`)."""
+    candidates = replay_records(records, threads)
+    failed = sum(isinstance(c, Exception) for c in candidates)
+    if failed:  # as `catch_up` and the best measured do: such a record cannot be re-measured either
+        logger.warning("%d of %d database records no longer replay on their workload: left out", failed, len(records))
+    return {_key(c.sch) for c in candidates if not isinstance(c, Exception)}
 
 
 def candidate(sch: Any) -> Any:

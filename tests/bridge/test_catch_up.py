@@ -115,3 +115,25 @@ def test_an_xgb_state_whose_seen_keys_disagree_is_refused_naming_the_file(measur
     np.savez(tmp_path / "bad.npz", **arrays)
     with pytest.raises(ValueError, match="bad.npz"):
         _xgb().load(str(tmp_path / "bad.npz"))
+
+
+def test_a_record_that_no_longer_replays_is_skipped_with_a_warning(measured_matmul, measured_database, caplog):
+    """A record of the task whose trace names a block its workload does not have (a trace of another
+    module, committed under the matmul's workload) is skipped, and the others are caught up on."""
+    from tvm import te
+
+    from tvm_env import ms, tvm
+
+    context, candidates, _ = measured_matmul
+    a = te.placeholder((8,), name="A")
+    other = tvm.IRModule({"main": te.create_prim_func([a, te.compute((8,), lambda i: a[i] * 2, name="other")])})
+    sch = tvm.s_tir.Schedule(other)
+    sch.get_sblock("other")
+    record = measured_database.get_all_tuning_records()[0]
+    workload = measured_database.commit_workload(context.mod)
+    measured_database.commit_tuning_record(
+        ms.database.TuningRecord(sch.trace, workload, record.run_secs, context.target, record.args_info)
+    )
+    model = PrunerCostModel(mode="pam", epochs=1, device="cpu", background=False)
+    assert catch_up(model, context, measured_database) == len(candidates)
+    assert "cannot replay a measured record for the cost model" in caplog.text
