@@ -13,13 +13,13 @@ keys were kept (`seen` None) is left as it is: which records it holds cannot be 
 from __future__ import annotations
 
 import logging
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from data.features import schedule_key
+from data.replay import replay_records
 from tvm_env import ms
 
-__all__ = ["catch_up", "replay_records"]
+__all__ = ["catch_up"]
 
 logger = logging.getLogger(__name__)
 
@@ -48,21 +48,3 @@ def catch_up(model: Any, context: Any, database: Any) -> int:
         model.update(context, candidates, results)
         logger.info("%s: the cost model caught up on %d records its state missed", context.task_name, len(candidates))
     return len(candidates)
-
-
-def replay_records(records: list, threads: int = 1) -> list:
-    """Each database record's measure candidate (its trace replayed on its workload), or the exception
-    the replay raised (a trace that no longer applies). The replay is TVM's, about 9 ms a record on
-    the host, and releases the GIL: `threads` replay at once (1,448 records: 12.3-14.1 s on 1 thread,
-    5.8-6.2 s on 2; docs/benchmarks.md, "A resumed run's start-up")."""
-
-    def replay(record: Any) -> Any:
-        try:
-            return record.as_measure_candidate()
-        except Exception as err:  # noqa: BLE001 - TVM raises its own errors for a trace that does not apply
-            return err
-
-    if threads <= 1 or len(records) < 2:
-        return [replay(r) for r in records]
-    with ThreadPoolExecutor(min(threads, len(records))) as pool:
-        return list(pool.map(replay, records))

@@ -57,6 +57,7 @@ from bridge.size_filter import SizeFilter, check_limit
 from bridge.stall_rule import DraftLedger, StallRule
 from bridge.verify_gate import VerifyGate
 from data.labels import mean_latency
+from data.replay import replay_records
 from pruner_models.blend import check_weight
 from tvm_env import ms
 
@@ -693,16 +694,12 @@ class DraftVerifySearch(_ResumableSearch):
         if limit <= 0 or not self.database.has_workload(self.context.mod):
             return
         workload = self.database.commit_workload(self.context.mod)
-        for record in self.database.get_top_k(workload, limit):
-            latency = mean_latency(record.run_secs)
-            if not math.isfinite(latency):
+        records = [r for r in self.database.get_top_k(workload, limit) if math.isfinite(mean_latency(r.run_secs))]
+        for record, replayed in zip(records, replay_records(records, int(self.context.num_threads))):
+            if isinstance(replayed, Exception):  # a record whose trace no longer applies: skip it, say so
+                logger.warning("%s: cannot replay a measured record: %s", self.task_name, replayed)
                 continue
-            try:
-                sch = record.as_measure_candidate().sch
-            except Exception as err:  # a record whose trace no longer applies: skip it, say so
-                logger.warning("%s: cannot replay a measured record: %s", self.task_name, err)
-                continue
-            self._best.setdefault(_key(sch), (latency, sch))
+            self._best.setdefault(_key(replayed.sch), (mean_latency(record.run_secs), replayed.sch))
 
     def _first_ranking(self) -> Any:
         """What the first draft's thread does after it (`first_verify_ahead`): rank the draft's potential

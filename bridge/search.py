@@ -19,10 +19,10 @@ from typing import Any
 import numpy as np
 from tvm.ir.utils import derived_object
 
-from bridge.catch_up import replay_records
 from bridge.search_log import SearchLog
 from data.features import schedule_key
 from data.labels import mean_latency
+from data.replay import replay_records
 from pruner_models.blend import blend_with_psa, check_weight
 from tvm_env import ms
 
