@@ -9,6 +9,7 @@
 # model card in benchmarks/weights/README.md; `stage.sh out lean bridge/weights noxgb` stages such a call).
 #   ARMS="xgb pruner" BUDGET=120 bash benchmarks/gpu/suite.sh
 #   RES=benchmarks/results/tuning_240 ARMS="xgb" BUDGET=240 LIMIT=585 WORKLOADS="dense:128,3072,768" bash benchmarks/gpu/suite.sh
+# MAX_TRIALS lifts an arm's trial cap (tuning.py's --max-trials, 2,000) for budgets past 210 s.
 # LABEL names the arms' files after a variant instead of the method (one arm in ARMS), so that a
 # variant's settings sit beside the defaults in one RES: ARMS=pruner LABEL=pruner-r16 FILL_DEVICE=0 ...
 # VARIANTS runs several settings of one method in this one job, in turn, paying the start-up once
@@ -33,7 +34,7 @@ WORK=${WORK:-runs/suite}  # the arms' work dirs (two suite.sh at once, e.g. one 
 LEFT=$(( ${LIMIT:-560} - ($(date +%s) - T0) ))
 echo "suite.sh: tuning.py starts at $(( $(date +%s) - T0 )) s"  # the kit and pylib before it (tuning.py prints its own start-up)
 python3 benchmarks/tuning.py --results $RES --arms ${ARMS:-xgb pruner} --budget-s ${BUDGET:-120} \
-  --time-limit $LEFT --seeds ${SEEDS:-0} ${WORKLOADS:+--workloads $WORKLOADS} \
+  --time-limit $LEFT --seeds ${SEEDS:-0} ${WORKLOADS:+--workloads $WORKLOADS} ${MAX_TRIALS:+--max-trials $MAX_TRIALS} \
   ${CHECKPOINT:+--checkpoint $CHECKPOINT} ${ADAPT_EVERY:+--adapt-every $ADAPT_EVERY} ${EPOCHS:+--epochs $EPOCHS} ${BACKGROUND_UPDATE:+--background-update $BACKGROUND_UPDATE} ${PSA_FORMULA:+--psa-formula $PSA_FORMULA} ${BUILD_TIMEOUT:+--build-timeout $BUILD_TIMEOUT} ${MAX_SOURCE_KB:+--max-source-kb $MAX_SOURCE_KB} ${DRAFT_GENERATIONS:+--draft-generations $DRAFT_GENERATIONS} ${REDRAFT_EVERY:+--redraft-every $REDRAFT_EVERY} ${REDRAFT_STALL:+--redraft-stall $REDRAFT_STALL} ${REDRAFT_BACKOFF:+--redraft-backoff $REDRAFT_BACKOFF} ${REDRAFT_SHARE:+--redraft-share $REDRAFT_SHARE} ${REDRAFT_MIN_SAMPLES:+--redraft-min-samples $REDRAFT_MIN_SAMPLES} ${VERIFY_GATE:+--verify-gate $VERIFY_GATE} ${PSA_WEIGHT:+--psa-weight $PSA_WEIGHT} ${PIPELINE:+--pipeline $PIPELINE} ${FILL_DEVICE:+--fill-device $FILL_DEVICE} ${STRAGGLER_GRACE:+--straggler-grace $STRAGGLER_GRACE} ${DRAFT_AHEAD:+--draft-ahead $DRAFT_AHEAD} ${LOW_DRAFT_AHEAD:+--low-draft-ahead $LOW_DRAFT_AHEAD} ${FIRST_DRAFTS_AHEAD:+--first-drafts-ahead $FIRST_DRAFTS_AHEAD} ${FIRST_VERIFY_AHEAD:+--first-verify-ahead $FIRST_VERIFY_AHEAD} ${SEARCH_AHEAD:+--search-ahead $SEARCH_AHEAD} ${BUILD_APART:+--build-apart $BUILD_APART} ${SIZE_FILTER_KB:+--size-filter-kb $SIZE_FILTER_KB} ${EPS_GREEDY:+--eps-greedy $EPS_GREEDY} ${LOCAL_SHARE:+--local-share $LOCAL_SHARE} ${LOCAL_PARENTS:+--local-parents $LOCAL_PARENTS} ${DRAFT_ROUNDS:+--draft-rounds $DRAFT_ROUNDS} ${QUICK_START:+--quick-start $QUICK_START} ${FIRST_DRAFT_GENERATIONS:+--first-draft-generations $FIRST_DRAFT_GENERATIONS} ${FIRST_VERIFY_GENERATIONS:+--first-verify-generations $FIRST_VERIFY_GENERATIONS} ${LABEL:+--label $LABEL} ${VARIANTS:+--variants $VARIANTS} --work $WORK --gpus $GPUS --eager 2>&1 | grep -v -i warning | tail -60
 echo "suite.sh: tuning.py ended at $(( $(date +%s) - T0 )) s"
 tar -cJf $OUT/tuning_results.tar.xz $RES
