@@ -32,6 +32,8 @@ def _project(tmp_path: Path, gpus: int = 2) -> Path:
     (root / "benchmarks" / "gpu" / "suite.sh").write_text(SUITE_STANDIN)
     (root / ".devkit").mkdir()
     (root / ".devkit" / "use-devkit.sh").write_text("true\n")
+    # pylib.sh stand-in: records that it was sourced and the lane count then started (none: before the lanes)
+    (root / "benchmarks" / "gpu" / "pylib.sh").write_text('echo "pylib $(ls -d "$OUT"/lane* 2>/dev/null | wc -l)" >> pylib.txt\n')
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     smi = bin_dir / "nvidia-smi"
@@ -98,6 +100,16 @@ def test_each_lane_gets_its_gpu_cores_folders_and_settings(tmp_path):
     assert all(lane["GPUS"] == "1" and int(lane["TVM_NUM_THREADS"]) == len(c) for lane, c in zip(lanes, cores))
     assert all(0 < int(lane["LIMIT"]) <= 585 for lane in lanes)
     assert done.stdout.count("lane done") == 2 and "total" in done.stdout
+
+
+@pytest.mark.skipif(
+    shutil.which("taskset") is None or len(os.sched_getaffinity(0)) < 2, reason="needs taskset, 2 cores"
+)
+def test_pylib_is_unpacked_once_before_any_lane_starts(tmp_path):
+    root = _project(tmp_path)
+    done = _run(root, tmp_path, "RES=r/a ARMS=pruner", "RES=r/b ARMS=xgb")
+    assert done.returncode == 0, done.stderr
+    assert (root / "pylib.txt").read_text() == "pylib 0\n"
 
 
 def test_more_lanes_than_gpus_is_refused(tmp_path):

@@ -30,6 +30,7 @@ T0=$(date +%s)
 # the kit is unpacked once, here (lanes would race to unpack it); suite.sh's own check then finds it whole
 [ -f .devkit/libxgboost.so.xz ] && [ ! -f /tmp/site/xgboost/lib/libxgboost.so ] && rm -rf /tmp/site
 source .devkit/use-devkit.sh >/dev/null || exit 1
+source benchmarks/gpu/pylib.sh || exit 1  # once, before the lanes start: each lane's suite.sh then finds it unpacked (pylib.sh says why)
 lanes=$#
 gpus=$(nvidia-smi -L | wc -l)
 [ "$lanes" -ge 1 ] && [ "$lanes" -le "$gpus" ] || { echo "lanes.sh: $lanes lanes for $gpus GPUs" >&2; exit 2; }
