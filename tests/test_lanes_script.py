@@ -33,7 +33,9 @@ def _project(tmp_path: Path, gpus: int = 2) -> Path:
     (root / ".devkit").mkdir()
     (root / ".devkit" / "use-devkit.sh").write_text("true\n")
     # pylib.sh stand-in: records that it was sourced and the lane count then started (none: before the lanes)
-    (root / "benchmarks" / "gpu" / "pylib.sh").write_text('echo "pylib $(ls -d "$OUT"/lane* 2>/dev/null | wc -l)" >> pylib.txt\n')
+    (root / "benchmarks" / "gpu" / "pylib.sh").write_text(
+        'echo "pylib $(ls -d "$OUT"/lane* 2>/dev/null | wc -l)" >> pylib.txt\n'
+    )
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     smi = bin_dir / "nvidia-smi"

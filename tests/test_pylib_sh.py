@@ -28,7 +28,9 @@ def _project(tmp_path: Path, body: str) -> Path:
 def _source(root: Path, pylib: Path, then: str = 'python3 -c "import fakelib; print(fakelib.VALUE)"'):
     script = f"source {ROOT / 'benchmarks' / 'gpu' / 'pylib.sh'} || exit 1; {then}"
     env = dict(os.environ, PYLIB=str(pylib))
-    return subprocess.Popen(["bash", "-c", script], cwd=root, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        ["bash", "-c", script], cwd=root, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
 
 
 def test_many_at_once_all_import_it_whole(tmp_path):
