@@ -50,6 +50,7 @@ from tqdm import tqdm
 from tvm.s_tir.meta_schedule.utils import _json_de_tvm
 
 from data.collect_pipeline import StageTimes, map_ahead, measure_pipelined, measure_sequential
+from data.features.cache import schedule_key
 from data.labels import mean_latency
 from data.measure import measurement_settings, runner_count
 from data.record_tree import (
@@ -66,7 +67,8 @@ from data.record_tree import (
     write_database_file,
     write_index,
 )
-from data.sampler import sample_schedules, schedule_hash
+from data.replay import replay_records
+from data.sampler import sample_schedules
 from data.zoo import (
     NETWORKS,
     TaskSpec,
@@ -82,7 +84,10 @@ from tvm_env import (
     setup,
     target_device_name,
     tvm,
+    usable_cores,
 )
+
+log = logging.getLogger(__name__)
 
 __all__ = ["CollectConfig", "TaskPlan", "collect", "count_records", "main", "plan_tasks", "sample_schedules"]
 
@@ -256,8 +261,40 @@ def _set_compressed(task_path: Path, compressed: bool) -> None:
 
 
 def _task_database(task_path: Path) -> ms.database.JSONDatabase:
-    """A task folder's MetaSchedule database over its two plain files (created if missing)."""
-    return ms.database.JSONDatabase(*(str(task_path / f) for f in DB_FILES))
+    """A task folder's MetaSchedule database over its two plain files (created if missing).
+
+    Raises:
+        ValueError: a line TVM cannot load (a record whose trace does not replay on its workload, as
+            one stored by another TVM version), as "<file>:<line>: ..." (`_unloadable_line`).
+    """
+    try:
+        return ms.database.JSONDatabase(*(str(task_path / f) for f in DB_FILES))
+    except Exception as err:  # TVM's parallel loader names neither file nor line ("parallel_for_dynamic error")
+        where = _unloadable_line(task_path) or f"{task_path}: the task's database does not load ({type(err).__name__})"
+        raise ValueError(
+            f"{where}; the task's files are left as they are (move its folder aside to collect it afresh)"
+        ) from None
+
+
+def _unloadable_line(task_path: Path) -> str | None:
+    """The first line of a task's database files that MetaSchedule cannot load, as "<file>:<line>: why"."""
+    workloads = []
+    for name, what in ((DB_FILES[0], "workload line"), (DB_FILES[1], "tuning record")):
+        path = task_path / name
+        for lineno, _, row in json_rows(path, what) if path.exists() else ():
+            try:
+                if name == DB_FILES[0]:
+                    workloads.append(ms.database.Workload.from_json(row))
+                    continue
+                index, body = row
+                if not (isinstance(index, int) and 0 <= index < len(workloads)):
+                    raise ValueError(f"workload index {index!r} names no workload line")
+                ms.database.TuningRecord.from_json(body, workloads[index])
+            except Exception as err:  # noqa: BLE001 - TVM raises its own errors for a trace that does not apply
+                text = str(err).strip()  # a ScheduleError of a trace that does not apply reads "(not rendered)"
+                why = text.splitlines()[-1][:200] if text and text != "(not rendered)" else "its trace does not apply"
+                return f"{path}:{lineno}: the {what} does not load ({type(err).__name__}: {why})"
+    return None
 
 
 def _target_json(target: tvm.target.Target) -> dict:
@@ -373,6 +410,13 @@ class _TaskRun:
     pending: int
 
 
+def _stored_keys(task_path: Path) -> set[int]:
+    """The schedule keys of a task's stored records, not to be sampled again, replayed on every core
+    (each record replays: the database would not have opened otherwise, `_task_database`)."""
+    replayed = replay_records(_task_database(task_path).get_all_tuning_records(), usable_cores())
+    return {schedule_key(c.sch.mod) for c in replayed}
+
+
 def _start_task(
     plan: TaskPlan, cfg: CollectConfig, target: tvm.target.Target, task_path: Path, result: TaskResult
 ) -> list[tuple[_TaskRun, tvm.s_tir.Schedule]]:
@@ -390,8 +434,7 @@ def _start_task(
     stored: set[int] = set()
     _set_compressed(task_path, False)  # also a planned task's workload file (`CollectConfig.plan_only`)
     if result.before:
-        db = _task_database(task_path)
-        stored = {schedule_hash(r.as_measure_candidate().sch.mod) for r in db.get_all_tuning_records()}
+        stored = _stored_keys(task_path)
     try:
         seed = cfg.seed * 1_000_003 + result.before
         schedules = sample_schedules(plan.spec, target, want, seed, stored, population=cfg.population)

@@ -8,17 +8,14 @@ scheduled module.
 
 from __future__ import annotations
 
+from data.features.cache import schedule_key
 from data.zoo import TaskSpec
 from tvm_env import ms, task_context, tvm, tvm_ffi, usable_cores
 
-__all__ = ["MS_POPULATION", "sample_schedules", "schedule_hash"]
+__all__ = ["MS_POPULATION", "sample_schedules"]
 
 MS_POPULATION = 512
 """EvolutionarySearch's default population_size (what a tuning run samples its initial population with)."""
-
-
-def schedule_hash(mod: tvm.IRModule) -> int:
-    return int(tvm_ffi.structural_hash(mod))
 
 
 def sample_schedules(
@@ -77,7 +74,7 @@ def sample_schedules(
     while len(picked) < n and idle < max_idle_rounds:
         fresh = 0
         for sch in evolve(strategy, states, population):
-            h = schedule_hash(sch.mod)
+            h = schedule_key(sch.mod)
             if h not in exclude and len(picked) < n:
                 exclude.add(h)
                 picked.append(sch)

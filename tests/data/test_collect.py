@@ -215,6 +215,30 @@ def test_malformed_record_names_file_and_line(dataset):
         count_records(path.parent)
 
 
+def test_a_stored_record_that_no_longer_replays_names_its_file_and_line(dataset, capsys):
+    """A record whose trace does not apply to its workload (here the matmul's trace on another workload,
+    as a record stored by another TVM would be) makes TVM's loader fail with "parallel_for_dynamic
+    error" and no file or line; the collector names both, and leaves the files as they were."""
+    task = _task_dir(dataset)
+    db = ms.database.JSONDatabase(str(task / "database_workload.json"), str(task / "database_tuning_record.json"))
+    r = db.get_all_tuning_records()[0]
+    a = te.placeholder((8,), name="A")
+    other = tvm.IRModule({"main": te.create_prim_func([a, te.compute((8,), lambda i: a[i] * 2, name="other")])})
+    db.commit_tuning_record(
+        ms.database.TuningRecord(r.trace, db.commit_workload(other), r.run_secs, r.target, r.args_info)
+    )
+    before = {f: (task / f).read_bytes() for f in ("database_workload.json", "database_tuning_record.json")}
+    with pytest.raises(SystemExit) as exit_info:
+        _run(dataset, 8)
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2 and "Traceback" not in err
+    assert (
+        f"error: {task}/database_tuning_record.json:6: the tuning record does not load "
+        "(ScheduleError: its trace does not apply); the task's files are left as they are" in err
+    ), err[-1500:]
+    assert {f: (task / f).read_bytes() for f in before} == before
+
+
 def test_unsampleable_task_is_skipped(tmp_path):
     """A copy kernel has a single schedule: nothing to rank, so it is skipped and nothing is written."""
     a = te.placeholder((4,), name="A")
