@@ -45,7 +45,7 @@ class WalkPool:
         """
         Args:
             workers: walk processes (0 or 1: never use processes).
-            chunk: modules per task sent to a worker.
+            chunk: the most modules a task sent to a worker (`chunk_size`).
             min_batch: smaller batches are walked in this process.
         """
         if workers < 0 or chunk < 1:
@@ -97,11 +97,19 @@ class WalkPool:
         processes = self._executor()
         with ThreadPoolExecutor(max(1, threads)) as threads_pool:
             texts = list(threads_pool.map(tvm.ir.save_json, mods))
-        chunks = [(texts[s : s + self.chunk], is_gpu) for s in range(0, len(texts), self.chunk)]
+        size = self.chunk_size(len(texts))
+        chunks = [(texts[s : s + size], is_gpu) for s in range(0, len(texts), size)]
         out: list[ProgramFeatures | Exception] = []
         for c, result in enumerate(processes.map_with_error_catching(lambda args: _walk_texts(*args), chunks)):
             if result.status == StatusKind.COMPLETE:
                 out.extend(result.value)
             else:
-                out.extend(walk_modules(mods[c * self.chunk : (c + 1) * self.chunk], is_gpu, threads))
+                out.extend(walk_modules(mods[c * size : (c + 1) * size], is_gpu, threads))
         return out
+
+    def chunk_size(self, batch: int) -> int:
+        """Modules a task of a batch of `batch`: about two tasks a worker, at most `chunk`. With chunks of
+        `chunk` alone, a batch of 70 on 16 workers went to 5 of them, and one of 330 took two rounds of
+        16-module chunks where one of 11 would do (a draft's calls are of such sizes: its fresh samples,
+        then each generation's new schedules)."""
+        return max(1, min(self.chunk, -(-batch // (2 * max(1, self.workers)))))

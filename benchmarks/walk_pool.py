@@ -1,0 +1,87 @@
+"""The walk pool's chunking: PSA featurization of a draft's batch sizes, chunks of `chunk` against even ones.
+
+A draft asks PSA for scores in calls of a few sizes: its fresh samples (50-80 on a CUDA conv), then
+each generation's new schedules (300-500); `data.features.WalkPool` sends each call's modules to its
+worker processes in chunks. With chunks of 16 alone, a call of 70 on 16 workers kept 5 busy. This
+times `featurize_candidates(..., stmt=False)` (what PSA asks for) on the pool, per call size, with
+every chunk of `WalkPool.chunk` modules ("fixed") and with `WalkPool.chunk_size`'s even split
+("even"), interleaved, on one CUDA task's schedules sampled here (no GPU needed).
+
+    python benchmarks/walk_pool.py --workers 16 --sizes 70 150 330 512
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import tvm_env
+from benchmarks.cli import doc_parser
+from data.features import WalkPool, featurize_candidates
+from data.zoo import operator_task
+from tvm_env import ms
+
+
+def main() -> None:
+    parser = doc_parser(__doc__)
+    parser.add_argument("--target", default="nvidia/nvidia-h100")
+    parser.add_argument(
+        "--workload", default="conv2d:1,35,35,64,96,3,1,1", help="operator spec (data.zoo.operator_task)"
+    )
+    parser.add_argument("--workers", type=int, default=None, help="walk processes (default: one a core)")
+    parser.add_argument("--sizes", type=int, nargs="+", default=[70, 150, 330, 512], help="modules a call")
+    parser.add_argument("--reps", type=int, default=3)
+    parser.add_argument("--json", default=None, help="write the timings here")
+    args = parser.parse_args()
+
+    target = tvm_env.parse_target(args.target)
+    tvm_env.setup(target)
+    workers = args.workers or tvm_env.usable_cores()
+    population = max(args.sizes)
+    search = ms.search_strategy.EvolutionarySearch(population_size=population)
+    context = tvm_env.task_context(
+        operator_task(args.workload).mod, target, search, "walk_pool", threads="physical", seed=0
+    )
+    start = time.perf_counter()
+    search.pre_tuning(
+        population,
+        population,
+        context.generate_design_space(),
+        ms.database.MemoryDatabase(),
+        ms.cost_model.RandomModel(seed=0),
+    )
+    candidates = list(search.generate_measure_candidates())
+    sizes = sorted({min(n, len(candidates)) for n in args.sizes})
+    print(
+        f"{len(candidates)} schedules of {args.workload} in {time.perf_counter() - start:.1f} s; {workers} walk workers"
+    )
+    pool = WalkPool(workers, min_batch=1)
+    featurize_candidates(context, candidates[: 2 * workers], stmt=False, pool=pool)  # start the workers
+    even = pool.chunk_size
+    times: dict[str, list[float]] = {}
+    for _ in range(args.reps):
+        for n in sizes:
+            for name, size in (("fixed", lambda batch: pool.chunk), ("even", even)):
+                pool.chunk_size = size
+                start = time.perf_counter()
+                featurize_candidates(context, candidates[:n], stmt=False, pool=pool)
+                times.setdefault(f"{n} {name}", []).append(round(time.perf_counter() - start, 3))
+    pool.close()
+    print("| modules a call | chunks of 16 (s) | even chunks (s) | ms a module, 16 / even |\n|---|---|---|---|")
+    for n in sizes:
+        fixed, split = min(times[f"{n} fixed"]), min(times[f"{n} even"])
+        print(
+            f"| {n} | {times[f'{n} fixed']} | {times[f'{n} even']} | {1000 * fixed / n:.2f} / {1000 * split / n:.2f} |"
+        )
+    if args.json:
+        Path(args.json).write_text(
+            json.dumps({"workers": workers, "workload": args.workload, "seconds": times}, indent=1)
+        )
+
+
+if __name__ == "__main__":
+    main()
