@@ -5,9 +5,13 @@ each generation's new schedules (300-500); `data.features.WalkPool` sends each c
 worker processes in chunks. With chunks of 16 alone, a call of 70 on 16 workers kept 5 busy. This
 times `featurize_candidates(..., stmt=False)` (what PSA asks for) on the pool, per call size, with
 every chunk of `WalkPool.chunk` modules ("fixed") and with `WalkPool.chunk_size`'s even split
-("even"), interleaved, on one CUDA task's schedules sampled here (no GPU needed).
+("even"), interleaved, on one CUDA task's schedules sampled here (no GPU needed). With `--parts` it
+first times each step of a module's featurization alone, in this process, per module: serializing
+the scheduled module (what the pool sends), loading it back (a worker's first step), our lowering
+(`lowered_json`), serial and on two threads, and the Python walk of the lowered text.
 
     python benchmarks/walk_pool.py --workers 16 --sizes 70 150 330 512
+    python benchmarks/walk_pool.py --workers 2 --sizes 70 150 300 --parts
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ def main() -> None:
     parser.add_argument("--sizes", type=int, nargs="+", default=[70, 150, 330, 512], help="modules a call")
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--json", default=None, help="write the timings here")
+    parser.add_argument("--parts", action="store_true", help="first time each step of a featurization alone")
     args = parser.parse_args()
 
     target = tvm_env.parse_target(args.target)
@@ -59,6 +64,8 @@ def main() -> None:
     print(
         f"{len(candidates)} schedules of {args.workload} in {time.perf_counter() - start:.1f} s; {workers} walk workers"
     )
+    if args.parts:
+        _parts([c.sch.mod for c in candidates])
     pool = WalkPool(workers, min_batch=1)
     featurize_candidates(context, candidates[: 2 * workers], stmt=False, pool=pool)  # start the workers
     even = pool.chunk_size
@@ -81,6 +88,29 @@ def main() -> None:
         Path(args.json).write_text(
             json.dumps({"workers": workers, "workload": args.workload, "seconds": times}, indent=1)
         )
+
+
+def _parts(mods: list) -> None:
+    """Milliseconds a module of each step of the pool's featurization, on this process's threads."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from data.features.walk import lowered_json, walk_lowered
+    from tvm_env import tvm
+
+    def timed(label: str, fn):
+        start = time.perf_counter()
+        out = fn()
+        print(f"| {label} | {1000 * (time.perf_counter() - start) / len(mods):.2f} |")
+        return out
+
+    print("| step | ms a module |\n|---|---|")
+    texts = timed("save_json of the scheduled module (the pool's send)", lambda: [tvm.ir.save_json(m) for m in mods])
+    with ThreadPoolExecutor(2) as threads:
+        timed("the same on 2 threads", lambda: list(threads.map(tvm.ir.save_json, mods)))
+        timed("load_json of it (a worker's first step)", lambda: [tvm.ir.load_json(t) for t in texts])
+        lowered = timed("lowering (lowered_json)", lambda: [lowered_json(m) for m in mods])
+        timed("the same on 2 threads", lambda: list(threads.map(lowered_json, mods)))
+    timed("the Python walk of the lowered text", lambda: [walk_lowered(t, True) for t in lowered])
 
 
 if __name__ == "__main__":

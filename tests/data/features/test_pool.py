@@ -38,11 +38,19 @@ def test_walk_pool_gives_the_in_process_features(cuda_candidates):
     pool.close()  # the workers end now, not when the pool is collected
     assert pids and alive(pids) == []
     pool.close()  # twice: nothing more to end
-    # a later walk starts them again (one chunk of 8: one worker process to start, not two)
+    # a later walk starts them again
     again = featurize_candidates(context, candidates[:8], pool=pool)
     assert pool._pool is not None and alive([w._proc.pid for w in pool._pool._worker_map.values()])
     np.testing.assert_array_equal(again[0].psa, expected[0].psa)
     pool.close()
+
+
+def test_a_call_is_split_evenly_about_two_chunks_a_worker():
+    """A draft's call of 70 modules on 16 workers went to 5 of them in chunks of 16."""
+    assert WalkPool(16).chunk_size(70) == 3  # 24 chunks: every worker busy
+    assert WalkPool(16).chunk_size(330) == 11  # 30 chunks, not 21 of 16 (two rounds of the slowest)
+    assert WalkPool(16).chunk_size(512) == 16 == WalkPool(16).chunk_size(5000)  # capped at `chunk`
+    assert WalkPool(2, chunk=8).chunk_size(16) == 4 and WalkPool(4).chunk_size(1) == 1
 
 
 def test_bad_pool_arguments_are_refused():
