@@ -3,11 +3,12 @@
 `python -m data.collect --target '{"kind": "llvm", "mcpu": "native", "num-cores": 2}'
 --network resnet_50 --workload matmul:512,512,512 --per-task 64 --out datasets`
 
-Why one module of about 700 lines: planning, resuming, committing and the CLI of a collection run
+Why one module of about 800 lines: planning, resuming, committing and the CLI of a collection run
 share its state (the plan, the per-task databases, the index, the stop flag). The parts that do not
 are elsewhere: drawing schedules in `data.sampler`, building and running in `data.measure`, the
 loop that overlaps sampling, building, running and committing in `data.collect_pipeline`, the
-record-tree layout in `data.record_tree`, the networks in `data.zoo`.
+record-tree layout in `data.record_tree`, the networks in `data.zoo`, the check of a database line by
+line in `data.database_check`.
 
 Layout (docs/architecture.md, "TenSet-style record tree"; paths, index.json and task-folder names in
 `data.record_tree`)::
@@ -50,6 +51,7 @@ from tqdm import tqdm
 from tvm.s_tir.meta_schedule.utils import _json_de_tvm
 
 from data.collect_pipeline import StageTimes, map_ahead, measure_pipelined, measure_sequential
+from data.database_check import check
 from data.features.cache import schedule_key
 from data.labels import mean_latency
 from data.measure import measurement_settings, runner_count
@@ -86,8 +88,6 @@ from tvm_env import (
     tvm,
     usable_cores,
 )
-
-log = logging.getLogger(__name__)
 
 __all__ = ["CollectConfig", "TaskPlan", "collect", "count_records", "main", "plan_tasks", "sample_schedules"]
 
@@ -265,36 +265,22 @@ def _task_database(task_path: Path) -> ms.database.JSONDatabase:
 
     Raises:
         ValueError: a line TVM cannot load (a record whose trace does not replay on its workload, as
-            one stored by another TVM version), as "<file>:<line>: ..." (`_unloadable_line`).
+            one stored by another TVM version), as "<file>:<line>: ..." (`data.database_check`).
     """
+    paths = [str(task_path / f) for f in DB_FILES]
     try:
-        return ms.database.JSONDatabase(*(str(task_path / f) for f in DB_FILES))
+        return ms.database.JSONDatabase(*paths)
     except Exception as err:  # TVM's parallel loader names neither file nor line ("parallel_for_dynamic error")
-        where = _unloadable_line(task_path) or f"{task_path}: the task's database does not load ({type(err).__name__})"
+        problems = check(*paths).problems
+        text = str(err).strip().splitlines()[-1][:200] if str(err).strip() else ""
+        where = (
+            problems[0]
+            if problems
+            else f"{task_path}: the task's database does not load ({type(err).__name__}: {text})"
+        )
         raise ValueError(
-            f"{where}; the task's files are left as they are (move its folder aside to collect it afresh)"
+            f"{where}; the task's records are kept as they are (move its folder aside to collect it afresh)"
         ) from None
-
-
-def _unloadable_line(task_path: Path) -> str | None:
-    """The first line of a task's database files that MetaSchedule cannot load, as "<file>:<line>: why"."""
-    workloads = []
-    for name, what in ((DB_FILES[0], "workload line"), (DB_FILES[1], "tuning record")):
-        path = task_path / name
-        for lineno, _, row in json_rows(path, what) if path.exists() else ():
-            try:
-                if name == DB_FILES[0]:
-                    workloads.append(ms.database.Workload.from_json(row))
-                    continue
-                index, body = row
-                if not (isinstance(index, int) and 0 <= index < len(workloads)):
-                    raise ValueError(f"workload index {index!r} names no workload line")
-                ms.database.TuningRecord.from_json(body, workloads[index])
-            except Exception as err:  # noqa: BLE001 - TVM raises its own errors for a trace that does not apply
-                text = str(err).strip()  # a ScheduleError of a trace that does not apply reads "(not rendered)"
-                why = text.splitlines()[-1][:200] if text and text != "(not rendered)" else "its trace does not apply"
-                return f"{path}:{lineno}: the {what} does not load ({type(err).__name__}: {why})"
-    return None
 
 
 def _target_json(target: tvm.target.Target) -> dict:
@@ -413,8 +399,13 @@ class _TaskRun:
 def _stored_keys(task_path: Path) -> set[int]:
     """The schedule keys of a task's stored records, not to be sampled again, replayed on every core
     (each record replays: the database would not have opened otherwise, `_task_database`)."""
-    replayed = replay_records(_task_database(task_path).get_all_tuning_records(), usable_cores())
-    return {schedule_key(c.sch.mod) for c in replayed}
+    records = _task_database(task_path).get_all_tuning_records()
+    keys = set()
+    for i, candidate in enumerate(replay_records(records, usable_cores())):
+        if isinstance(candidate, Exception):  # not expected (the load replayed it): a missing key could store a twin
+            raise ValueError(f"{task_path}: stored record {i + 1} does not replay ({candidate})")
+        keys.add(schedule_key(candidate.sch.mod))
+    return keys
 
 
 def _start_task(
@@ -432,9 +423,15 @@ def _start_task(
             _set_compressed(task_path, True)
         return []
     stored: set[int] = set()
+    compressed = (task_path / (DB_FILES[1] + ".xz")).exists()
     _set_compressed(task_path, False)  # also a planned task's workload file (`CollectConfig.plan_only`)
     if result.before:
-        stored = _stored_keys(task_path)
+        try:
+            stored = _stored_keys(task_path)
+        except ValueError:
+            if compressed:  # the task's files go back as they came
+                _set_compressed(task_path, True)
+            raise
     try:
         seed = cfg.seed * 1_000_003 + result.before
         schedules = sample_schedules(plan.spec, target, want, seed, stored, population=cfg.population)

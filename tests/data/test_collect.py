@@ -16,6 +16,7 @@ from data.collect import (
     CollectConfig,
     TaskPlan,
     TaskResult,
+    _set_compressed,
     _start_task,
     count_records,
     main,
@@ -215,10 +216,12 @@ def test_malformed_record_names_file_and_line(dataset):
         count_records(path.parent)
 
 
-def test_a_stored_record_that_no_longer_replays_names_its_file_and_line(dataset, capsys):
+@pytest.mark.parametrize("compressed", [False, True])
+def test_a_stored_record_that_no_longer_replays_names_its_file_and_line(dataset, capsys, compressed):
     """A record whose trace does not apply to its workload (here the matmul's trace on another workload,
     as a record stored by another TVM would be) makes TVM's loader fail with "parallel_for_dynamic
-    error" and no file or line; the collector names both, and leaves the files as they were."""
+    error" and no file or line; the collector names both, and leaves the task's files as they came
+    (a compressed task, decompressed to be read, compressed again)."""
     task = _task_dir(dataset)
     db = ms.database.JSONDatabase(str(task / "database_workload.json"), str(task / "database_tuning_record.json"))
     r = db.get_all_tuning_records()[0]
@@ -227,16 +230,21 @@ def test_a_stored_record_that_no_longer_replays_names_its_file_and_line(dataset,
     db.commit_tuning_record(
         ms.database.TuningRecord(r.trace, db.commit_workload(other), r.run_secs, r.target, r.args_info)
     )
-    before = {f: (task / f).read_bytes() for f in ("database_workload.json", "database_tuning_record.json")}
+    if compressed:
+        _set_compressed(task, True)
+    before = {p.name: p.read_bytes() for p in task.iterdir()}
     with pytest.raises(SystemExit) as exit_info:
         _run(dataset, 8)
     err = capsys.readouterr().err
     assert exit_info.value.code == 2 and "Traceback" not in err
     assert (
-        f"error: {task}/database_tuning_record.json:6: the tuning record does not load "
-        "(ScheduleError: its trace does not apply); the task's files are left as they are" in err
+        f"error: {task}/database_tuning_record.json:6: unreadable tuning record "
+        "(ScheduleError: its trace does not apply); the task's records are kept as they are" in err
     ), err[-1500:]
-    assert {f: (task / f).read_bytes() for f in before} == before
+    after = {p.name: p.read_bytes() for p in task.iterdir()}
+    assert sorted(after) == sorted(before) and sorted(before)[0].endswith(".xz") == compressed
+    unpack = lzma.decompress if compressed else (lambda b: b)
+    assert {n: unpack(b) for n, b in after.items()} == {n: unpack(b) for n, b in before.items()}
 
 
 def test_unsampleable_task_is_skipped(tmp_path):

@@ -1,0 +1,79 @@
+"""Which lines of a MetaSchedule JSON database load, each named by file and line.
+
+TVM's `JSONDatabase` loads every line at once, replaying each record's trace on its workload, and on a
+bad line raises an error that names neither file nor line (a torn last line after a kill, a record
+stored by another TVM version whose trace no longer applies: "parallel_for_dynamic error"). `check`
+loads the lines one by one as TVM would: a workload line must parse (JSON, then `Workload.from_json`);
+a record line must parse (JSON, a readable workload's index, then `TuningRecord.from_json` against that
+workload). Two callers: `bridge.database` (a tuning run's resume skips the bad lines and rewrites the
+files) and `data.collect` (a collected task's first bad line is an error, its files left as they are).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+from typing import Any
+
+from tvm_env import ms
+
+__all__ = ["CheckedDatabase", "check"]
+
+
+@dataclasses.dataclass
+class CheckedDatabase:
+    """The lines of a database's two files that load, and one `file:line: reason` for each that does not.
+
+    Attributes:
+        workloads: (line text, Workload) of each workload line that loads, in order.
+        records: each record line that loads, its workload index renumbered to `workloads`.
+        problems: one "<file>:<line>: unreadable workload|tuning record (<error>)" a bad line.
+    """
+
+    workloads: list[tuple[str, Any]]
+    records: list[str]
+    problems: list[str]
+
+
+def _lines(path: Path) -> list[tuple[int, str]]:
+    """(line number, text) of the non-empty lines; undecodable bytes cost their line only."""
+    if not path.exists():
+        return []
+    text = path.read_bytes().decode("utf-8", errors="replace")
+    return [(i, line) for i, line in enumerate(text.split("\n"), start=1) if line.strip()]
+
+
+def _why(err: Exception) -> str:
+    text = str(err).strip()  # a ScheduleError of a trace that does not apply reads "(not rendered)"
+    why = text.splitlines()[-1][:120] if text and text != "(not rendered)" else "its trace does not apply"
+    return f"{type(err).__name__}: {why}"
+
+
+def check(workload_path: str | Path, record_path: str | Path) -> CheckedDatabase:
+    """Load each line of a database's workload and record files as `JSONDatabase` would (module docstring)."""
+    wpath, rpath = Path(workload_path), Path(record_path)
+    problems: list[str] = []
+    workloads: list[tuple[str, Any]] = []
+    index_map: dict[int, int] = {}  # old workload index -> new index
+    for old, (lineno, text) in enumerate(_lines(wpath)):
+        try:
+            workload = ms.database.Workload.from_json(json.loads(text))
+        except Exception as err:  # noqa: BLE001 - any parse failure (JSON, TVM) makes the line unusable
+            problems.append(f"{wpath}:{lineno}: unreadable workload ({_why(err)})")
+            continue
+        index_map[old] = len(workloads)
+        workloads.append((text, workload))
+    records: list[str] = []
+    for lineno, text in _lines(rpath):
+        try:
+            index, body = json.loads(text)
+            if not isinstance(index, int) or index not in index_map:
+                raise ValueError(f"workload index {index!r} names no readable workload")
+            ms.database.TuningRecord.from_json(body, workloads[index_map[index]][1])
+        except Exception as err:  # noqa: BLE001 - any parse failure (JSON, TVM) makes the line unusable
+            problems.append(f"{rpath}:{lineno}: unreadable tuning record ({_why(err)})")
+            continue
+        new = index_map[index]
+        records.append(text if new == index else json.dumps([new, body], separators=(",", ":")))
+    return CheckedDatabase(workloads, records, problems)
