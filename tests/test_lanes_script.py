@@ -107,7 +107,7 @@ def test_each_lane_gets_its_gpu_cores_folders_and_settings(tmp_path):
 @pytest.mark.skipif(
     shutil.which("taskset") is None or len(os.sched_getaffinity(0)) < 2, reason="needs taskset, 2 cores"
 )
-def test_pylib_is_unpacked_once_before_any_lane_starts(tmp_path):
+def test_pylib_is_sourced_before_any_lane_starts(tmp_path):
     root = _project(tmp_path)
     done = _run(root, tmp_path, "RES=r/a ARMS=pruner", "RES=r/b ARMS=xgb")
     assert done.returncode == 0, done.stderr
