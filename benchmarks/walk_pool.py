@@ -6,7 +6,8 @@ worker processes in chunks. With chunks of 16 alone, a call of 70 on 16 workers 
 times `featurize_candidates(..., stmt=False)` (what PSA asks for) on the pool, per call size, with
 every chunk of `WalkPool.chunk` modules ("fixed") and with `WalkPool.chunk_size`'s even split
 ("even"), interleaved, on one CUDA task's schedules sampled here (no GPU needed). With `--parts` it
-first times each step of a module's featurization alone, in this process, per module: serializing
+first times each step of a module's featurization alone, in this process, per module (warmed up, the
+best of two passes): serializing
 the scheduled module (what the pool sends), loading it back (a worker's first step), our lowering
 (`lowered_json`), serial and on two threads, and the Python walk of the lowered text.
 
@@ -64,8 +65,7 @@ def main() -> None:
     print(
         f"{len(candidates)} schedules of {args.workload} in {time.perf_counter() - start:.1f} s; {workers} walk workers"
     )
-    if args.parts:
-        _parts([c.sch.mod for c in candidates])
+    parts = _parts([c.sch.mod for c in candidates]) if args.parts else None
     pool = WalkPool(workers, min_batch=1)
     featurize_candidates(context, candidates[: 2 * workers], stmt=False, pool=pool)  # start the workers
     even = pool.chunk_size
@@ -86,31 +86,42 @@ def main() -> None:
         )
     if args.json:
         Path(args.json).write_text(
-            json.dumps({"workers": workers, "workload": args.workload, "seconds": times}, indent=1)
+            json.dumps({"workers": workers, "workload": args.workload, "seconds": times, "parts_ms": parts}, indent=1)
         )
 
 
-def _parts(mods: list) -> None:
-    """Milliseconds a module of each step of the pool's featurization, on this process's threads."""
+def _parts(mods: list, reps: int = 2) -> dict[str, float]:
+    """Milliseconds a module of each step of the pool's featurization, in this process: each step first
+    warmed up on a few modules, then the best of `reps` passes over all of them."""
     from concurrent.futures import ThreadPoolExecutor
 
     from data.features.walk import lowered_json, walk_lowered
     from tvm_env import tvm
 
-    def timed(label: str, fn):
-        start = time.perf_counter()
-        out = fn()
-        print(f"| {label} | {1000 * (time.perf_counter() - start) / len(mods):.2f} |")
-        return out
+    out: dict[str, float] = {}
+
+    def timed(label: str, fn, items: list):
+        fn(items[:8])  # warm-up
+        best = float("inf")
+        for _ in range(reps):
+            start = time.perf_counter()
+            result = fn(items)
+            best = min(best, time.perf_counter() - start)
+        out[label] = round(1000 * best / len(items), 2)
+        print(f"| {label} | {out[label]:.2f} |")
+        return result
 
     print("| step | ms a module |\n|---|---|")
-    texts = timed("save_json of the scheduled module (the pool's send)", lambda: [tvm.ir.save_json(m) for m in mods])
     with ThreadPoolExecutor(2) as threads:
-        timed("the same on 2 threads", lambda: list(threads.map(tvm.ir.save_json, mods)))
-        timed("load_json of it (a worker's first step)", lambda: [tvm.ir.load_json(t) for t in texts])
-        lowered = timed("lowering (lowered_json)", lambda: [lowered_json(m) for m in mods])
-        timed("the same on 2 threads", lambda: list(threads.map(lowered_json, mods)))
-    timed("the Python walk of the lowered text", lambda: [walk_lowered(t, True) for t in lowered])
+        texts = timed(
+            "save_json of the scheduled module (the pool's send)", lambda ms_: [tvm.ir.save_json(m) for m in ms_], mods
+        )
+        timed("the same on 2 threads", lambda ms_: list(threads.map(tvm.ir.save_json, ms_)), mods)
+        timed("load_json of it (a worker's first step)", lambda ts: [tvm.ir.load_json(t) for t in ts], texts)
+        lowered = timed("lowering (lowered_json)", lambda ms_: [lowered_json(m) for m in ms_], mods)
+        timed("the same on 2 threads", lambda ms_: list(threads.map(lowered_json, ms_)), mods)
+    timed("the Python walk of the lowered text", lambda ts: [walk_lowered(t, True) for t in ts], lowered)
+    return out
 
 
 if __name__ == "__main__":
