@@ -1,0 +1,51 @@
+"""A resumed tuning run's first step, timed: opening its database (`bridge.database.open_database`).
+
+Copies a suite arm's database (xz) to a temporary folder and times, twice each, the line-by-line check
+(`bridge.database.repair_database`, which replays every record serially), TVM's own `JSONDatabase`
+load (parallel) and `open_database`, which runs the check only when TVM's load fails.
+
+    OMP_NUM_THREADS=1 python benchmarks/resume_open.py \
+        --database benchmarks/results/suite_databases/ablations/ab9_fill64/dense_128x3072x768/pruner-s0
+"""
+
+from __future__ import annotations
+
+import lzma
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.cli import doc_parser
+from tvm_env import ms, parse_target, setup
+
+
+def main() -> None:
+    parser = doc_parser(__doc__)
+    parser.add_argument("--database", required=True, help="a folder of database_*.json.xz (a suite arm's)")
+    parser.add_argument("--target", default="nvidia/nvidia-h100")
+    args = parser.parse_args()
+    setup(parse_target(args.target))
+    from bridge.database import open_database, repair_database
+
+    work = Path(tempfile.mkdtemp())
+    for name in ("database_workload.json", "database_tuning_record.json"):
+        (work / name).write_bytes(lzma.decompress((Path(args.database) / (name + ".xz")).read_bytes()))
+    print("| records | line check (s) | TVM's load (s) | open_database (s) |\n|---|---|---|---|")
+    for _ in range(2):
+        start = time.perf_counter()
+        repair_database(work)
+        check = time.perf_counter() - start
+        start = time.perf_counter()
+        ms.database.JSONDatabase(work_dir=str(work), module_equality="structural")
+        load = time.perf_counter() - start
+        start = time.perf_counter()
+        database, _ = open_database(work)
+        opened = time.perf_counter() - start
+        print(f"| {len(database)} | {check:.2f} | {load:.2f} | {opened:.2f} |")
+
+
+if __name__ == "__main__":
+    main()
