@@ -3,11 +3,15 @@
 A crash (`kill -9`, power loss) during tuning can leave a torn last line in
 database_tuning_record.json; TVM's `JSONDatabase` then refuses the whole dir with an error that
 names neither file nor line, and the run cannot resume. `open_database` loads the database as TVM
-does; only when that fails does it check every line (serially: on a resume of 1,448 records the check
-took 6-7 s on a 2-core host, TVM's load 3.3-3.5 s, so it no longer runs on a sound database):
+does (after a byte scan for empty lines, on which TVM's load dies of a segfault); only when that fails
+does it check every line (serially: on a resume of 1,448 records the check took 5.6-6.3 s on a 2-core
+host, TVM's load 3.6-4.1 s, so it no longer runs on a sound database; docs/benchmarks.md, "Opening the
+database first"). TVM's parser ignores data after a line's JSON, which the check refuses: a line of
+two records run together loads as its first (not a line TVM's writer makes):
 
 1. each line must load as TVM would load it (`data.database_check.check`: a workload line through
-   `Workload.from_json`, a record line through `TuningRecord.from_json` against its workload);
+   `Workload.from_json`, a record line through `TuningRecord.from_json` against its workload), and
+   none may be empty;
 2. a bad line is skipped and reported as `file:line: reason`; records of a skipped workload go
    with it, and later records' workload indices are renumbered to match;
 3. when anything was skipped, the original file is kept as `<name>.corrupt-<n>` (never overwritten)
@@ -22,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from data.atomic import atomic_write_text
-from data.database_check import check
+from data.database_check import check, has_blank_line
 from tvm_env import ms
 
 __all__ = ["RECORDS", "WORKLOADS", "open_database", "repair_database"]
@@ -69,10 +73,12 @@ def open_database(work_dir: str | os.PathLike) -> tuple[Any, list[str]]:
     Raises:
         ValueError: the database still does not open after the repair (names the dir).
     """
-    try:  # a sound database loads at once: the line-by-line check (serial) runs only when it does not
-        return ms.database.JSONDatabase(work_dir=str(work_dir), module_equality="structural"), []
-    except Exception:  # noqa: BLE001 - TVM's parallel loader raises a bare error naming no line: find them
-        pass
+    blank = any(has_blank_line(Path(work_dir) / name) for name in (WORKLOADS, RECORDS))  # TVM would segfault
+    if not blank:
+        try:  # a sound database loads at once: the line-by-line check (serial) runs only when it does not
+            return ms.database.JSONDatabase(work_dir=str(work_dir), module_equality="structural"), []
+        except Exception:  # noqa: BLE001 - TVM's parallel loader raises a bare error naming no line: find them
+            pass
     problems = repair_database(work_dir)
     try:
         database = ms.database.JSONDatabase(work_dir=str(work_dir), module_equality="structural")

@@ -51,7 +51,7 @@ from tqdm import tqdm
 from tvm.s_tir.meta_schedule.utils import _json_de_tvm
 
 from data.collect_pipeline import StageTimes, map_ahead, measure_pipelined, measure_sequential
-from data.database_check import check
+from data.database_check import check, has_blank_line
 from data.features.cache import schedule_key
 from data.labels import mean_latency
 from data.measure import measurement_settings, runner_count
@@ -265,22 +265,19 @@ def _task_database(task_path: Path) -> ms.database.JSONDatabase:
 
     Raises:
         ValueError: a line TVM cannot load (a record whose trace does not replay on its workload, as
-            one stored by another TVM version), as "<file>:<line>: ..." (`data.database_check`).
+            one stored by another TVM version; an empty line), as "<file>:<line>: ..." (`data.database_check`).
     """
     paths = [str(task_path / f) for f in DB_FILES]
-    try:
-        return ms.database.JSONDatabase(*paths)
-    except Exception as err:  # TVM's parallel loader names neither file nor line ("parallel_for_dynamic error")
-        problems = check(*paths).problems
-        text = str(err).strip().splitlines()[-1][:200] if str(err).strip() else ""
-        where = (
-            problems[0]
-            if problems
-            else f"{task_path}: the task's database does not load ({type(err).__name__}: {text})"
-        )
-        raise ValueError(
-            f"{where}; the task's records are kept as they are (move its folder aside to collect it afresh)"
-        ) from None
+    why = "an empty line"
+    if not any(has_blank_line(p) for p in paths):  # on which TVM's load dies of a segfault
+        try:
+            return ms.database.JSONDatabase(*paths)
+        except Exception as err:  # TVM's parallel loader names neither file nor line ("parallel_for_dynamic error")
+            text = str(err).strip()
+            why = f"{type(err).__name__}: {text.splitlines()[-1][:200]}" if text else type(err).__name__
+    problems = check(*paths).problems
+    where = problems[0] if problems else f"{task_path}: the task's database does not load ({why})"
+    raise ValueError(f"{where}; the task's records are kept as they are (move its folder aside to collect it afresh)")
 
 
 def _target_json(target: tvm.target.Target) -> dict:
@@ -401,9 +398,9 @@ def _stored_keys(task_path: Path) -> set[int]:
     (each record replays: the database would not have opened otherwise, `_task_database`)."""
     records = _task_database(task_path).get_all_tuning_records()
     keys = set()
-    for i, candidate in enumerate(replay_records(records, usable_cores())):
+    for candidate in replay_records(records, usable_cores()):
         if isinstance(candidate, Exception):  # not expected (the load replayed it): a missing key could store a twin
-            raise ValueError(f"{task_path}: stored record {i + 1} does not replay ({candidate})")
+            raise ValueError(f"{task_path}: a stored record does not replay ({candidate})")
         keys.add(schedule_key(candidate.sch.mod))
     return keys
 

@@ -5,7 +5,8 @@ bad line raises an error that names neither file nor line (a torn last line afte
 stored by another TVM version whose trace no longer applies: "parallel_for_dynamic error"). `check`
 loads the lines one by one as TVM would: a workload line must parse (JSON, then `Workload.from_json`);
 a record line must parse (JSON, a readable workload's index, then `TuningRecord.from_json` against that
-workload). Two callers: `bridge.database` (a tuning run's resume skips the bad lines and rewrites the
+workload); and no line may be empty or blank (TVM 0.27 keeps such a line, then dereferences its null:
+the process dies of a segfault, so a caller looks first with `has_blank_line`). Two callers: `bridge.database` (a tuning run's resume skips the bad lines and rewrites the
 files) and `data.collect` (a collected task's first bad line is an error, its files left as they are).
 """
 
@@ -18,7 +19,7 @@ from typing import Any
 
 from tvm_env import ms
 
-__all__ = ["CheckedDatabase", "check"]
+__all__ = ["CheckedDatabase", "check", "has_blank_line"]
 
 
 @dataclasses.dataclass
@@ -37,17 +38,29 @@ class CheckedDatabase:
 
 
 def _lines(path: Path) -> list[tuple[int, str]]:
-    """(line number, text) of the non-empty lines; undecodable bytes cost their line only."""
+    """(line number, text) of the lines (the empty ones too); undecodable bytes cost their line only."""
     if not path.exists():
         return []
-    text = path.read_bytes().decode("utf-8", errors="replace")
-    return [(i, line) for i, line in enumerate(text.split("\n"), start=1) if line.strip()]
+    lines = path.read_bytes().decode("utf-8", errors="replace").split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()  # after the last newline: not a line
+    return list(enumerate(lines, start=1))
+
+
+def has_blank_line(path: str | Path) -> bool:
+    """Whether a database file has an empty or blank line, which TVM's load cannot survive (`_lines`)."""
+    path = Path(path)
+    lines = path.read_bytes().split(b"\n") if path.exists() else []
+    if lines and lines[-1] == b"":
+        lines.pop()  # after the last newline
+    return any(not line.strip() for line in lines)
 
 
 def _why(err: Exception) -> str:
-    text = str(err).strip()  # a ScheduleError of a trace that does not apply reads "(not rendered)"
-    why = text.splitlines()[-1][:120] if text and text != "(not rendered)" else "its trace does not apply"
-    return f"{type(err).__name__}: {why}"
+    text = str(err).strip()
+    if text == "(not rendered)":  # TVM's ScheduleError of a trace that does not apply to its workload
+        text = "its trace does not apply"
+    return f"{type(err).__name__}: {text.splitlines()[-1][:120]}" if text else type(err).__name__
 
 
 def check(workload_path: str | Path, record_path: str | Path) -> CheckedDatabase:
@@ -56,19 +69,27 @@ def check(workload_path: str | Path, record_path: str | Path) -> CheckedDatabase
     problems: list[str] = []
     workloads: list[tuple[str, Any]] = []
     index_map: dict[int, int] = {}  # old workload index -> new index
-    for old, (lineno, text) in enumerate(_lines(wpath)):
+    old = 0  # a workload's index as records name it: its place among the non-empty lines
+    for lineno, text in _lines(wpath):
+        if not text.strip():  # TVM 0.27 keeps an empty line and dereferences its null (a segfault)
+            problems.append(f"{wpath}:{lineno}: empty line")
+            continue
+        old += 1
         try:
             workload = ms.database.Workload.from_json(json.loads(text))
         except Exception as err:  # noqa: BLE001 - any parse failure (JSON, TVM) makes the line unusable
             problems.append(f"{wpath}:{lineno}: unreadable workload ({_why(err)})")
             continue
-        index_map[old] = len(workloads)
+        index_map[old - 1] = len(workloads)
         workloads.append((text, workload))
     records: list[str] = []
     for lineno, text in _lines(rpath):
+        if not text.strip():
+            problems.append(f"{rpath}:{lineno}: empty line")
+            continue
         try:
             index, body = json.loads(text)
-            if not isinstance(index, int) or index not in index_map:
+            if isinstance(index, bool) or not isinstance(index, int) or index not in index_map:
                 raise ValueError(f"workload index {index!r} names no readable workload")
             ms.database.TuningRecord.from_json(body, workloads[index_map[index]][1])
         except Exception as err:  # noqa: BLE001 - any parse failure (JSON, TVM) makes the line unusable

@@ -247,6 +247,17 @@ def test_a_stored_record_that_no_longer_replays_names_its_file_and_line(dataset,
     assert {n: unpack(b) for n, b in after.items()} == {n: unpack(b) for n, b in before.items()}
 
 
+def test_an_empty_line_in_a_stored_task_is_named_not_loaded(dataset, capsys):
+    """TVM's load dies of a segfault on an empty line: the collector looks first and names it."""
+    path = _task_dir(dataset) / "database_tuning_record.json"
+    lines = path.read_text().splitlines()
+    path.write_text("\n".join([*lines[:2], "", *lines[2:]]) + "\n")
+    with pytest.raises(SystemExit) as exit_info:
+        _run(dataset, 8)
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2 and f"error: {path}:3: empty line; the task's records are kept" in err, err[-1500:]
+
+
 def test_unsampleable_task_is_skipped(tmp_path):
     """A copy kernel has a single schedule: nothing to rank, so it is skipped and nothing is written."""
     a = te.placeholder((4,), name="A")
