@@ -11,6 +11,7 @@ load (parallel) and `open_database`, which runs the check only when TVM's load f
 from __future__ import annotations
 
 import lzma
+import shutil
 import sys
 import tempfile
 import time
@@ -45,6 +46,7 @@ def main() -> None:
         database, _ = open_database(work)
         opened = time.perf_counter() - start
         print(f"| {len(database)} | {check:.2f} | {load:.2f} | {opened:.2f} |")
+    shutil.rmtree(work)
 
 
 if __name__ == "__main__":

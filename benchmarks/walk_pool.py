@@ -116,10 +116,10 @@ def _parts(mods: list, reps: int = 2) -> dict[str, float]:
         texts = timed(
             "save_json of the scheduled module (the pool's send)", lambda ms_: [tvm.ir.save_json(m) for m in ms_], mods
         )
-        timed("the same on 2 threads", lambda ms_: list(threads.map(tvm.ir.save_json, ms_)), mods)
+        timed("save_json on 2 threads", lambda ms_: list(threads.map(tvm.ir.save_json, ms_)), mods)
         timed("load_json of it (a worker's first step)", lambda ts: [tvm.ir.load_json(t) for t in ts], texts)
         lowered = timed("lowering (lowered_json)", lambda ms_: [lowered_json(m) for m in ms_], mods)
-        timed("the same on 2 threads", lambda ms_: list(threads.map(lowered_json, ms_)), mods)
+        timed("lowering on 2 threads", lambda ms_: list(threads.map(lowered_json, ms_)), mods)
     timed("the Python walk of the lowered text", lambda ts: [walk_lowered(t, True) for t in ts], lowered)
     return out
 
