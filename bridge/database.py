@@ -26,8 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from data.atomic import atomic_write_text
-from data.database_check import check, has_blank_line
-from tvm_env import ms
+from data.database_check import check, load
 
 __all__ = ["RECORDS", "WORKLOADS", "open_database", "repair_database"]
 
@@ -73,15 +72,12 @@ def open_database(work_dir: str | os.PathLike) -> tuple[Any, list[str]]:
     Raises:
         ValueError: the database still does not open after the repair (names the dir).
     """
-    blank = any(has_blank_line(Path(work_dir) / name) for name in (WORKLOADS, RECORDS))  # TVM would segfault
-    if not blank:
-        try:  # a sound database loads at once: the line-by-line check (serial) runs only when it does not
-            return ms.database.JSONDatabase(work_dir=str(work_dir), module_equality="structural"), []
-        except Exception:  # noqa: BLE001 - TVM's parallel loader raises a bare error naming no line: find them
-            pass
+    paths = (Path(work_dir) / WORKLOADS, Path(work_dir) / RECORDS)
+    database, _ = load(*paths, module_equality="structural")  # a sound database: no line-by-line check (serial)
+    if database is not None:
+        return database, []
     problems = repair_database(work_dir)
-    try:
-        database = ms.database.JSONDatabase(work_dir=str(work_dir), module_equality="structural")
-    except Exception as err:  # TVM's parallel loader raises a bare RuntimeError
-        raise ValueError(f"{work_dir}: the tuning database does not open ({type(err).__name__}: {err})") from None
+    database, why = load(*paths, module_equality="structural")
+    if database is None:
+        raise ValueError(f"{work_dir}: the tuning database does not open ({why})")
     return database, problems

@@ -51,7 +51,7 @@ from tqdm import tqdm
 from tvm.s_tir.meta_schedule.utils import _json_de_tvm
 
 from data.collect_pipeline import StageTimes, map_ahead, measure_pipelined, measure_sequential
-from data.database_check import check, has_blank_line
+from data.database_check import check, load
 from data.features.cache import schedule_key
 from data.labels import mean_latency
 from data.measure import measurement_settings, runner_count
@@ -267,14 +267,10 @@ def _task_database(task_path: Path) -> ms.database.JSONDatabase:
         ValueError: a line TVM cannot load (a record whose trace does not replay on its workload, as
             one stored by another TVM version; an empty line), as "<file>:<line>: ..." (`data.database_check`).
     """
-    paths = [str(task_path / f) for f in DB_FILES]
-    why = "an empty line"
-    if not any(has_blank_line(p) for p in paths):  # on which TVM's load dies of a segfault
-        try:
-            return ms.database.JSONDatabase(*paths)
-        except Exception as err:  # TVM's parallel loader names neither file nor line ("parallel_for_dynamic error")
-            text = str(err).strip()
-            why = f"{type(err).__name__}: {text.splitlines()[-1][:200]}" if text else type(err).__name__
+    paths = [task_path / f for f in DB_FILES]
+    database, why = load(*paths)
+    if database is not None:
+        return database
     problems = check(*paths).problems
     where = problems[0] if problems else f"{task_path}: the task's database does not load ({why})"
     raise ValueError(f"{where}; the task's records are kept as they are (move its folder aside to collect it afresh)")
@@ -393,10 +389,10 @@ class _TaskRun:
     pending: int
 
 
-def _stored_keys(task_path: Path) -> set[int]:
+def _stored_keys(db: ms.database.JSONDatabase, task_path: Path) -> set[int]:
     """The schedule keys of a task's stored records, not to be sampled again, replayed on every core
     (each record replays: the database would not have opened otherwise, `_task_database`)."""
-    records = _task_database(task_path).get_all_tuning_records()
+    records = db.get_all_tuning_records()
     keys = set()
     for candidate in replay_records(records, usable_cores()):
         if isinstance(candidate, Exception):  # not expected (the load replayed it): a missing key could store a twin
@@ -420,11 +416,13 @@ def _start_task(
             _set_compressed(task_path, True)
         return []
     stored: set[int] = set()
+    db = None  # the task's database, opened once: its records' keys now, the run's commits later
     compressed = (task_path / (DB_FILES[1] + ".xz")).exists()
     _set_compressed(task_path, False)  # also a planned task's workload file (`CollectConfig.plan_only`)
     if result.before:
         try:
-            stored = _stored_keys(task_path)
+            db = _task_database(task_path)
+            stored = _stored_keys(db, task_path)
         except ValueError:
             if compressed:  # the task's files go back as they came
                 _set_compressed(task_path, True)
@@ -444,8 +442,9 @@ def _start_task(
         result.status = "exhausted"
     if not schedules:
         return []
-    task_path.mkdir(parents=True, exist_ok=True)
-    db = _task_database(task_path)
+    if db is None:
+        task_path.mkdir(parents=True, exist_ok=True)
+        db = _task_database(task_path)
     run = _TaskRun(plan, task_path, db, db.commit_workload(plan.spec.mod), result, len(schedules))
     return [(run, sch) for sch in schedules]
 

@@ -6,8 +6,10 @@ stored by another TVM version whose trace no longer applies: "parallel_for_dynam
 loads the lines one by one as TVM would: a workload line must parse (JSON, then `Workload.from_json`);
 a record line must parse (JSON, a readable workload's index, then `TuningRecord.from_json` against that
 workload); and no line may be empty or blank (TVM 0.27 keeps such a line, then dereferences its null:
-the process dies of a segfault, so a caller looks first with `has_blank_line`). Two callers: `bridge.database` (a tuning run's resume skips the bad lines and rewrites the
-files) and `data.collect` (a collected task's first bad line is an error, its files left as they are).
+the process dies of a segfault, so `load` looks for one before it asks TVM). Two callers load with
+`load` and check only when it fails: `bridge.database` (a tuning run's resume skips the bad lines and
+rewrites the files) and `data.collect` (a collected task's first bad line is an error, its files left
+as they are).
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from typing import Any
 
 from tvm_env import ms
 
-__all__ = ["CheckedDatabase", "check", "has_blank_line"]
+__all__ = ["CheckedDatabase", "check", "has_blank_line", "load"]
 
 
 @dataclasses.dataclass
@@ -54,6 +56,18 @@ def has_blank_line(path: str | Path) -> bool:
     if lines and lines[-1] == b"":
         lines.pop()  # after the last newline
     return any(not line.strip() for line in lines)
+
+
+def load(workload_path: str | Path, record_path: str | Path, **options: Any) -> tuple[Any, str]:
+    """(TVM's `JSONDatabase` of the two files, "") when it loads; (None, why) when it does not: "an
+    empty line" (looked for first: on one, TVM's load dies of a segfault) or TVM's error, which names
+    no line (`check` finds them). `options` go to `JSONDatabase` (e.g. module_equality)."""
+    if has_blank_line(workload_path) or has_blank_line(record_path):
+        return None, "an empty line"
+    try:
+        return ms.database.JSONDatabase(str(workload_path), str(record_path), **options), ""
+    except Exception as err:  # noqa: BLE001 - TVM's parallel loader raises a bare error ("parallel_for_dynamic error")
+        return None, _why(err)
 
 
 def _why(err: Exception) -> str:
