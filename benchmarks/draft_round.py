@@ -13,6 +13,12 @@ verifier's scoring and the rest (MetaSchedule's evolution: mutators and postproc
     python benchmarks/draft_round.py --population 512 --potential 128
     python benchmarks/draft_round.py --population 1536 --potential 512 --walk-workers 16   # published sizes
     python benchmarks/draft_round.py --workload depthwise_conv2d:1,28,28,240,5,1,2 --rounds 3 --redraft-min-samples 8
+    python benchmarks/draft_round.py --potential 256 --threads 16 --walk-workers 16 --profile   # where a draft waits
+
+Each round's row also says how many cores were busy: this process's (the TuneContext threads'
+sampling and evolution, the walk's JSON trip) and the walk workers'. `--profile` samples the
+drafting thread's stack (`benchmarks.stack_sampler`) and prints, per line of our code it sat at,
+the wall seconds and the cores busy meanwhile: a site at 1 core is serial on a 16-core machine.
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ from rich.table import Table
 
 import tvm_env
 from benchmarks.cli import doc_parser
+from benchmarks.stack_sampler import StackSampler, children, cpu_seconds
 from bridge.config import SearchConfig
 from bridge.draft_verify import DraftVerifySearch
 from bridge.psa import PSACostModel
@@ -56,6 +63,7 @@ def main() -> None:
         default=SearchConfig.redraft_min_samples,
         help="valid fresh samples a re-draft samples for (the search's default; MetaSchedule's: 50)",
     )
+    parser.add_argument("--profile", action="store_true", help="sample the drafting thread's stack (where it waits)")
     args = parser.parse_args()
 
     target = tvm_env.parse_target(args.target)
@@ -91,13 +99,23 @@ def main() -> None:
         "ms each",
         "verifier",
         "evolution, hashing",
+        "cores: here / walk workers",
     ):
         table.add_column(col, justify="right")
+    sampler = StackSampler()
     for r in range(args.rounds):
         before = (draft.seconds, draft.scored, verify.seconds)
+        kids = {k: cpu_seconds(k) for k in children()}
+        cpu = cpu_seconds()
         start = time.perf_counter()
-        strategy.generate_measure_candidates()
+        if args.profile:
+            with sampler:
+                strategy.generate_measure_candidates()
+        else:
+            strategy.generate_measure_candidates()
         total = time.perf_counter() - start
+        cores = (cpu_seconds() - cpu) / total
+        kid_cores = sum(cpu_seconds(k) - kids.get(k, 0.0) for k in children()) / total
         psa_s, psa_n, verify_s = draft.seconds - before[0], draft.scored - before[1], verify.seconds - before[2]
         stats = log.searched("conv2d")
         sample_s = stats.get("sample_s", 0.0)
@@ -112,9 +130,17 @@ def main() -> None:
             f"{1e3 * psa_s / max(psa_n, 1):.1f}",
             f"{verify_s:.1f}",
             f"{rest:.1f} ({rest / total:.0%})",
+            f"{cores:.1f} / {kid_cores:.1f}",
         )
     strategy.post_tuning()
     Console().print(table)
+    if args.profile:
+        sites = Table(title="where the drafting thread was (all rounds; sampled every 20 ms)")
+        for col in ("site", "wall s", "share", "cores here", "cores in walk workers"):
+            sites.add_column(col, justify="left" if col == "site" else "right")
+        for site, wall, share, here, kids_busy in sampler.rows():
+            sites.add_row(site, f"{wall:.1f}", f"{share:.0%}", f"{here:.1f}", f"{kids_busy:.1f}")
+        Console().print(sites)
 
 
 if __name__ == "__main__":
