@@ -87,6 +87,7 @@ SEARCH_KNOBS = (
     "low_draft_ahead",
     "first_drafts_ahead",
     "first_verify_ahead",
+    "draft_nice",
     "search_ahead",
     "build_apart",
     "size_filter_kb",

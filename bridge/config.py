@@ -160,6 +160,11 @@ class SearchConfig:
         "task's first round would, so a network's first verifies run beside the other tasks' drafts (a pretrained "
         "verifier took 4-15 s a task on ResNet-50's four in the tuning loop); false: in the first round",
     )
+    draft_nice: int = _knob(
+        0,
+        "n in 1-19: drafts alongside the rounds run n steps of nice lower in CPU priority than the builds and the "
+        "next batch's search, which the device waits on (Linux; 0: the same priority)",
+    )
     search_ahead: int = _knob(
         2,
         "with a pipeline, how many rounds ahead of the batch on the device the search works: 2, the batch after the "
@@ -201,6 +206,8 @@ class SearchConfig:
             raise ValueError(f"--size-filter-kb {self.size_filter_kb!r} must be > 0 (null: off)")
         if self.first_drafts_ahead < 0:
             raise ValueError(f"--first-drafts-ahead {self.first_drafts_ahead!r} must be >= 0 (0: off)")
+        if not 0 <= self.draft_nice <= 19:
+            raise ValueError(f"--draft-nice {self.draft_nice!r} must be in 0-19 (0: off)")
         if self.fill_device < 0:
             raise ValueError(f"--fill-device {self.fill_device!r} must be >= 0 (0: off)")
         if self.straggler_grace is not None and not self.straggler_grace >= 0:

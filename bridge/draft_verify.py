@@ -124,6 +124,7 @@ class DraftVerifySearch(_ResumableSearch):
         low_draft_ahead: bool = True,
         first_drafts_ahead: int = 2,
         first_verify_ahead: bool = True,
+        draft_nice: int = 0,
         search_ahead: int = 2,
         size_filter_kb: float | None = None,
         pipeline: Pipeline | None = None,
@@ -240,6 +241,10 @@ class DraftVerifySearch(_ResumableSearch):
                 whose cold verifier takes 0.1-0.5 s (docs/benchmarks.md, "MoA beside Pruner on every
                 workload"). Skipped when the first round would not ask the verifier (`draft_rounds`,
                 `quick_start`) or when the task has measurements from an earlier run. One task: no change.
+            draft_nice: n in 1-19 = a draft alongside the rounds (a stall or low re-draft, a first draft
+                ahead, and a first verify on its thread) runs n steps of nice lower in CPU priority
+                than the builds and the next batch's search (`bridge.drafting.lower_priority`; Linux).
+                0: the same priority.
             search_ahead: with a pipeline, how many rounds ahead of the batch running on the device the
                 search works. 2: the batch after the next is searched while the next one builds
                 (`PrefetchBuilder.start`), so a round lasts the longer of the two; the price is one
@@ -283,6 +288,7 @@ class DraftVerifySearch(_ResumableSearch):
             ("redraft_stall", redraft_stall),
             ("fill_device", fill_device),
             ("first_drafts_ahead", first_drafts_ahead),
+            ("draft_nice", draft_nice),
             ("draft_rounds", draft_rounds),
         ]:
             if value < 0:
@@ -338,6 +344,7 @@ class DraftVerifySearch(_ResumableSearch):
             low_draft_ahead=low_draft_ahead,
             first_drafts_ahead=first_drafts_ahead,
             first_verify_ahead=first_verify_ahead,
+            draft_nice=draft_nice,
             search_ahead=search_ahead,
             size_filter_kb=size_filter_kb,
         )
@@ -391,6 +398,7 @@ class DraftVerifySearch(_ResumableSearch):
             low_draft_ahead=search.low_draft_ahead,
             first_drafts_ahead=search.first_drafts_ahead,
             first_verify_ahead=search.first_verify_ahead,
+            draft_nice=search.draft_nice,
             search_ahead=search.search_ahead,
             size_filter_kb=search.size_filter_kb,
             pipeline=pipeline,
@@ -752,6 +760,7 @@ class DraftVerifySearch(_ResumableSearch):
             population_size=self.population_size,
             quick_start=self.quick_start and not self._drafts,
             then=then,
+            nice=self.draft_nice,
         )
 
     def _space_of(self, result: DraftResult) -> Pairs:

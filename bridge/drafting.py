@@ -10,6 +10,11 @@ caller, so a draft that runs alongside the tuning loop shares no state with Meta
 callbacks. With the same inputs and the drafter's own random state its result is the same either
 way.
 
+A draft alongside may run at a lower CPU priority (`nice`): its thread's nice value is raised on
+Linux, and the threads TVM's C++ sampling and evolution start from it inherit the value, so where
+the host's cores are short the builds and the next batch's search, which the device waits on, go
+first, and the draft takes what they leave.
+
 Why alongside: a stall re-draft took 8-11 s on the H100 machine (sampling 1.5-2.5 s, PSA 2-3 s, the
 rest MetaSchedule's evolution), and the round that waited for it left the GPU idle about that long;
 drafts were 4-17% of an arm's time (docs/benchmarks.md). Run alongside, the round that asks for it
@@ -19,6 +24,9 @@ verifies the current potential space, and the draft is taken up by the next roun
 from __future__ import annotations
 
 import dataclasses
+import logging
+import os
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -30,10 +38,28 @@ import numpy as np
 from bridge.search import _key, candidate
 from tvm_env import tvm_ffi
 
-__all__ = ["Draft", "DraftResult"]
+__all__ = ["Draft", "DraftResult", "lower_priority"]
+
+logger = logging.getLogger(__name__)
 
 _SAMPLE_INIT = tvm_ffi.get_global_func("s_tir.meta_schedule.SearchStrategyEvolutionarySearchSampleInitPopulation")
 _EVOLVE = tvm_ffi.get_global_func("s_tir.meta_schedule.SearchStrategyEvolutionarySearchEvolveWithCostModel")
+
+
+def lower_priority(nice: int) -> int | None:
+    """Raise the calling thread's nice value by `nice` (capped at 19), on Linux, where the value is a
+    thread's own and the threads it starts inherit it; the new value, or None where it is not
+    changed (`nice` 0, another OS, or refused)."""
+    if nice <= 0 or sys.platform != "linux":
+        return None
+    tid = threading.get_native_id()
+    try:
+        value = min(19, os.getpriority(os.PRIO_PROCESS, tid) + nice)
+        os.setpriority(os.PRIO_PROCESS, tid, value)
+    except OSError as err:
+        logger.warning("could not lower a draft's CPU priority (nice %+d): %s", nice, err)
+        return None
+    return value
 
 
 @dataclasses.dataclass
@@ -57,7 +83,8 @@ class Draft:
     set up with `draft_model`); the fresh ones come from `sampler` (another such search, whose
     `init_min_unmeasured` may differ; default: `drafter`); with `quick_start` the fresh samples are
     only ranked, not evolved. A started draft with `then` calls it on its result, on its thread,
-    once the slot is given back, and keeps what it returns as the result's `ranking`."""
+    once the slot is given back, and keeps what it returns as the result's `ranking`. A started draft
+    with `nice` > 0 runs (and calls `then`) at that much lower CPU priority (`lower_priority`)."""
 
     def __init__(
         self,
@@ -72,9 +99,10 @@ class Draft:
         population_size: int,
         quick_start: bool = False,
         then: Callable[[DraftResult], Any] | None = None,
+        nice: int = 0,
     ):
         self.drafter, self.draft_model, self.context = drafter, draft_model, context
-        self.then = then
+        self.then, self.nice = then, nice
         self.sampler = sampler if sampler is not None else drafter
         self.parents, self.reused, self.fresh = parents, reused, fresh
         self.population_size, self.quick_start = population_size, quick_start
@@ -108,6 +136,7 @@ class Draft:
         run at once; its `draft_s` leaves the wait out)."""
 
         def job() -> DraftResult:
+            lower_priority(self.nice)  # the thread is the draft's own: it ends with it
             if slots is None:
                 result = self.run()
             else:

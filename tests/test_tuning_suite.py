@@ -234,6 +234,7 @@ def test_the_draft_knobs_reach_the_search_config():
         False,
         3,
         False,
+        7,
         1,
         True,
         256.0,
@@ -256,6 +257,7 @@ def test_the_draft_knobs_reach_the_search_config():
     assert search.low_draft_ahead is False and search.size_filter_kb == 256.0 and search.eps_greedy == 0.3
     assert search.draft_rounds == 2 and search.quick_start is True and search.first_draft_generations == 1
     assert search.build_apart is True and search.first_verify_ahead is False and search.first_verify_generations == 0
+    assert search.draft_nice == 7
     assert cost_model.name == "pam" and cost_model.seed == 1 and cost_model.epochs == 7
     assert cost_model.background_update is False  # the default is True
     mlp = tuning.configs("mlp", args)[0]

@@ -3,6 +3,9 @@ as in turn, taken up by a later round, on real llvm tuning."""
 
 import json
 import math
+import os
+import sys
+import threading
 import time
 
 import psutil
@@ -69,6 +72,65 @@ def test_a_redraft_samples_until_its_own_minimum_is_valid():
     same = _strategy(seed=5, redraft_min_samples=50)
     assert same.resampler is same.drafter  # 50, as the first draft: one inner search does both
     same._finish()
+
+
+def _nice_of_threads() -> dict[int, int]:
+    """This process's threads and their nice values, from /proc (field 19 of a thread's stat)."""
+    values = {}
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{tid}/stat") as f:
+                values[int(tid)] = int(f.read().rsplit(")", 1)[1].split()[16])
+        except OSError:  # the thread ended meanwhile
+            continue
+    return values
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="a thread's own nice value is Linux's")
+def test_a_draft_alongside_runs_at_a_lower_cpu_priority_and_so_do_the_threads_tvm_starts_from_it():
+    """`draft_nice`: the draft's thread, and the threads MetaSchedule's C++ sampling and evolution start
+    from it (a context of two threads), run at the raised nice value; the rest of the process does not,
+    and the draft is the same draft as at the usual priority."""
+    base = os.getpriority(os.PRIO_PROCESS, 0)
+    strategy = DraftVerifySearch(draft=PSACostModel(device="a100"), population_size=48, potential_size=12, draft_nice=5)
+    context = context_for(matmul(), strategy, seed=3, threads=2)
+    strategy.pre_tuning(
+        8, 4, context.generate_design_space(), ms.database.MemoryDatabase(), ms.cost_model.RandomModel()
+    )
+    seen, done = {}, threading.Event()
+
+    def watch() -> None:  # the threads alive while the draft runs, and their nice values
+        while not done.is_set():
+            seen.update(_nice_of_threads())
+            time.sleep(0.002)
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    draft = strategy._new_draft(then=lambda _: os.getpriority(os.PRIO_PROCESS, threading.get_native_id()))
+    assert draft.nice == 5
+    draft.start()
+    result, _ = draft.result()
+    done.set()
+    watcher.join()
+    assert result.ranking == base + 5  # the draft's own thread, `then` included
+    niced = [tid for tid, value in seen.items() if value == base + 5]
+    assert len(niced) >= 2, seen  # the draft's thread and at least one that TVM started from it
+    assert seen[threading.get_native_id()] == base == os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+    strategy._finish()
+    # the same draft as at the usual priority (one sampling thread each, so that the draws agree)
+    niced, plain = _strategy(seed=3, draft_nice=5), _strategy(seed=3)
+    assert plain.draft_nice == 0
+    evolved = []
+    for s in (niced, plain):
+        draft = s._new_draft()
+        draft.start()
+        evolved.append([k for k, _ in draft.result()[0].evolved])
+        s._finish()
+    assert evolved[0] == evolved[1] and len(evolved[0]) == 48
+    with pytest.raises(ValueError, match="draft_nice"):
+        DraftVerifySearch(draft=PSACostModel(device="a100"), draft_nice=-1)
+    with pytest.raises(ValueError, match="--draft-nice"):
+        SearchConfig(draft_nice=20)
 
 
 def test_stall_drafts_run_alongside_and_a_later_round_takes_them_up(request, tmp_path, builder, runner):
