@@ -51,7 +51,7 @@ from tvm.ir.utils import derived_object
 from bridge.drafting import _EVOLVE, Draft, DraftResult
 from bridge.fill_rule import FillRule
 from bridge.pipeline import Pipeline
-from bridge.search import _UNLIMITED, CountingCostModel, _key, _ResumableSearch, candidate
+from bridge.search import _UNLIMITED, CountingCostModel, _key, _pairs, _ResumableSearch, candidate
 from bridge.search_log import SearchLog
 from bridge.size_filter import SizeFilter, check_limit
 from bridge.stall_rule import DraftLedger, StallRule
@@ -659,7 +659,7 @@ class DraftVerifySearch(_ResumableSearch):
             evolved = _EVOLVE(search, parents, children + len(parents))
         finally:
             search.post_tuning()
-        return [pair for pair in self._unmeasured([(_key(s), s) for s in evolved]) if pair[0] not in exclude][:n]
+        return [pair for pair in self._unmeasured(_pairs(evolved)) if pair[0] not in exclude][:n]
 
     def _evolutionary_search(
         self, population: int, generations: int, cost_model: Any, min_samples: int = FIRST_DRAFT_MIN_SAMPLES
@@ -837,7 +837,7 @@ class DraftVerifySearch(_ResumableSearch):
             verifier = self._evolutionary_search(len(pool), generations, self.ranker)
         try:
             # The heap holds as many as the pool: the measured parents and repeats are filtered out.
-            best = self._unmeasured([(_key(s), s) for s in _EVOLVE(verifier, pool, len(pool))])
+            best = self._unmeasured(_pairs(_EVOLVE(verifier, pool, len(pool))))
         finally:
             if own:
                 verifier.post_tuning()

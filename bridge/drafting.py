@@ -35,7 +35,7 @@ from typing import Any
 
 import numpy as np
 
-from bridge.search import _key, candidate
+from bridge.search import _pairs, candidate
 from tvm_env import tvm_ffi
 
 __all__ = ["Draft", "DraftResult", "lower_priority"]
@@ -117,18 +117,18 @@ class Draft:
         population = (self.parents + samples + self.reused)[: self.population_size]
         unevolved = self.quick_start and not self.parents
         if unevolved:  # quick start: rank the fresh samples; the next draft evolves them
-            distinct = list({_key(s): s for s in population}.values())
+            distinct = list(dict(_pairs(population)).values())
             scores = self.draft_model.predict(self.context, [candidate(s) for s in distinct])
             evolved = [distinct[i] for i in np.argsort(-np.asarray(scores), kind="stable")]
         else:
             evolved = list(_EVOLVE(self.drafter, population, self.population_size)) if population else []
-        pairs = [(_key(s), s) for s in evolved]
+        pairs = _pairs(evolved)
         stats.update(
             draft_s=time.perf_counter() - start,
             psa_s=self.draft_model.seconds - psa,
             draft_scored=self.draft_model.scored - scored,
         )
-        return DraftResult([(_key(s), s) for s in samples], pairs, unevolved, stats)
+        return DraftResult(_pairs(samples), pairs, unevolved, stats)
 
     def start(self, slots: threading.Semaphore | None = None) -> None:
         """Run on a thread of its own; `result` waits for it (and re-raises what it raised). With

@@ -20,7 +20,7 @@ import numpy as np
 from tvm.ir.utils import derived_object
 
 from bridge.search_log import SearchLog
-from data.features import schedule_key
+from data.features import schedule_key, schedule_keys
 from data.labels import mean_latency
 from data.replay import replay_records
 from pruner_models.blend import blend_with_psa, check_weight
@@ -37,6 +37,12 @@ _UNLIMITED = 1 << 30
 def _key(sch: Any) -> int:
     """Structural hash of a schedule's module (the 'structural' module equality of the database)."""
     return schedule_key(sch.mod)
+
+
+def _pairs(schs: Any) -> list[tuple[int, Any]]:
+    """(`_key`, schedule) of each schedule, in order; a long list hashed on threads (`schedule_keys`)."""
+    schs = list(schs)
+    return list(zip(schedule_keys([s.mod for s in schs]), schs))
 
 
 def _measured_keys(records: list, threads: int) -> set[int]:
@@ -108,7 +114,7 @@ class CountingCostModel(ms.cost_model.PyCostModel):
         return np.logaddexp(0.0, blend_with_psa(scores, psa, None, self.blend_weight))
 
     def _cached(self, context, candidates: list) -> np.ndarray:
-        keys = [_key(c.sch) for c in candidates]
+        keys = schedule_keys([c.sch.mod for c in candidates])
         todo: dict[int, int] = {}
         for i, key in enumerate(keys):
             if key not in self._scores and key not in todo:

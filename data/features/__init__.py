@@ -21,7 +21,7 @@ Modules, bottom up:
     cache      `FeatureCache`, each schedule featurized once per tuning run, whoever asks
 """
 
-from data.features.cache import FeatureCache, schedule_key
+from data.features.cache import FeatureCache, schedule_key, schedule_keys
 from data.features.extract import featurize_candidates
 from data.features.gemm import GEMM_NEEDLE, find_gemm, no_gemm
 from data.features.lowering import lower_for_features, per_store_rows
@@ -44,6 +44,7 @@ __all__ = [
     "no_gemm",
     "per_store_rows",
     "schedule_key",
+    "schedule_keys",
     "slog",
     "walk_features",
     "workload_tags",

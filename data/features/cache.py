@@ -17,18 +17,20 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import itertools
 import threading
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
 from data.features.extract import featurize_candidates
 from data.features.program import ProgramFeatures
-from tvm_env import ms, tvm_ffi
+from tvm_env import ms, tvm_ffi, usable_cores
 
 if TYPE_CHECKING:
     from data.features.pool import WalkPool
 
-__all__ = ["FeatureCache", "schedule_key"]
+__all__ = ["FeatureCache", "schedule_key", "schedule_keys"]
 
 _FAILED = object()
 """Marks a schedule whose lowering or feature extraction failed."""
@@ -37,6 +39,36 @@ _FAILED = object()
 def schedule_key(mod) -> int:
     """Structural hash of a scheduled module: the key of a schedule in every cache and dedupe."""
     return int(tvm_ffi.structural_hash(mod))
+
+
+PARALLEL_KEYS_FROM = 64
+"""`schedule_keys` hashes lists at least this long on its threads; shorter ones in the caller's."""
+
+_hashers: ThreadPoolExecutor | None = None
+_hashers_lock = threading.Lock()
+
+
+def _hash_pool() -> ThreadPoolExecutor:
+    global _hashers
+    with _hashers_lock:
+        if _hashers is None:
+            _hashers = ThreadPoolExecutor(usable_cores(), thread_name_prefix="schedule-key")
+        return _hashers
+
+
+def schedule_keys(mods: Sequence) -> list[int]:
+    """`schedule_key` of each module, in order. A list of `PARALLEL_KEYS_FROM` or more is hashed in
+    chunks on a pool of one thread a usable core (TVM's hash releases the GIL): a draft hashes its
+    population each generation, about 0.4 ms a module on a GPU machine's core, and hashed in turn
+    that was 5% of a draft's time at 1 core busy of 16 (docs/benchmarks.md, "Where a draft's time goes
+    on 16 cores")."""
+    mods = list(mods)
+    threads = usable_cores()
+    if len(mods) < PARALLEL_KEYS_FROM or threads < 2:
+        return [schedule_key(m) for m in mods]
+    size = -(-len(mods) // min(threads, -(-len(mods) // 16)))  # at least 16 a chunk, one chunk a thread at most
+    chunks = [mods[i : i + size] for i in range(0, len(mods), size)]
+    return list(itertools.chain.from_iterable(_hash_pool().map(lambda c: [schedule_key(m) for m in c], chunks)))
 
 
 class FeatureCache:
@@ -84,7 +116,7 @@ class FeatureCache:
             featurizing failed (now or earlier).
         """
         candidates = list(candidates)
-        keys = [schedule_key(c.sch.mod) for c in candidates] if keys is None else list(keys)
+        keys = schedule_keys([c.sch.mod for c in candidates]) if keys is None else list(keys)
         with self._lock:
             known = [self._items.get(k) for k in keys]
         # Each distinct missing key once, grouped by the parts it lacks.

@@ -5,7 +5,8 @@ import threading
 import numpy as np
 from tvm.s_tir.meta_schedule.testing import te_workload
 
-from data.features import FeatureCache, featurize_candidates, schedule_key
+from data.features import FeatureCache, featurize_candidates, schedule_key, schedule_keys
+from data.features import cache as cache_module
 
 
 def test_parts_are_computed_once_and_completed_on_demand(cpu_target, sample, te_module, monkeypatch):
@@ -71,3 +72,26 @@ def test_threads_share_one_cache(cpu_target, sample, te_module):
     assert not errors and len(cache) == len({schedule_key(c.sch.mod) for c in cands})
     for f in results["pam"]:
         assert f.stmt is not None and f.psa is not None
+
+
+def test_long_lists_are_hashed_on_threads_to_the_same_keys(cpu_target, sample, te_module, monkeypatch):
+    """`schedule_keys`: a list of `PARALLEL_KEYS_FROM` or more is hashed on the pool's threads, a
+    shorter one in the caller's; either way the keys are `schedule_key`'s, in order."""
+    _, cands = sample(te_module(te_workload.matmul(64, 64, 64)), cpu_target, 48)
+    mods = [c.sch.mod for c in cands] * 2  # 96, each sampled schedule twice
+    serial = [schedule_key(m) for m in mods]
+    where = []
+
+    def recorded(mod):
+        where.append(threading.current_thread().name)
+        return serial_key(mod)
+
+    serial_key = cache_module.schedule_key
+    monkeypatch.setattr(cache_module, "schedule_key", recorded)
+    monkeypatch.setattr(cache_module, "usable_cores", lambda: 2)
+    assert len(mods) >= cache_module.PARALLEL_KEYS_FROM
+    assert schedule_keys(mods) == serial and len(set(serial)) == len(set(map(id, cands)))
+    assert len(where) == 96 and all(name.startswith("schedule-key") for name in where)
+    where.clear()
+    assert schedule_keys(mods[:10]) == serial[:10]
+    assert where == [threading.current_thread().name] * 10
