@@ -16,7 +16,7 @@ import logging
 from typing import Any
 
 from data.features import schedule_key
-from data.replay import replay_records
+from data.replay import ReplayMemo, replay_records, task_records
 from tvm_env import ms
 
 __all__ = ["catch_up"]
@@ -24,17 +24,20 @@ __all__ = ["catch_up"]
 logger = logging.getLogger(__name__)
 
 
-def catch_up(model: Any, context: Any, database: Any) -> int:
+def catch_up(model: Any, context: Any, database: Any, replays: ReplayMemo | None = None) -> int:
     """Update `model` on the records of `context`'s task in `database` that its state has not seen
     (`model.seen_in`); how many (0 for a model that keeps no such keys, or whose state predates them).
-    A record whose trace no longer applies to the task is skipped with a warning naming it."""
+    A record whose trace no longer applies to the task is skipped with a warning naming it. With
+    `replays` (the run's, shared with its search strategies), the replays are kept for the task's
+    search, which would replay the same records next."""
     known = model.seen_in(context) if hasattr(model, "seen_in") else None
     if known is None or not database.has_workload(context.mod):
         return 0
-    workload = database.commit_workload(context.mod)
-    records = [r for r in database.get_all_tuning_records() if r.workload.same_as(workload)]
+    records = task_records(database, context.mod)
+    threads = int(context.num_threads)
+    replayed = replays.replay(records, threads) if replays is not None else replay_records(records, threads)
     candidates, results = [], []
-    for record, candidate in zip(records, replay_records(records, int(context.num_threads))):
+    for record, candidate in zip(records, replayed):
         if isinstance(candidate, Exception):  # a trace that no longer applies: the database keeps it, the model cannot
             logger.warning("%s: cannot replay a measured record for the cost model: %s", context.task_name, candidate)
             continue

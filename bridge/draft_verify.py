@@ -57,7 +57,7 @@ from bridge.size_filter import SizeFilter, check_limit
 from bridge.stall_rule import DraftLedger, StallRule
 from bridge.verify_gate import VerifyGate
 from data.labels import mean_latency
-from data.replay import replay_records
+from data.replay import ReplayMemo, replay_records
 from pruner_models.blend import check_weight
 from tvm_env import ms
 
@@ -130,6 +130,7 @@ class DraftVerifySearch(_ResumableSearch):
         pipeline: Pipeline | None = None,
         log: SearchLog | None = None,
         ledger: DraftLedger | None = None,
+        replays: ReplayMemo | None = None,
     ):
         """
         Args:
@@ -262,8 +263,10 @@ class DraftVerifySearch(_ResumableSearch):
                 None: rounds in turn, as MetaSchedule runs them.
             log: where rounds are logged (None: nowhere).
             ledger: the run's drafting account (None: a new one; clones share it).
+            replays: the run's `data.replay.ReplayMemo`: a resumed task's records, replayed once for its
+                cost model's catch-up and its measured set (None: each replays them).
         """
-        super().__init__(log=log)
+        super().__init__(log=log, replays=replays)
         for name, value in [
             ("population_size", population_size),
             ("potential_size", potential_size),
@@ -352,12 +355,23 @@ class DraftVerifySearch(_ResumableSearch):
 
     def clone(self) -> DraftVerifySearch:
         return DraftVerifySearch(
-            draft=self.draft, pipeline=self.pipeline, log=self.log, ledger=self.ledger, **self.options
+            draft=self.draft,
+            pipeline=self.pipeline,
+            log=self.log,
+            ledger=self.ledger,
+            replays=self.replays,
+            **self.options,
         )
 
     @classmethod
     def from_config(
-        cls, search: Any, *, log: SearchLog | None = None, features: Any = None, pipeline: Pipeline | None = None
+        cls,
+        search: Any,
+        *,
+        log: SearchLog | None = None,
+        features: Any = None,
+        pipeline: Pipeline | None = None,
+        replays: ReplayMemo | None = None,
     ) -> DraftVerifySearch:
         """The search of a `bridge.config.SearchConfig` (psa set): PSA on that device row drafts.
 
@@ -366,6 +380,7 @@ class DraftVerifySearch(_ResumableSearch):
             log: where rounds are logged.
             features: the run's `data.features.FeatureCache`, shared with the verifier.
             pipeline: the run's `Pipeline` (None: no pipelining).
+            replays: the run's `data.replay.ReplayMemo` (None: none).
         """
         from bridge.psa import PSACostModel
 
@@ -403,6 +418,7 @@ class DraftVerifySearch(_ResumableSearch):
             size_filter_kb=search.size_filter_kb,
             pipeline=pipeline,
             log=log,
+            replays=replays,
         )
 
     # ------------------------------------------------------------------------------------------

@@ -169,6 +169,7 @@ def make_strategy(
     log: Any = None,
     features: Any = None,
     pipeline: Any = None,
+    replays: Any = None,
 ) -> Any:
     """DraftVerifySearch with PSA on device row `search.psa`, or MetaSchedule's evolutionary search.
 
@@ -180,16 +181,17 @@ def make_strategy(
     `search.population` defaults to 512 for both draft-then-verify (published: 1536) and
     MetaSchedule's evolutionary search; the other knobs concern draft-then-verify only. `features` (the
     run's FeatureCache) and `pipeline` (a `bridge.pipeline.Pipeline`, used when `search.pipeline`)
-    go to draft-then-verify.
+    go to draft-then-verify; `replays` (the run's `data.replay.ReplayMemo`) to both.
     """
     from bridge.draft_verify import DraftVerifySearch
     from bridge.search import ResumableEvolutionarySearch
 
     if search.psa is None:
-        return ResumableEvolutionarySearch(log=log, population_size=search.population or 512)
+        return ResumableEvolutionarySearch(log=log, replays=replays, population_size=search.population or 512)
     return DraftVerifySearch.from_config(
         resolve_verify_gate(search, cost_model, adapt_every),
         log=log,
         features=features,
         pipeline=pipeline if search.pipeline else None,
+        replays=replays,
     )

@@ -22,7 +22,7 @@ from tvm.ir.utils import derived_object
 from bridge.search_log import SearchLog
 from data.features import schedule_key, schedule_keys
 from data.labels import mean_latency
-from data.replay import replay_records
+from data.replay import ReplayMemo, replay_records, task_records
 from pruner_models.blend import blend_with_psa, check_weight
 from tvm_env import ms
 
@@ -45,9 +45,12 @@ def _pairs(schs: Any) -> list[tuple[int, Any]]:
     return list(zip(schedule_keys([s.mod for s in schs]), schs))
 
 
-def _measured_keys(records: list, threads: int) -> set[int]:
-    """The keys of the schedules `records` hold, replayed on `threads` threads (`replay_records`)."""
-    candidates = replay_records(records, threads)
+def _measured_keys(records: list, threads: int, replays: ReplayMemo | None = None) -> set[int]:
+    """The keys of the schedules `records` hold, replayed on `threads` threads (`replay_records`), or
+    taken from `replays` where the run's catch-up replayed them already."""
+    candidates = (
+        replays.replay(records, threads, keep=False) if replays is not None else replay_records(records, threads)
+    )
     failed = sum(isinstance(c, Exception) for c in candidates)
     if failed:  # as `catch_up` and the best measured do: such a record cannot be re-measured either
         logger.warning("%d of %d database records no longer replay on their workload: left out", failed, len(records))
@@ -146,10 +149,12 @@ class _ResumableSearch(ms.search_strategy.PySearchStrategy):
     `_finish()`.
     """
 
-    def __init__(self, *, log: SearchLog | None = None, max_empty_rounds: int = 5):
+    def __init__(self, *, log: SearchLog | None = None, max_empty_rounds: int = 5, replays: ReplayMemo | None = None):
+        """`replays`: the run's `ReplayMemo`, whose replays of a task's records (the catch-up's) its
+        `pre_tuning` takes instead of replaying them again (None: it replays them)."""
         if max_empty_rounds < 1:
             raise ValueError(f"max_empty_rounds={max_empty_rounds!r} must be >= 1")
-        self.log, self.max_empty_rounds = log, max_empty_rounds
+        self.log, self.max_empty_rounds, self.replays = log, max_empty_rounds, replays
         self.context: Any = None
 
     def _initialize_with_tune_context(self, context) -> None:
@@ -162,11 +167,8 @@ class _ResumableSearch(ms.search_strategy.PySearchStrategy):
                 f"{type(self).__name__} needs a database and a cost model, got {database!r}, {cost_model!r}"
             )
         self.database, self.cost_model, self.design_spaces = database, cost_model, list(design_spaces)
-        previous = []
-        if database.has_workload(self.context.mod):
-            workload = database.commit_workload(self.context.mod)
-            previous = [r for r in database.get_all_tuning_records() if r.workload.same_as(workload)]
-        self.measured = _measured_keys(previous, int(self.context.num_threads))
+        previous = task_records(database, self.context.mod)
+        self.measured = _measured_keys(previous, int(self.context.num_threads), self.replays)
         self.best_before = min((mean_latency(r.run_secs) for r in previous), default=math.inf)
         self.budget = max(0, int(max_trials) - len(previous))
         self.per_round = self.batch = int(num_trials_per_iter)  # batch: the size of the next batch
@@ -256,14 +258,15 @@ class ResumableEvolutionarySearch(_ResumableSearch):
 
     _REFILLS = 3
 
-    def __init__(self, *, log: SearchLog | None = None, **evolutionary_search: Any):
+    def __init__(self, *, log: SearchLog | None = None, replays: ReplayMemo | None = None, **evolutionary_search: Any):
         """
         Args:
             log: where rounds are logged (None: nowhere).
+            replays: the run's `data.replay.ReplayMemo` (`_ResumableSearch`).
             **evolutionary_search: arguments of `ms.search_strategy.EvolutionarySearch`
                 (population_size, init_measured_ratio, genetic_num_iters, eps_greedy, ...).
         """
-        super().__init__(log=log)
+        super().__init__(log=log, replays=replays)
         self.evolutionary_search = evolutionary_search
         ms.search_strategy.EvolutionarySearch(**evolutionary_search)  # fail early on bad arguments
 
@@ -298,4 +301,4 @@ class ResumableEvolutionarySearch(_ResumableSearch):
         self.inner.post_tuning()
 
     def clone(self) -> ResumableEvolutionarySearch:
-        return ResumableEvolutionarySearch(log=self.log, **self.evolutionary_search)
+        return ResumableEvolutionarySearch(log=self.log, replays=self.replays, **self.evolutionary_search)

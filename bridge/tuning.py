@@ -36,6 +36,7 @@ from bridge.database import open_database
 from bridge.factory import load_state, make_cost_model, make_strategy, save_state
 from bridge.report import plot_tuning
 from bridge.workers import check_device, make_runner, start_workers, walks_tir
+from data.replay import ReplayMemo
 from tvm_env import (
     ms,
     parse_target,
@@ -257,6 +258,7 @@ def tune_tasks(
         resumed = load_state(model, out, cost_model.name)
         if hasattr(model, "learn_s"):  # our cost models: their training time in the curve
             search_log.learning = lambda: (model.learn_s, model.learn_wait_s)
+        replays = ReplayMemo()  # a resumed task's records: replayed once, for the catch-up and the search
         strategy = make_strategy(
             search,
             cost_model=cost_model.name,
@@ -264,6 +266,7 @@ def tune_tasks(
             log=search_log,
             features=features,
             pipeline=pipeline,
+            replays=replays,
         )
         loggers = task_loggers(str(out), [t.name for t in tasks])
         contexts = [
@@ -272,7 +275,7 @@ def tune_tasks(
         ]
         if resumed or spent:  # a state a kill left behind the database, or none yet: learn what it missed
             for context in contexts:
-                catch_up(model, context, database)
+                catch_up(model, context, database, replays)
         remaining = config.trials - spent
         if remaining > 0:
             bar, advance = _progress(config.trials, spent, progress)

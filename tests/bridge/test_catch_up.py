@@ -1,5 +1,6 @@
 """A resumed cost model catches up with its database (`bridge.catch_up`), on the real matmul records."""
 
+import pytest
 import torch
 
 from bridge.catch_up import catch_up
@@ -137,3 +138,73 @@ def test_a_record_that_no_longer_replays_is_skipped_with_a_warning(measured_matm
     model = PrunerCostModel(mode="pam", epochs=1, device="cpu", background=False)
     assert catch_up(model, context, measured_database) == len(candidates)
     assert "cannot replay a measured record for the cost model" in caplog.text
+
+
+@pytest.mark.parametrize("kind", ["draft-verify", "evolutionary"])
+@pytest.mark.parametrize("store", ["memory", "json"])
+def test_a_resumed_tasks_records_are_replayed_once_for_the_catch_up_and_the_search(
+    measured_matmul, tmp_path, monkeypatch, kind, store
+):
+    """With the run's `ReplayMemo` the search's `pre_tuning` takes the catch-up's replays of the task's
+    records instead of replaying them again (`bridge.tuning` shares one), and knows the same measured
+    schedules; a record committed in between makes it replay afresh."""
+    from bridge.draft_verify import DraftVerifySearch
+    from bridge.psa import PSACostModel
+    from bridge.search import ResumableEvolutionarySearch
+    from data.replay import ReplayMemo
+    from tests.bridge.conftest import database_of
+    from tests.bridge.test_search import context_for
+    from tvm_env import ms
+
+    context, candidates, results = measured_matmul
+    if store == "memory":
+        database = database_of(context, candidates, results)
+    else:  # the kind `bridge.database.open_database` gives a tuning run
+        (tmp_path / "db").mkdir()
+        database = ms.database.JSONDatabase(work_dir=str(tmp_path / "db"))
+        workload = database.commit_workload(context.mod)
+        for cand, res in zip(candidates, results):
+            database.commit_tuning_record(
+                ms.database.TuningRecord(cand.sch.trace, workload, res.run_secs, context.target, cand.args_info)
+            )
+    replayed = []
+    as_candidate = ms.database.TuningRecord.as_measure_candidate
+
+    def counted(record):
+        replayed.append(1)
+        return as_candidate(record)
+
+    monkeypatch.setattr(ms.database.TuningRecord, "as_measure_candidate", counted)
+
+    def resume(replays, extra=False):
+        model = PrunerCostModel(mode="pam", epochs=1, device="cpu", background=False)
+        assert catch_up(model, context, database, replays) == len(candidates)
+        if extra:  # a record committed after the catch-up: the search must see it
+            workload = database.commit_workload(context.mod)
+            database.commit_tuning_record(
+                ms.database.TuningRecord(
+                    candidates[0].sch.trace, workload, [1.0], context.target, candidates[0].args_info
+                )
+            )
+        if kind == "draft-verify":
+            strategy = DraftVerifySearch(
+                draft=PSACostModel(device="a100"), population_size=48, potential_size=12, replays=replays
+            )
+        else:
+            strategy = ResumableEvolutionarySearch(population_size=48, replays=replays)
+        task = context_for(context.mod, strategy)
+        strategy.pre_tuning(len(candidates) + 8, 4, task.generate_design_space(), database, ms.cost_model.RandomModel())
+        measured = strategy.measured
+        strategy.post_tuning()
+        return measured
+
+    without = resume(None)
+    assert len(replayed) == 2 * len(candidates)  # the catch-up's replay, then the search's
+    replayed.clear()
+    memo = ReplayMemo()
+    assert resume(memo) == without == {schedule_key(c.sch.mod) for c in candidates}
+    assert len(replayed) == len(candidates) and memo.hits == len(candidates)  # once
+    replayed.clear()
+    memo = ReplayMemo()
+    assert resume(memo, extra=True) == without  # the extra record is a schedule measured already
+    assert len(replayed) == 2 * len(candidates) + 1 and memo.hits == 0  # the records changed: replayed afresh
