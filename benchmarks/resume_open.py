@@ -56,7 +56,7 @@ def main() -> None:
 
     records = task_records(database, database.get_all_tuning_records()[0].workload.mod)
     print(
-        f"\n| records | threads | catch-up + measured set (s) | the same with a ReplayMemo (s) | keys |\n|---|---|---|---|---|"
+        "\n| records | threads | catch-up + measured set (s) | the same with a ReplayMemo (s) | keys |\n|---|---|---|---|---|"
     )
     for _ in range(2):
         start = time.perf_counter()
