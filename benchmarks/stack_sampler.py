@@ -8,7 +8,8 @@ seconds of this process (all its threads: TVM's thread pool included) and of its
 sample to the site the thread is at. So each site gets its wall seconds and the cores it kept busy,
 here and in the children: a C++ call that keeps 16 cores busy shows 16, one that runs serially 1.
 
-No dependency (py-spy and the like are not on the device machines), Linux only (/proc).
+No dependency (py-spy and the like are not on the device machines). Linux only (/proc): elsewhere
+CPU seconds read as 0.
 `benchmarks/draft_round.py --profile` uses it.
 """
 
@@ -38,10 +39,10 @@ def cpu_seconds(pid: int | str = "self") -> float:
 
 
 def children(pid: int | None = None) -> list[int]:
-    """The live child processes of `pid` (default: this process)."""
+    """The live child processes of `pid` (default: this process); none where there is no /proc."""
     pid = os.getpid() if pid is None else pid
     kids = []
-    for entry in os.listdir("/proc"):
+    for entry in os.listdir("/proc") if os.path.isdir("/proc") else []:
         if entry.isdigit():
             try:
                 with open(f"/proc/{entry}/stat") as f:

@@ -243,9 +243,9 @@ class DraftVerifySearch(_ResumableSearch):
                 workload"). Skipped when the first round would not ask the verifier (`draft_rounds`,
                 `quick_start`) or when the task has measurements from an earlier run. One task: no change.
             draft_nice: n in 1-19 = a draft alongside the rounds (a stall or low re-draft, a first draft
-                ahead, and a first verify on its thread) runs n steps of nice lower in CPU priority
-                than the builds and the next batch's search (`bridge.drafting.lower_priority`; Linux).
-                0: the same priority.
+                ahead, not the first verify after it) runs n steps of nice lower in CPU priority than
+                the builds and the next batch's search (`bridge.drafting.lower_priority`; Linux). Its
+                PSA walk runs in the walk pool's processes, at their priority. 0: the same priority.
             search_ahead: with a pipeline, how many rounds ahead of the batch running on the device the
                 search works. 2: the batch after the next is searched while the next one builds
                 (`PrefetchBuilder.start`), so a round lasts the longer of the two; the price is one
@@ -310,6 +310,8 @@ class DraftVerifySearch(_ResumableSearch):
         check_weight(psa_weight, f"psa_weight={psa_weight!r}")
         if search_ahead not in (1, 2):
             raise ValueError(f"search_ahead={search_ahead!r} must be 1 or 2")
+        if draft_nice > 19:
+            raise ValueError(f"draft_nice={draft_nice!r} must be in 0-19")
         check_limit(size_filter_kb)
         if redraft_share is not None and not 0.0 < redraft_share <= 1.0:
             raise ValueError(f"redraft_share={redraft_share!r} must be in (0, 1] (None: no limit)")

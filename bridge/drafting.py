@@ -10,10 +10,12 @@ caller, so a draft that runs alongside the tuning loop shares no state with Meta
 callbacks. With the same inputs and the drafter's own random state its result is the same either
 way.
 
-A draft alongside may run at a lower CPU priority (`nice`): its thread's nice value is raised on
-Linux, and the threads TVM's C++ sampling and evolution start from it inherit the value, so where
-the host's cores are short the builds and the next batch's search, which the device waits on, go
-first, and the draft takes what they leave.
+A draft alongside may run at a lower CPU priority (`nice`): it runs on a thread whose nice value is
+raised on Linux, and the threads TVM's C++ sampling and evolution start from it inherit the value, so
+where the host's cores are short the builds and the next batch's search, which the device waits on,
+go first, and the draft takes what they leave. Its PSA walk runs in the walk pool's processes, at
+their own priority, and a first verify after it (`then`) at the usual one. Measured on the GPU: no
+gain, so it is off (`SearchConfig.draft_nice`).
 
 Why alongside: a stall re-draft took 8-11 s on the H100 machine (sampling 1.5-2.5 s, PSA 2-3 s, the
 rest MetaSchedule's evolution), and the round that waited for it left the GPU idle about that long;
@@ -84,7 +86,7 @@ class Draft:
     `init_min_unmeasured` may differ; default: `drafter`); with `quick_start` the fresh samples are
     only ranked, not evolved. A started draft with `then` calls it on its result, on its thread,
     once the slot is given back, and keeps what it returns as the result's `ranking`. A started draft
-    with `nice` > 0 runs (and calls `then`) at that much lower CPU priority (`lower_priority`)."""
+    with `nice` > 0 runs at that much lower CPU priority (`lower_priority`); its `then` does not."""
 
     def __init__(
         self,
@@ -130,19 +132,32 @@ class Draft:
         )
         return DraftResult(_pairs(samples), pairs, unevolved, stats)
 
+    def _run_at_priority(self) -> DraftResult:
+        """`run`, with `nice` > 0 on a thread of its own whose priority is lowered (a thread cannot
+        raise its priority back without privileges, and what runs after the draft on this thread, a
+        first verify, holds locks the tuning loop waits on)."""
+        if self.nice <= 0:
+            return self.run()
+
+        def niced() -> DraftResult:
+            lower_priority(self.nice)  # the thread is the draft's own: it ends with it
+            return self.run()
+
+        with ThreadPoolExecutor(1, thread_name_prefix="pruner-draft-niced") as executor:
+            return executor.submit(niced).result()
+
     def start(self, slots: threading.Semaphore | None = None) -> None:
         """Run on a thread of its own; `result` waits for it (and re-raises what it raised). With
         `slots`, the draft waits for one first and holds it while it runs (a bound on the drafts that
         run at once; its `draft_s` leaves the wait out)."""
 
         def job() -> DraftResult:
-            lower_priority(self.nice)  # the thread is the draft's own: it ends with it
             if slots is None:
-                result = self.run()
+                result = self._run_at_priority()
             else:
                 with slots:
-                    result = self.run()
-            if self.then is not None:
+                    result = self._run_at_priority()
+            if self.then is not None:  # at the usual priority: a first verify holds the cost model's lock
                 result.ranking = self.then(result)
             return result
 

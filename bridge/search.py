@@ -54,7 +54,7 @@ def _measured_keys(records: list, threads: int, replays: ReplayMemo | None = Non
     failed = sum(isinstance(c, Exception) for c in candidates)
     if failed:  # as `catch_up` and the best measured do: such a record cannot be re-measured either
         logger.warning("%d of %d database records no longer replay on their workload: left out", failed, len(records))
-    return {_key(c.sch) for c in candidates if not isinstance(c, Exception)}
+    return set(schedule_keys([c.sch.mod for c in candidates if not isinstance(c, Exception)]))
 
 
 def candidate(sch: Any) -> Any:

@@ -42,33 +42,24 @@ def schedule_key(mod) -> int:
 
 
 PARALLEL_KEYS_FROM = 64
-"""`schedule_keys` hashes lists at least this long on its threads; shorter ones in the caller's."""
-
-_hashers: ThreadPoolExecutor | None = None
-_hashers_lock = threading.Lock()
-
-
-def _hash_pool() -> ThreadPoolExecutor:
-    global _hashers
-    with _hashers_lock:
-        if _hashers is None:
-            _hashers = ThreadPoolExecutor(usable_cores(), thread_name_prefix="schedule-key")
-        return _hashers
+"""`schedule_keys` hashes lists at least this long on threads; shorter ones in the caller's."""
 
 
 def schedule_keys(mods: Sequence) -> list[int]:
     """`schedule_key` of each module, in order. A list of `PARALLEL_KEYS_FROM` or more is hashed in
-    chunks on a pool of one thread a usable core (TVM's hash releases the GIL): a draft hashes its
-    population each generation, about 0.4 ms a module on a GPU machine's core, and hashed in turn
-    that was 5% of a draft's time at 1 core busy of 16 (docs/benchmarks.md, "Where a draft's time goes
-    on 16 cores")."""
+    chunks on up to one thread a usable core (TVM's hash releases the GIL), started for the call: a
+    draft hashes its population each generation, and hashed in turn that was 5% of a draft's time,
+    at 1 core busy of 16 (docs/benchmarks.md, "Where a draft's time goes on 16 cores"). Threads of
+    the call's own, not a pool's, so that they run at the caller's CPU priority (a draft's
+    `draft_nice`, which new threads inherit)."""
     mods = list(mods)
     threads = usable_cores()
     if len(mods) < PARALLEL_KEYS_FROM or threads < 2:
         return [schedule_key(m) for m in mods]
     size = -(-len(mods) // min(threads, -(-len(mods) // 16)))  # at least 16 a chunk, one chunk a thread at most
     chunks = [mods[i : i + size] for i in range(0, len(mods), size)]
-    return list(itertools.chain.from_iterable(_hash_pool().map(lambda c: [schedule_key(m) for m in c], chunks)))
+    with ThreadPoolExecutor(len(chunks), thread_name_prefix="schedule-key") as pool:
+        return list(itertools.chain.from_iterable(pool.map(lambda c: [schedule_key(m) for m in c], chunks)))
 
 
 class FeatureCache:

@@ -89,20 +89,23 @@ def _nice_of_threads() -> dict[int, int]:
 @pytest.mark.skipif(sys.platform != "linux", reason="a thread's own nice value is Linux's")
 def test_a_draft_alongside_runs_at_a_lower_cpu_priority_and_so_do_the_threads_tvm_starts_from_it():
     """`draft_nice`: the draft's thread, and the threads MetaSchedule's C++ sampling and evolution start
-    from it (a context of two threads), run at the raised nice value; the rest of the process does not,
-    and the draft is the same draft as at the usual priority."""
+    from it (a context of two threads), run at the raised nice value; the threads that were there
+    before, and the draft's `then` (a first verify, which holds locks the loop waits on), do not."""
     base = os.getpriority(os.PRIO_PROCESS, 0)
+    if base + 5 > 19:
+        pytest.skip(f"the tests run at nice {base}: no room to lower a thread's priority by 5")
     strategy = DraftVerifySearch(draft=PSACostModel(device="a100"), population_size=48, potential_size=12, draft_nice=5)
     context = context_for(matmul(), strategy, seed=3, threads=2)
     strategy.pre_tuning(
         8, 4, context.generate_design_space(), ms.database.MemoryDatabase(), ms.cost_model.RandomModel()
     )
+    before = _nice_of_threads()
     seen, done = {}, threading.Event()
 
     def watch() -> None:  # the threads alive while the draft runs, and their nice values
         while not done.is_set():
             seen.update(_nice_of_threads())
-            time.sleep(0.002)
+            time.sleep(0.001)
 
     watcher = threading.Thread(target=watch)
     watcher.start()
@@ -112,10 +115,10 @@ def test_a_draft_alongside_runs_at_a_lower_cpu_priority_and_so_do_the_threads_tv
     result, _ = draft.result()
     done.set()
     watcher.join()
-    assert result.ranking == base + 5  # the draft's own thread, `then` included
+    assert result.ranking == base and len(result.evolved) == 48  # `then` at the usual priority
     niced = [tid for tid, value in seen.items() if value == base + 5]
     assert len(niced) >= 2, seen  # the draft's thread and at least one that TVM started from it
-    assert seen[threading.get_native_id()] == base == os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+    assert all(seen.get(tid, value) == value == base for tid, value in before.items())  # the others: untouched
     strategy._finish()
     # the same draft as at the usual priority (one sampling thread each, so that the draws agree)
     niced, plain = _strategy(seed=3, draft_nice=5), _strategy(seed=3)
@@ -129,6 +132,8 @@ def test_a_draft_alongside_runs_at_a_lower_cpu_priority_and_so_do_the_threads_tv
     assert evolved[0] == evolved[1] and len(evolved[0]) == 48
     with pytest.raises(ValueError, match="draft_nice"):
         DraftVerifySearch(draft=PSACostModel(device="a100"), draft_nice=-1)
+    with pytest.raises(ValueError, match="draft_nice"):
+        DraftVerifySearch(draft=PSACostModel(device="a100"), draft_nice=20)
     with pytest.raises(ValueError, match="--draft-nice"):
         SearchConfig(draft_nice=20)
 

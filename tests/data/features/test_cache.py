@@ -90,7 +90,7 @@ def test_long_lists_are_hashed_on_threads_to_the_same_keys(cpu_target, sample, t
     monkeypatch.setattr(cache_module, "schedule_key", recorded)
     monkeypatch.setattr(cache_module, "usable_cores", lambda: 2)
     assert len(mods) >= cache_module.PARALLEL_KEYS_FROM
-    assert schedule_keys(mods) == serial and len(set(serial)) == len(set(map(id, cands)))
+    assert schedule_keys(mods) == serial
     assert len(where) == 96 and all(name.startswith("schedule-key") for name in where)
     where.clear()
     assert schedule_keys(mods[:10]) == serial[:10]
