@@ -16,8 +16,10 @@ a batch left building for the next); refused (picks the builder's source guard r
 waited for drafts started alongside); first batch (when the first batch was measured, and its round's
 drafting and verifying seconds); update (seconds of the cost model's update callback, in the loop),
 training (seconds our cost model trained, in the background by default) and what of it scoring or a
-save waited for (`learn_s`, `learn_wait_s`; n/a in curves from before 2026-11-28, ninth session). With several curves, a last line gives the medians of the first
-batch's numbers over them.
+save waited for (`learn_s`, `learn_wait_s`; n/a in curves from before 2026-11-28, ninth session);
+host CPU (the share of the host's cores the run and its workers kept busy, `bridge.curve.host_cpu_busy`;
+n/a in curves from before 2026-11-30, fifth session). With several curves, a last line gives the
+medians of the first batch's numbers over them.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ from bridge.curve import (  # noqa: E402 - after the path insert, as the other b
     device_idle_parts,
     device_idle_share,
     drafting_share,
+    host_cpu_busy,
     idle_between_batches,
     refused_picks,
 )
@@ -69,6 +72,7 @@ def curve_stats(rows: list[dict], workers: int = 16) -> dict[str, float]:
         "update_s": column_total(rows, "update_s"),
         "learn_s": column_total(rows, "learn_s"),
         "learn_wait_s": column_total(rows, "learn_wait_s"),
+        "host_cpu": host_cpu_busy(rows),
         "first_s": float(rows[0]["elapsed_s"]),
         "first_draft_s": float(rows[0].get("draft_s", math.nan)),
         "first_verify_s": float(rows[0].get("verify_s", math.nan)),
@@ -90,7 +94,7 @@ def line(path: str, stats: dict[str, float]) -> str:
         f"drafting {_pct(stats['drafting'])}, build {stats['build_s']:.1f} s, busy {_pct(stats['busy'])}, "
         f"deferred {stats['deferred']:.0f}, refused {stats['refused']:.0f}, redrafts {stats['redrafts']:.0f}, draft waits {stats['draft_wait_s']:.1f} s, "
         f"update {stats['update_s']:.1f} s, training {stats['learn_s']:.1f} s (waited for {stats['learn_wait_s']:.1f} s), "
-        + _first(*(stats[k] for k in FIRST))
+        f"host CPU {_pct(stats['host_cpu'])}, " + _first(*(stats[k] for k in FIRST))
     )
 
 

@@ -34,9 +34,10 @@ from rich.table import Table
 
 import tvm_env
 from benchmarks.cli import doc_parser
-from benchmarks.stack_sampler import StackSampler, children, cpu_seconds
+from benchmarks.stack_sampler import StackSampler
 from bridge.config import SearchConfig
 from bridge.draft_verify import DraftVerifySearch
+from bridge.host_cpu import children, cpu_seconds
 from bridge.psa import PSACostModel
 from bridge.search import CountingCostModel
 from bridge.search_log import SearchLog

@@ -22,35 +22,11 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-__all__ = ["StackSampler", "children", "cpu_seconds"]
+from bridge.host_cpu import children, cpu_seconds
+
+__all__ = ["StackSampler"]
 
 _ROOT = Path(__file__).resolve().parents[1]
-_TICK = os.sysconf("SC_CLK_TCK")
-
-
-def cpu_seconds(pid: int | str = "self") -> float:
-    """User + system CPU seconds of process `pid` (all its threads) so far; 0.0 once it is gone."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-    except OSError:
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / _TICK  # utime, stime (fields 14-15 of proc(5))
-
-
-def children(pid: int | None = None) -> list[int]:
-    """The live child processes of `pid` (default: this process); none where there is no /proc."""
-    pid = os.getpid() if pid is None else pid
-    kids = []
-    for entry in os.listdir("/proc") if os.path.isdir("/proc") else []:
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat") as f:
-                    if int(f.read().rsplit(")", 1)[1].split()[1]) == pid:
-                        kids.append(int(entry))
-            except (OSError, IndexError, ValueError):
-                continue
-    return kids
 
 
 class StackSampler:

@@ -10,6 +10,8 @@ saved curve read back with `bridge.search_log.read_rounds`).
 - `build_bound_idle`: the idle share that the builds alone impose on the rounds after the first.
 - `idle_between_batches`: the idle share from the first batch's start on (the issue's measure).
 - `column_total`: a logged column's sum (e.g. `update_s`, `learn_s`).
+- `host_cpu_busy`: the share of the host's cores that the run (this process and its workers) kept
+  busy (`bridge.host_cpu`).
 
 Each takes the rows as a run writes them; a column a run did not fill (NaN, or absent in an older
 curve) counts as missing.
@@ -31,6 +33,7 @@ __all__ = [
     "device_idle_parts",
     "device_idle_share",
     "drafting_share",
+    "host_cpu_busy",
     "idle_between_batches",
     "refused_picks",
 ]
@@ -180,3 +183,18 @@ def drafting_share(rows: Sequence[Mapping[str, Any]]) -> float:
         return math.nan
     wall = float(rows[-1]["elapsed_s"])
     return sum(drafts) / wall if wall > 0 else math.nan
+
+
+def host_cpu_busy(rows: Sequence[Mapping[str, Any]]) -> float:
+    """Share of the host's cores the run kept busy: the rows' `host_cpu_s` over their wall seconds
+    (each row's `elapsed_s` less the row's before) times `host_cores`, over the rows that logged
+    both; NaN when none did (a curve from before them, or a host without /proc)."""
+    cpu = wall = 0.0
+    before = 0.0
+    for r in rows:
+        elapsed = _finite(r, "elapsed_s")
+        spent, cores = _finite(r, "host_cpu_s"), _finite(r, "host_cores")
+        if elapsed is not None and spent is not None and cores:
+            cpu, wall = cpu + spent, wall + (elapsed - before) * cores
+        before = elapsed if elapsed is not None else before
+    return cpu / wall if wall > 0 else math.nan

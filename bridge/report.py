@@ -74,6 +74,7 @@ def summary(result: Any, *, total_tasks: int | None = None, **context: Any) -> d
         "search_s": result.search_s,
         "device_idle": {k: (v if math.isfinite(v) else None) for k, v in result.device_idle.items()},
         "builds": {k: (v if math.isfinite(v) else None) for k, v in result.builds.items()},
+        "host_cpu_busy": result.host_cpu_busy if math.isfinite(result.host_cpu_busy) else None,
         "skipped_database_lines": list(result.skipped_lines),
     }
 
@@ -119,6 +120,9 @@ def print_report(result: Any, console: Any, *, total_tasks: int | None = None) -
             f"{100 * idle['before_first']:.0f}%, waiting on drafts {100 * idle['drafts']:.0f}%, "
             f"the rest {100 * idle['other']:.0f}%)"
         )
+    busy = result.host_cpu_busy
+    if math.isfinite(busy):
+        console.print(f"host CPU: {100 * busy:.0f}% of the cores busy (this process and its build and walk workers)")
     builds = result.builds
     if math.isfinite(builds["busy"]):
         console.print(

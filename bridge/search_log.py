@@ -20,9 +20,10 @@ from typing import Any
 
 from tvm.ir.utils import derived_object
 
+from bridge.host_cpu import host_seconds
 from data.atomic import atomic_path
 from data.labels import mean_latency
-from tvm_env import ms, nvrtc
+from tvm_env import ms, nvrtc, usable_cores
 
 __all__ = ["SearchLog", "read_rounds"]
 
@@ -149,6 +150,8 @@ class SearchLog:
         "update_s",  # seconds of MetaSchedule's cost-model update callback (our models: recording the batch)
         "learn_s",  # seconds our cost model trained since the last row (in the background, or within update_s)
         "learn_wait_s",  # seconds since the last row that scoring or a save waited for such training
+        "host_cpu_s",  # CPU seconds of this process and its workers since the last row (bridge.host_cpu)
+        "host_cores",  # the cores this process may run on (tvm_env.usable_cores): host_cpu_s / (wall x this) = busy
         "total_trials",
         "elapsed_s",
         "estimated_ms",
@@ -177,6 +180,7 @@ class SearchLog:
         self._builds: list[tuple[Any, float, dict]] = []
         self._update_start: float | None = None
         self._runs: list[tuple[str, list]] = []
+        self._cpu = host_seconds()  # the host's CPU seconds at the last row (or the run's start)
 
     def builder(self, builder: Any) -> Any:
         """`builder` wrapped to time each batch."""
@@ -242,6 +246,12 @@ class SearchLog:
         self._learned = now
         return since
 
+    def _host_cpu(self) -> dict[str, float]:
+        """host_cpu_s since the last row, and host_cores."""
+        now = host_seconds()
+        since, self._cpu = now - self._cpu, now
+        return {"host_cpu_s": since, "host_cores": float(usable_cores())}
+
     def _record(
         self, task_scheduler: Any, task_id: int, candidates: list, builder_results: list, runner_results: list
     ) -> None:
@@ -276,6 +286,7 @@ class SearchLog:
             update_s=math.nan if self._update_start is None else time.perf_counter() - self._update_start,
             **self._learning(),
             estimated_ms=self.estimated_total(weights) * 1e3,
+            **self._host_cpu(),
             **search,
         )
         self._update_start = None

@@ -109,6 +109,13 @@ class TuneResult:
         return {"idle": device_idle_share(self.rows), **device_idle_parts(self.rows)}
 
     @property
+    def host_cpu_busy(self) -> float:
+        """Share of the host's cores this process and its workers kept busy (`bridge.curve.host_cpu_busy`)."""
+        from bridge.curve import host_cpu_busy
+
+        return host_cpu_busy(self.rows)
+
+    @property
     def builds(self) -> dict[str, float]:
         """`busy`: the median share of the build workers' time a batch kept them busy
         (`bridge.curve.build_busy`; NaN when not known); `deferred`: picks whose build a batch

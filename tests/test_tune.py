@@ -9,7 +9,7 @@ import tune
 from bridge.config import CostModelConfig, MeasureConfig, SearchConfig, TuneConfig
 from bridge.tuning import CURVE_CSV, CURVE_PNG, tune_tasks
 from data import zoo
-from tvm_env import ms, tvm_ffi
+from tvm_env import ms, tvm_ffi, usable_cores
 
 TARGET = '{"kind": "llvm", "mcpu": "native", "num-cores": 2}'
 WORKLOAD = "matmul:64,64,64"
@@ -149,10 +149,16 @@ def test_cli_resumes_from_the_work_dir(tmp_path, capsys):
     assert 0 < builds["busy"] <= 1 and builds["deferred"] == 0  # evolution builds every batch in the loop
     assert builds["refused"] == 0 and "picks refused" not in out  # the source guard bounds CUDA kernels only
     assert f"builds: workers busy {100 * builds['busy']:.0f}% of a batch's build time" in out
+    busy = json.loads((tmp_path / "summary.json").read_text())["host_cpu_busy"]  # the host's cores, all processes
+    row = first.rows[0]
+    assert row["host_cpu_s"] > 0 and row["host_cores"] == usable_cores() and 0 < busy <= 1.05
+    assert busy == pytest.approx(row["host_cpu_s"] / (row["elapsed_s"] * row["host_cores"]))
+    assert f"host CPU: {100 * busy:.0f}% of the cores busy" in out
     second = tune.main([*args, "--trials", "6"])
     assert second.tasks[0].trials == 6
     assert [r["total_trials"] for r in second.rows] == [3, 6]  # the curve continues
     assert [r["round"] for r in second.rows] == [1, 2]
+    assert all(r["host_cpu_s"] > 0 for r in second.rows)  # the earlier run's row read back, this run's new
     assert second.rows[-1]["elapsed_s"] > first.rows[-1]["elapsed_s"]
     assert second.tasks[0].best_s <= first.tasks[0].best_s
     database = ms.database.JSONDatabase(work_dir=str(tmp_path))
