@@ -122,7 +122,9 @@ def print_report(result: Any, console: Any, *, total_tasks: int | None = None) -
         )
     busy = result.host_cpu_busy
     if math.isfinite(busy):
-        console.print(f"host CPU: {100 * busy:.0f}% of the cores busy (this process and its build and walk workers)")
+        console.print(
+            f"host CPU: {100 * busy:.0f}% of the cores busy (this process and its build, walk and runner workers)"
+        )
     builds = result.builds
     if math.isfinite(builds["busy"]):
         console.print(

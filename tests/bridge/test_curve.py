@@ -12,6 +12,7 @@ from bridge.curve import (
     deferred_picks,
     device_idle_parts,
     device_idle_share,
+    host_cpu_busy,
     idle_between_batches,
     refused_picks,
 )
@@ -100,3 +101,16 @@ def test_column_total_sums_the_rows_that_logged_it_and_is_nan_when_none_did():
     curve = [{"learn_s": 1.5}, {"learn_s": math.nan}, {}, {"learn_s": 0.25}]
     assert column_total(curve, "learn_s") == 1.75
     assert math.isnan(column_total(curve, "learn_wait_s")) and math.isnan(column_total([], "learn_s"))
+
+
+def test_host_cpu_busy_weighs_each_row_by_its_own_wall_time_and_skips_rows_without_it():
+    """A resumed run's curve: an older run's rows without the columns (read back as NaN) move the
+    clock on but count neither way; a row's wall time is its `elapsed_s` less the row's before."""
+    old = rows((10.0, 1.0, 0, math.nan))  # an earlier run, before host_cpu_s was logged
+    new = rows((15.0, 1.0, 0, math.nan), (20.0, 1.0, 0, math.nan), (26.0, 1.0, 0, math.nan))
+    for row, cpu, cores in zip(new, (5.0, 10.0, math.nan), (2.0, 2.0, 2.0)):
+        row.update(host_cpu_s=cpu, host_cores=cores)
+    assert host_cpu_busy(old + new) == pytest.approx((5.0 + 10.0) / ((5.0 + 5.0) * 2.0))  # the NaN row left out
+    new[1]["host_cores"] = 0.0  # no cores known: the row is left out
+    assert host_cpu_busy(old + new) == pytest.approx(5.0 / (5.0 * 2.0))
+    assert math.isnan(host_cpu_busy(old)) and math.isnan(host_cpu_busy([]))

@@ -37,3 +37,22 @@ def test_this_processs_own_threads_count():
     while time.process_time() < end:
         pass
     assert host_seconds() - before >= 0.25
+
+
+def test_a_grandchild_that_a_live_worker_reaped_counts():
+    """A worker's own subprocesses (the runner's link step, the builder's `tar`), once the worker has
+    waited for them, count while the worker still runs."""
+    before = host_seconds()
+    code = (
+        "import subprocess, sys, time\n"
+        f"subprocess.run([sys.executable, '-c', {BURN.format(s=0.6)!r}], check=True)\n"
+        "print('reaped', flush=True)\n"
+        "time.sleep(30)\n"
+    )
+    child = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout.readline().strip() == "reaped"
+        assert host_seconds() - before >= 0.55  # the grandchild's seconds, through the live child's cutime
+    finally:
+        child.kill()
+        child.wait()

@@ -75,8 +75,8 @@ def test_threads_share_one_cache(cpu_target, sample, te_module):
 
 
 def test_long_lists_are_hashed_on_threads_to_the_same_keys(cpu_target, sample, te_module, monkeypatch):
-    """`schedule_keys`: a list of `PARALLEL_KEYS_FROM` or more is hashed on the pool's threads, a
-    shorter one in the caller's; either way the keys are `schedule_key`'s, in order."""
+    """`schedule_keys`: a list of `PARALLEL_KEYS_FROM` or more is hashed on threads of the call's own,
+    a shorter one in the caller's; either way the keys are `schedule_key`'s, in order."""
     _, cands = sample(te_module(te_workload.matmul(64, 64, 64)), cpu_target, 48)
     mods = [c.sch.mod for c in cands] * 2  # 96, each sampled schedule twice
     serial = [schedule_key(m) for m in mods]
