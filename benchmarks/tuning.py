@@ -165,7 +165,7 @@ def run_arm(
         ),
         search=search,
         cost_model=cost_model,
-        measure=MeasureConfig(min_repeat_ms=args.min_repeat_ms),
+        measure=MeasureConfig(min_repeat_ms=args.min_repeat_ms, artifact=args.artifact),
         builder=builder,
         walk_pool=walk_pool,
         progress=False,
@@ -314,6 +314,13 @@ def main(argv: list[str] | None = None) -> None:
         default=guard.default,
         help=f"{guard.metadata['help']}; every arm",
     )
+    artifact = _field(MeasureConfig, "artifact")
+    p.add_argument(
+        "--artifact",
+        choices=typing.get_args(typing.get_type_hints(MeasureConfig)["artifact"]),
+        default=artifact.default,
+        help=f"{artifact.metadata['help']}; every arm",
+    )
     p.add_argument("--eager", action="store_true", help="also time the operators in torch eager mode")
     p.add_argument("--work", default="runs/suite", help="tuning work dirs")
     p.add_argument("--gpus", type=int, default=1, help="arms at once, one process per GPU, each on 1/N of the cores")
@@ -406,7 +413,10 @@ def main(argv: list[str] | None = None) -> None:
     # (for CUDA each build worker also builds a tiny kernel: NVRTC is loaded before the first arm)
     tvm_s = time.perf_counter() - start - eager_s
     builder, walk_pool = start_workers(
-        target, MeasureConfig(timeout=args.build_timeout, max_source_kb=args.max_source_kb), walk=True, wait=True
+        target,
+        MeasureConfig(timeout=args.build_timeout, max_source_kb=args.max_source_kb, artifact=args.artifact),
+        walk=True,
+        wait=True,
     )
     workers_s = time.perf_counter() - start - eager_s - tvm_s
     print(

@@ -260,6 +260,11 @@ class MeasureConfig:
         DEFAULT_MAX_SOURCE_KB,
         "CUDA kernels with more source than this (KB) fail at once instead of compiling (null: no limit)",
     )
+    artifact: Literal["tar", "so"] = _knob(
+        "tar",
+        "the build's artifact: 'tar', MetaSchedule's (the runner links it before loading, a candidate at a time); "
+        "'so', linked in the parallel build workers (--runner local only; not yet measured on a GPU)",
+    )
 
     def __post_init__(self) -> None:
         if self.runner == "rpc" and (not self.tracker or not self.key or ":" not in self.tracker):
@@ -273,6 +278,8 @@ class MeasureConfig:
             raise ValueError(f"--timeout {self.timeout!r} must be > 0")
         if self.max_source_kb is not None and self.max_source_kb <= 0:
             raise ValueError(f"--max-source-kb {self.max_source_kb!r} must be > 0 (null: no limit)")
+        if self.artifact == "so" and self.runner != "local":
+            raise ValueError("--artifact so needs --runner local: an RPC device links the .tar with its own compiler")
 
 
 @dataclasses.dataclass

@@ -76,7 +76,10 @@ def start_workers(
     if build:
         cores = int(target.export().get("num-cores", usable_cores()))
         builder = PooledLocalBuilder(
-            max_workers=measure.workers or cores, timeout_sec=measure.timeout, max_source_kb=measure.max_source_kb
+            max_workers=measure.workers or cores,
+            timeout_sec=measure.timeout,
+            max_source_kb=measure.max_source_kb,
+            artifact=measure.artifact,
         )
         warming.append(threading.Thread(target=builder.warm, args=(target,), name="build-pool-warm", daemon=True))
         warming[-1].start()

@@ -82,6 +82,7 @@ def builder(
     timeout_sec: float = 30.0,
     reuse_batches: int = 32,
     max_source_kb: float | None = DEFAULT_MAX_SOURCE_KB,
+    artifact: str = "tar",
 ) -> Any:
     """A MetaSchedule builder whose builds do not time out: pass it as `builder=` to any tune call.
 
@@ -94,6 +95,9 @@ def builder(
             of builds waits for its slowest, and NVRTC's time grows with the source that explicit
             unrolling makes.
 
+        artifact: "tar", MetaSchedule's artifact (the runner links it before loading); "so", linked
+            in the build workers (`tvm_env.builder.export_so`; a local runner only).
+
     Returns:
         a `tvm_env.PooledLocalBuilder` (an `ms.builder.LocalBuilder`); its `.shutdown()` ends the worker
         processes when you are done with it (otherwise they end when it is garbage collected).
@@ -101,7 +105,11 @@ def builder(
     from tvm_env import PooledLocalBuilder
 
     return PooledLocalBuilder(
-        max_workers=max_workers, timeout_sec=timeout_sec, reuse_batches=reuse_batches, max_source_kb=max_source_kb
+        max_workers=max_workers,
+        timeout_sec=timeout_sec,
+        reuse_batches=reuse_batches,
+        max_source_kb=max_source_kb,
+        artifact=artifact,
     )
 
 

@@ -168,6 +168,16 @@ def test_cli_resumes_from_the_work_dir(tmp_path, capsys):
     assert third.tasks[0].trials == 6 and len(third.rows) == 2
 
 
+def test_a_run_with_so_artifacts_measures_every_trial(tmp_path):
+    """`--artifact so`: the build workers link each candidate, the local runner only opens it."""
+    result = tune.main(
+        ["--workload", WORKLOAD, "--target", TARGET, "--cost-model", "xgb", "--trials-per-round", "3",
+         "--trials", "3", "--artifact", "so", "--work-dir", str(tmp_path), *QUICK]
+    )  # fmt: skip
+    assert result.tasks[0].trials == 3 and math.isfinite(result.tasks[0].best_s)
+    assert result.rows[0]["valid"] == 3
+
+
 def test_network_is_tuned_compiled_and_timed(tmp_path, capsys):
     result = tune.main(
         [

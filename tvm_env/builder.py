@@ -34,7 +34,19 @@ from tvm_env.configure import usable_cores
 from tvm_env.popen import end_pool
 from tvm_env.target import parse_target, target_spec
 
-__all__ = ["SPARE_AHEAD", "PooledLocalBuilder", "fast_build", "one_build_thread", "tiny_kernel"]
+__all__ = [
+    "ARTIFACTS",
+    "SPARE_AHEAD",
+    "PooledLocalBuilder",
+    "export_so",
+    "fast_build",
+    "one_build_thread",
+    "tiny_kernel",
+]
+
+ARTIFACTS = ("tar", "so")
+"""A build's artifact: MetaSchedule's `.tar` of objects, which the runner links before it loads it,
+or a `.so` linked in the build worker (`export_so`)."""
 
 SPARE_AHEAD = 3
 """`PooledLocalBuilder` starts the pool that replaces its workers this many batches before the restart."""
@@ -101,6 +113,22 @@ def fast_build(mod: Any, target: Any, _params: Any, max_source_kb: float | None 
     return tvm.tirx.build(mod, target)
 
 
+def export_so(mod: Any) -> str:
+    """A build's artifact as a shared library, linked here in the build worker: MetaSchedule's
+    `default_export` writes a `.tar` of objects, which a local runner untars and links (`g++`)
+    before loading, one candidate after another on each device's runner, while the device waits
+    (host, llvm matmul: 21-22 ms a load against 0.2 ms for a `.so`; `benchmarks/artifact_load.py`).
+    The same folder layout as `default_export` (`tvm_tmp_mod.*` in a temporary folder of its own),
+    which MetaSchedule's artifact clean-up removes. Not for an RPC device, which links with its own
+    compiler."""
+    import os
+    import tempfile
+
+    path = os.path.join(tempfile.mkdtemp(prefix="tvm_tmp_mod."), "tvm_tmp_mod.so")
+    mod.export_library(path)
+    return path
+
+
 def _timed_worker(args: tuple) -> tuple[Any, float, float]:
     """`local_builder._worker_func(*args)` in a build worker, with the wall and CPU seconds it took."""
     import time
@@ -135,6 +163,7 @@ class PooledLocalBuilder(ms.builder.LocalBuilder._cls):
         timeout_sec: float = 30.0,
         reuse_batches: int = 32,
         max_source_kb: float | None = None,
+        artifact: str = "tar",
     ):
         """
         Args:
@@ -143,13 +172,23 @@ class PooledLocalBuilder(ms.builder.LocalBuilder._cls):
             reuse_batches: batches a pool of worker processes serves before it is restarted.
             max_source_kb: CUDA kernels with more source than this fail at once, before NVRTC
                 (`tvm_env.nvrtc.set_max_source_kb`; None: no limit).
+            artifact: "tar", MetaSchedule's export (the runner links it); "so", linked in the build
+                worker (`export_so`; for a local runner only).
         """
         if reuse_batches < 1:
             raise ValueError(f"reuse_batches={reuse_batches!r} must be >= 1")
+        if artifact not in ARTIFACTS:
+            raise ValueError(f"artifact={artifact!r} must be one of {ARTIFACTS}")
         nvrtc.check_max_source_kb(max_source_kb)  # here, not first in a worker process
         f_build = fast_build if max_source_kb is None else functools.partial(fast_build, max_source_kb=max_source_kb)
         # LocalBuilder's own default is os.cpu_count(); a process pinned to some cores builds on those
-        super().__init__(max_workers=max_workers or usable_cores(), timeout_sec=timeout_sec, f_build=f_build)
+        super().__init__(
+            max_workers=max_workers or usable_cores(),
+            timeout_sec=timeout_sec,
+            f_build=f_build,
+            f_export=export_so if artifact == "so" else None,
+        )
+        self.artifact = artifact
         self.reuse_batches, self.max_source_kb, self._pool, self._batches = reuse_batches, max_source_kb, None, 0
         self._spare: Future | None = None  # the next pool, started ahead (`SPARE_AHEAD`)
         self._target_json: str | None = None  # the target its workers warm up for (`warm_worker`)
