@@ -278,6 +278,8 @@ class MeasureConfig:
             raise ValueError(f"--timeout {self.timeout!r} must be > 0")
         if self.max_source_kb is not None and self.max_source_kb <= 0:
             raise ValueError(f"--max-source-kb {self.max_source_kb!r} must be > 0 (null: no limit)")
+        if self.artifact not in ("tar", "so"):
+            raise ValueError(f"--artifact {self.artifact!r} must be 'tar' or 'so'")
         if self.artifact == "so" and self.runner != "local":
             raise ValueError("--artifact so needs --runner local: an RPC device links the .tar with its own compiler")
 

@@ -221,6 +221,9 @@ def tune_tasks(
     search = search or SearchConfig()
     cost_model = cost_model or CostModelConfig(seed=config.seed)
     measure = measure or MeasureConfig()
+    if getattr(builder, "artifact", "tar") == "so" and (measure.runner != "local" or runner is not None):
+        # a runner passed in may be an RPC device's, which links the .tar with its own compiler
+        raise ValueError("a builder of .so artifacts needs the local runner that `measure` describes, not runner=")
     from bridge.pipeline import Pipeline, PrefetchBuilder
     from bridge.search_log import SearchLog, read_rounds
     from data.features import FeatureCache

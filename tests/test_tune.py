@@ -168,14 +168,35 @@ def test_cli_resumes_from_the_work_dir(tmp_path, capsys):
     assert third.tasks[0].trials == 6 and len(third.rows) == 2
 
 
-def test_a_run_with_so_artifacts_measures_every_trial(tmp_path):
-    """`--artifact so`: the build workers link each candidate, the local runner only opens it."""
+def test_a_run_with_so_artifacts_measures_every_trial(tmp_path, monkeypatch):
+    """`--artifact so`: the run's build workers link each candidate (every artifact a `.so`), the local
+    runner only opens it, and the run measures every trial; a passed runner is refused with it."""
+    from tvm_env import PooledLocalBuilder
+
+    paths = []
+    finish = PooledLocalBuilder._cls.finish  # the class `derived_object` wraps
+
+    def recorded(self, *args, **kwargs):
+        results = finish(self, *args, **kwargs)
+        paths.extend(str(r.artifact_path) for r in results if r.error_msg is None)
+        return results
+
+    monkeypatch.setattr(PooledLocalBuilder._cls, "finish", recorded)
     result = tune.main(
         ["--workload", WORKLOAD, "--target", TARGET, "--cost-model", "xgb", "--trials-per-round", "3",
          "--trials", "3", "--artifact", "so", "--work-dir", str(tmp_path), *QUICK]
     )  # fmt: skip
     assert result.tasks[0].trials == 3 and math.isfinite(result.tasks[0].best_s)
     assert result.rows[0]["valid"] == 3
+    assert len(paths) == 3 and all(p.endswith("tvm_tmp_mod.so") for p in paths)
+    with pytest.raises(ValueError, match="a builder of .so artifacts"):
+        tune_tasks(
+            [zoo.operator_task("matmul:16,16,16")],
+            json.loads(TARGET),
+            TuneConfig(out=str(tmp_path / "passed"), trials=3, trials_per_round=3),
+            builder=PooledLocalBuilder(max_workers=1, artifact="so"),
+            runner=object(),
+        )
 
 
 def test_network_is_tuned_compiled_and_timed(tmp_path, capsys):

@@ -117,15 +117,21 @@ def export_so(mod: Any) -> str:
     """A build's artifact as a shared library, linked here in the build worker: MetaSchedule's
     `default_export` writes a `.tar` of objects, which a local runner untars and links (`g++`)
     before loading, one candidate after another on each device's runner, while the device waits
-    (host, llvm matmul: 21-22 ms a load against 0.2 ms for a `.so`; `benchmarks/artifact_load.py`).
+    (host, llvm matmul: 21-44 ms a load against 0.2 ms for a `.so`; `benchmarks/artifact_load.py`).
     The same folder layout as `default_export` (`tvm_tmp_mod.*` in a temporary folder of its own),
     which MetaSchedule's artifact clean-up removes. Not for an RPC device, which links with its own
     compiler."""
     import os
+    import shutil
     import tempfile
 
-    path = os.path.join(tempfile.mkdtemp(prefix="tvm_tmp_mod."), "tvm_tmp_mod.so")
-    mod.export_library(path)
+    folder = tempfile.mkdtemp(prefix="tvm_tmp_mod.")
+    path = os.path.join(folder, "tvm_tmp_mod.so")
+    try:
+        mod.export_library(path)
+    except BaseException:  # a failed link leaves no artifact for the clean-up to find: remove it here
+        shutil.rmtree(folder, ignore_errors=True)
+        raise
     return path
 
 

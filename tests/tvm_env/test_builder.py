@@ -202,26 +202,29 @@ def test_a_shutdown_while_the_spare_pool_starts_ends_it_once_started():
     assert pool._shutdown and alive([w._proc.pid for w in pool._worker_map.values() if w._proc]) == []
 
 
-def test_a_so_artifact_is_linked_in_the_worker_and_a_local_runner_measures_it(make_builder, runner):
+def test_a_so_artifact_is_linked_in_the_worker_and_a_local_runner_measures_it(builder, make_builder, runner):
     """`artifact="so"` (`export_so`): the build worker links the shared library, so the runner only
-    opens it; the runner measures it as it measures MetaSchedule's `.tar`, and the artifact's folder
-    is its own, as MetaSchedule's clean-up expects."""
+    opens it; the runner measures it as it measures MetaSchedule's `.tar`, and MetaSchedule's clean-up
+    removes the artifact's folder, which is its own."""
     target = parse_target({"kind": "llvm", "num-cores": 1})
     mod = tvm.IRModule({"main": te.create_prim_func(te_workload.matmul(32, 32, 32))})
     args = ms.arg_info.ArgInfo.from_prim_func(mod["main"])
-    measured = {}
-    for artifact in ("so", "tar"):
-        (built,) = make_builder(max_workers=1, artifact=artifact).build([ms.builder.BuilderInput(mod, target)])
+    for artifact, made in (("so", make_builder(max_workers=1, artifact="so")), ("tar", builder)):
+        (built,) = made.build([ms.builder.BuilderInput(mod, target)])
         path = str(built.artifact_path)
         assert built.error_msg is None and path.endswith(f"tvm_tmp_mod.{artifact}") and os.path.isfile(path)
         assert os.listdir(os.path.dirname(path)) == [os.path.basename(path)]  # a folder of its own
+        if artifact == "so":
+            with open(path, "rb") as f:
+                assert f.read(4) == b"\x7fELF"  # a shared library, not a tar of objects
         (future,) = runner.run([ms.runner.RunnerInput(path, "cpu", args)])
         result = future.result()
         assert result.error_msg is None and float(result.run_secs[0]) > 0
-        measured[artifact] = path
-    with open(measured["so"], "rb") as f:
-        assert f.read(4) == b"\x7fELF"  # a shared library, not a tar of objects
+        ms.utils.remove_build_dir(path)  # what MetaSchedule's RemoveBuildArtifact callback does
+        assert not os.path.exists(os.path.dirname(path))
     with pytest.raises(ValueError, match="artifact"):
         PooledLocalBuilder(max_workers=1, artifact="zip")
     with pytest.raises(ValueError, match="--artifact so needs --runner local"):
         MeasureConfig(artifact="so", runner="rpc", tracker="127.0.0.1:9190", key="k")
+    with pytest.raises(ValueError, match="--artifact 'SO'"):
+        MeasureConfig(artifact="SO")
