@@ -52,7 +52,7 @@ from tvm.s_tir.meta_schedule.utils import _json_de_tvm
 
 from data.collect_pipeline import StageTimes, map_ahead, measure_pipelined, measure_sequential
 from data.database_check import check, load
-from data.features.cache import schedule_key
+from data.features.cache import schedule_keys
 from data.labels import mean_latency
 from data.measure import measurement_settings, runner_count
 from data.record_tree import (
@@ -392,13 +392,11 @@ class _TaskRun:
 def _stored_keys(db: ms.database.JSONDatabase, task_path: Path) -> set[int]:
     """The schedule keys of a task's stored records, not to be sampled again, replayed on every core
     (each record replays: the database would not have opened otherwise, `_task_database`)."""
-    records = db.get_all_tuning_records()
-    keys = set()
-    for candidate in replay_records(records, usable_cores()):
+    candidates = replay_records(db.get_all_tuning_records(), usable_cores())
+    for candidate in candidates:
         if isinstance(candidate, Exception):  # not expected (the load replayed it): a missing key could store a twin
             raise ValueError(f"{task_path}: a stored record does not replay ({candidate})")
-        keys.add(schedule_key(candidate.sch.mod))
-    return keys
+    return set(schedule_keys([c.sch.mod for c in candidates]))
 
 
 def _start_task(

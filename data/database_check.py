@@ -39,23 +39,22 @@ class CheckedDatabase:
     problems: list[str]
 
 
+def _raw_lines(path: Path) -> list[bytes]:
+    """A file's lines as bytes, the empty ones too (none where it does not exist)."""
+    lines = path.read_bytes().split(b"\n") if path.exists() else []
+    if lines and lines[-1] == b"":
+        lines.pop()  # after the last newline: not a line
+    return lines
+
+
 def _lines(path: Path) -> list[tuple[int, str]]:
     """(line number, text) of the lines (the empty ones too); undecodable bytes cost their line only."""
-    if not path.exists():
-        return []
-    lines = path.read_bytes().decode("utf-8", errors="replace").split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()  # after the last newline: not a line
-    return list(enumerate(lines, start=1))
+    return [(i, line.decode("utf-8", errors="replace")) for i, line in enumerate(_raw_lines(path), start=1)]
 
 
 def has_blank_line(path: str | Path) -> bool:
-    """Whether a database file has an empty or blank line, which TVM's load cannot survive (`_lines`)."""
-    path = Path(path)
-    lines = path.read_bytes().split(b"\n") if path.exists() else []
-    if lines and lines[-1] == b"":
-        lines.pop()  # after the last newline
-    return any(not line.strip() for line in lines)
+    """Whether a database file has an empty or blank line, which TVM's load cannot survive."""
+    return any(not line.strip() for line in _raw_lines(Path(path)))
 
 
 def load(workload_path: str | Path, record_path: str | Path, **options: Any) -> tuple[Any, str]:
