@@ -7,10 +7,11 @@ quick start and a one-generation first draft on the GPU"). As variants of one jo
 and share its build and walk workers, the way `--arms 'pruner moa'` does.
 
 A variant is `LABEL[:KNOB=VALUE[,KNOB=VALUE...]]`: its arms are named LABEL (as `--label` names
-them) and run with the knobs given, the draft-then-verify ones (`tuning.SEARCH_KNOBS`, as
-`SearchConfig` types them) and the cost model's online training (`tuning.COST_KNOBS`, as
-`CostModelConfig` types them; `null` for None), the job's other settings otherwise. The method's own name, with no
-settings, is its default arm:
+them) and run with the knobs given, the job's other settings otherwise. The knobs are the
+draft-then-verify ones (`tuning.SEARCH_KNOBS`, as `SearchConfig` types them), the cost model's online
+training (`tuning.COST_KNOBS`, as `CostModelConfig` types them; `null` for None) and the build's
+artifact (`tuning.MEASURE_KNOBS`, as `MeasureConfig` types it: `pruner-so:artifact=so`). The method's
+own name, with no settings, is its default arm:
 
     python benchmarks/tuning.py --arms pruner --variants pruner-quick:quick_start=true pruner ...
 
@@ -28,6 +29,10 @@ __all__ = ["parse_variants"]
 
 def _typed(value: object, hint: object, where: str) -> object:
     """`value` (JSON-parsed) as `hint` types it, or ValueError naming `where`."""
+    if typing.get_origin(hint) is typing.Literal:
+        if value in typing.get_args(hint):
+            return value
+        raise ValueError(f"{where}: {value!r} is not one of {typing.get_args(hint)}")
     allowed = typing.get_args(hint) if isinstance(hint, types.UnionType) else (hint,)
     if value is None and type(None) in allowed:
         return None

@@ -102,6 +102,9 @@ SEARCH_KNOBS = (
 """The draft-then-verify settings this CLI passes to `bridge.config.SearchConfig` as they are."""
 COST_KNOBS = ("epochs", "background_update")
 """The online-training settings this CLI passes to our cost models' `bridge.config.CostModelConfig`."""
+MEASURE_KNOBS = ("artifact",)
+"""The measurement settings a variant may change (`bridge.config.MeasureConfig`): the job's build
+workers export each arm's builds as its `artifact` says (`PooledLocalBuilder.set_artifact`)."""
 
 
 def tasks_of(workload: str, target):
@@ -143,9 +146,6 @@ def run_arm(
     workload: str, method: str, seed: int, args, builder, walk_pool=None, label: str | None = None, settings=None
 ) -> list[dict]:
     """One arm; `label` names its files (None: the method), `settings` override the job's knobs."""
-    from bridge.config import MeasureConfig, TuneConfig
-    from bridge.tuning import tune_tasks
-
     args = copy.copy(args)
     for knob, value in (settings or {}).items():
         setattr(args, knob, value)
@@ -153,7 +153,22 @@ def run_arm(
     cost_model, search = configs(method, args)
     work = Path(args.work) / slug(workload) / f"{arm_name(method, label)}-s{seed}"
     shutil.rmtree(work, ignore_errors=True)  # an arm cut off by the call's end starts again
-    result = tune_tasks(
+    job_artifact = getattr(builder, "artifact", args.artifact)
+    if args.artifact != job_artifact:  # a variant's artifact, for this arm only
+        builder.set_artifact(args.artifact)
+    try:
+        result = _tune_arm(workload, seed, args, builder, walk_pool, cost_model, search, work)
+    finally:
+        if args.artifact != job_artifact:
+            builder.set_artifact(job_artifact)
+    return result.rows
+
+
+def _tune_arm(workload: str, seed: int, args, builder, walk_pool, cost_model, search, work: Path):
+    from bridge.config import TuneConfig
+    from bridge.tuning import tune_tasks
+
+    return tune_tasks(
         tasks_of(workload, args.target),
         args.target,
         TuneConfig(
@@ -171,7 +186,6 @@ def run_arm(
         progress=False,
         label=workload,
     )
-    return result.rows
 
 
 def arm_name(method: str, label: str | None = None) -> str:
@@ -336,11 +350,15 @@ def main(argv: list[str] | None = None) -> None:
     if args.variants is not None and not args.report:
         if len(args.arms) != 1 or args.label is not None:
             raise ValueError(f"--variants {args.variants} are of one method, without --label; --arms gave {args.arms}")
-        hints = {**typing.get_type_hints(SearchConfig), **typing.get_type_hints(CostModelConfig)}
-        variants = parse_variants(args.arms[0], args.variants, SEARCH_KNOBS + COST_KNOBS, hints)
+        hints = {
+            **typing.get_type_hints(SearchConfig),
+            **typing.get_type_hints(CostModelConfig),
+            **typing.get_type_hints(MeasureConfig),
+        }
+        variants = parse_variants(args.arms[0], args.variants, SEARCH_KNOBS + COST_KNOBS + MEASURE_KNOBS, hints)
         for label, settings in variants:
             arm_name(args.arms[0], label)  # a bad label fails before any arm runs
-            takes = {"xgb": (), "mlp": COST_KNOBS}.get(args.arms[0], SEARCH_KNOBS + COST_KNOBS)
+            takes = {"xgb": (), "mlp": COST_KNOBS}.get(args.arms[0], SEARCH_KNOBS + COST_KNOBS) + MEASURE_KNOBS
             if set(settings) - set(takes):
                 raise ValueError(
                     f"--variants: {label!r} sets {sorted(set(settings) - set(takes))}, which {args.arms[0]} does not take"

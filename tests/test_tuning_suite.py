@@ -410,10 +410,12 @@ suite_variants = load_benchmark("suite_variants")
 def _variants(*specs: str, method: str = "pruner"):
     import typing
 
-    from bridge.config import CostModelConfig, SearchConfig
+    from bridge.config import CostModelConfig, MeasureConfig, SearchConfig
 
     hints = {**typing.get_type_hints(SearchConfig), **typing.get_type_hints(CostModelConfig)}
-    return suite_variants.parse_variants(method, list(specs), tuning.SEARCH_KNOBS + tuning.COST_KNOBS, hints)
+    hints.update(typing.get_type_hints(MeasureConfig))
+    knobs = tuning.SEARCH_KNOBS + tuning.COST_KNOBS + tuning.MEASURE_KNOBS
+    return suite_variants.parse_variants(method, list(specs), knobs, hints)
 
 
 def test_variants_take_typed_draft_knobs_and_name_the_bad_one():
@@ -424,6 +426,7 @@ def test_variants_take_typed_draft_knobs_and_name_the_bad_one():
         ("pruner-stages", {"psa_formula": "traffic-stages"})
     ]
     assert isinstance(got[0][1]["psa_weight"], float)
+    assert _variants("pruner-so:artifact=so", "pruner") == [("pruner-so", {"artifact": "so"}), (None, {})]
     for spec, match in (
         ("v:quick_start=1", "quick_start: 1 is not a bool"),
         ("v:draft_rounds=true", "draft_rounds: True is not a int"),
@@ -431,6 +434,7 @@ def test_variants_take_typed_draft_knobs_and_name_the_bad_one():
         ("v:fill_device=null", "fill_device: None is not a int"),
         ("v:budget_s=9", "budget_s: not a draft-then-verify knob"),
         ("v:quick_start", "quick_start: a setting is KNOB=VALUE"),
+        ("v:artifact=zip", r"artifact: 'zip' is not one of \('tar', 'so'\)"),
         ("pruner:quick_start=true", "the method's own arm takes no settings"),
     ):
         with pytest.raises(ValueError, match=match):
@@ -457,6 +461,7 @@ def test_variants_are_pending_in_their_order_and_skipped_when_done(tmp_path):
             ["--arms", "pruner", "--variants", "p:psa_formula=traffic-stage"],
             "--variants: 'p': --psa-formula 'traffic-stage' must be one of",
         ),
+        (["--arms", "xgb", "--variants", "xgb-so:artifact=so,epochs=3"], r"\['epochs'\], which xgb does not take"),
         (
             ["--arms", "mlp", "--variants", "mlp-e:epochs=5,quick_start=true"],
             r"\['quick_start'\], which mlp does not take",
@@ -485,3 +490,31 @@ def test_two_variants_tune_in_one_job_each_with_its_own_settings(tmp_path):
         first[name] = dict(zip(lines[0].split(","), lines[1].split(",")))
     assert 0 < float(first["pruner-quick"]["draft_scored"]) <= float(first["pruner-quick"]["samples"])
     assert float(first["pruner"]["draft_scored"]) > float(first["pruner"]["samples"])
+
+
+def test_a_variants_artifact_holds_for_its_arm_only(tmp_path, monkeypatch):
+    """`run_arm` switches the job's builder to a variant's artifact for that arm and back after it,
+    also when the arm fails, so the next arm builds with the job's artifact. (The tuning itself is
+    replaced here; `tests/test_tune.py` tunes with a `.so` builder for real, and
+    `tests/tvm_env/test_builder.py` builds with a switched one.)"""
+    from tvm_env import PooledLocalBuilder
+
+    builder, seen = PooledLocalBuilder(max_workers=1), []
+
+    def tune(workload, seed, args, builder, *rest):
+        seen.append((builder.artifact, args.artifact))
+        if len(seen) == 3:
+            raise RuntimeError("the arm failed")
+        return types.SimpleNamespace(rows=[{"seed": seed}])
+
+    monkeypatch.setattr(tuning, "_tune_arm", tune)
+    args = types.SimpleNamespace(work=str(tmp_path), artifact="tar")
+    assert tuning.run_arm("dense:1,8,8", "xgb", 3, args, builder, label="xgb-so", settings={"artifact": "so"}) == [
+        {"seed": 3}
+    ]
+    assert builder.artifact == "tar" and builder.f_export is None
+    tuning.run_arm("dense:1,8,8", "xgb", 3, args, builder)
+    with pytest.raises(RuntimeError, match="the arm failed"):
+        tuning.run_arm("dense:1,8,8", "xgb", 4, args, builder, label="xgb-so", settings={"artifact": "so"})
+    assert seen == [("so", "so"), ("tar", "tar"), ("so", "so")] and builder.artifact == "tar"
+    assert args.artifact == "tar"  # the job's own settings are untouched

@@ -183,8 +183,6 @@ class PooledLocalBuilder(ms.builder.LocalBuilder._cls):
         """
         if reuse_batches < 1:
             raise ValueError(f"reuse_batches={reuse_batches!r} must be >= 1")
-        if artifact not in ARTIFACTS:
-            raise ValueError(f"artifact={artifact!r} must be one of {ARTIFACTS}")
         nvrtc.check_max_source_kb(max_source_kb)  # here, not first in a worker process
         f_build = fast_build if max_source_kb is None else functools.partial(fast_build, max_source_kb=max_source_kb)
         # LocalBuilder's own default is os.cpu_count(); a process pinned to some cores builds on those
@@ -192,9 +190,8 @@ class PooledLocalBuilder(ms.builder.LocalBuilder._cls):
             max_workers=max_workers or usable_cores(),
             timeout_sec=timeout_sec,
             f_build=f_build,
-            f_export=export_so if artifact == "so" else None,
         )
-        self.artifact = artifact
+        self.set_artifact(artifact)
         self.reuse_batches, self.max_source_kb, self._pool, self._batches = reuse_batches, max_source_kb, None, 0
         self._spare: Future | None = None  # the next pool, started ahead (`SPARE_AHEAD`)
         self._target_json: str | None = None  # the target its workers warm up for (`warm_worker`)
@@ -202,6 +199,15 @@ class PooledLocalBuilder(ms.builder.LocalBuilder._cls):
         self.restarts = 0
         self.last_batch: dict[str, float] = {}
         self._lock, self._running = threading.Lock(), set()
+
+    def set_artifact(self, artifact: str) -> None:
+        """Export the next batches' builds as `artifact` ("tar" or "so", as `__init__` takes it): each
+        batch hands its export function to the workers, so one pool serves both (a tuning suite's arms
+        of either artifact share its workers)."""
+        if artifact not in ARTIFACTS:
+            raise ValueError(f"artifact={artifact!r} must be one of {ARTIFACTS}")
+        self.f_export = export_so if artifact == "so" else None
+        self.artifact = artifact
 
     def _new_pool(self, warm: bool) -> Any:
         from tvm.support.popen_pool import PopenPoolExecutor

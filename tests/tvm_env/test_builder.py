@@ -202,15 +202,20 @@ def test_a_shutdown_while_the_spare_pool_starts_ends_it_once_started():
     assert pool._shutdown and alive([w._proc.pid for w in pool._worker_map.values() if w._proc]) == []
 
 
-def test_a_so_artifact_is_linked_in_the_worker_and_a_local_runner_measures_it(builder, make_builder, runner):
+def test_a_so_artifact_is_linked_in_the_worker_and_a_local_runner_measures_it(make_builder, runner):
     """`artifact="so"` (`export_so`): the build worker links the shared library, so the runner only
     opens it; the runner measures it as it measures MetaSchedule's `.tar`, and MetaSchedule's clean-up
-    removes the artifact's folder, which is its own."""
+    removes the artifact's folder, which is its own. `set_artifact` switches a builder's next batch
+    to the other artifact on the same pool of workers (a suite's variants share one builder)."""
     target = parse_target({"kind": "llvm", "num-cores": 1})
     mod = tvm.IRModule({"main": te.create_prim_func(te_workload.matmul(32, 32, 32))})
     args = ms.arg_info.ArgInfo.from_prim_func(mod["main"])
-    for artifact, made in (("so", make_builder(max_workers=1, artifact="so")), ("tar", builder)):
+    made, pools = make_builder(max_workers=1, artifact="so"), []
+    for artifact in ("so", "tar", "so"):
+        made.set_artifact(artifact)
+        assert made.artifact == artifact
         (built,) = made.build([ms.builder.BuilderInput(mod, target)])
+        pools.append(made._pool)
         path = str(built.artifact_path)
         assert built.error_msg is None and path.endswith(f"tvm_tmp_mod.{artifact}") and os.path.isfile(path)
         assert os.listdir(os.path.dirname(path)) == [os.path.basename(path)]  # a folder of its own
@@ -222,8 +227,12 @@ def test_a_so_artifact_is_linked_in_the_worker_and_a_local_runner_measures_it(bu
         assert result.error_msg is None and float(result.run_secs[0]) > 0
         ms.utils.remove_build_dir(path)  # what MetaSchedule's RemoveBuildArtifact callback does
         assert not os.path.exists(os.path.dirname(path))
+    assert pools[0] is pools[1] is pools[2]  # no restart for a switch
     with pytest.raises(ValueError, match="artifact"):
         PooledLocalBuilder(max_workers=1, artifact="zip")
+    with pytest.raises(ValueError, match="artifact='zip'"):
+        made.set_artifact("zip")
+    assert made.artifact == "so"
     with pytest.raises(ValueError, match="--artifact so needs --runner local"):
         MeasureConfig(artifact="so", runner="rpc", tracker="127.0.0.1:9190", key="k")
     with pytest.raises(ValueError, match="--artifact 'SO'"):
