@@ -39,7 +39,6 @@ on it (`wait_s`).
 
 from __future__ import annotations
 
-import logging
 import math
 import time
 from collections.abc import Sequence
@@ -57,7 +56,7 @@ from bridge.size_filter import SizeFilter, check_limit
 from bridge.stall_rule import DraftLedger, StallRule
 from bridge.verify_gate import VerifyGate
 from data.labels import mean_latency
-from data.replay import ReplayMemo, replay_records
+from data.replay import ReplayMemo
 from pruner_models.blend import check_weight
 from tvm_env import ms
 
@@ -65,8 +64,6 @@ __all__ = ["FIRST_DRAFT_MIN_SAMPLES", "DraftVerifySearch"]
 
 FIRST_DRAFT_MIN_SAMPLES = 50
 """Valid fresh samples the first draft keeps sampling for: MetaSchedule's `init_min_unmeasured`."""
-
-logger = logging.getLogger(__name__)
 
 
 Pairs = list[tuple[int, Any]]
@@ -696,15 +693,15 @@ class DraftVerifySearch(_ResumableSearch):
 
     def _best_measured(self, limit: int) -> list:
         """Up to `limit` best measured schedules of the task, fastest first: this run's own
-        measurements (`_notify` keeps them) and, read once, the best records an earlier run left in
-        the database, replayed with the postprocessors. Replaying a record took 5-26 ms on the
-        host, and a round asked for up to 51 of them and a draft for 102 (1.3 s of a 7.3 s verify
-        of the 3x3 conv, docs/benchmarks.md), so they are not replayed every round."""
+        measurements (`_notify` keeps them) and the best records an earlier run left in the
+        database, as `pre_tuning` replayed them (`_seed_best`). Replaying a record took 5-26 ms on
+        the host, and a round asked for up to 51 of them and a draft for 102 (1.3 s of a 7.3 s
+        verify of the 3x3 conv, docs/benchmarks.md), so they are not replayed every round."""
         if limit <= 0:
             return []
         if not self._seeded:
             self._seeded = True
-            self._seed_best(self._best_kept)
+            self._seed_best()
         return [sch for _, (_, sch) in self._sorted_best()[:limit]]
 
     @property
@@ -715,17 +712,16 @@ class DraftVerifySearch(_ResumableSearch):
     def _sorted_best(self) -> list:
         return sorted(self._best.items(), key=lambda item: (item[1][0], item[0]))
 
-    def _seed_best(self, limit: int) -> None:
-        """The best `limit` records the database held for this task before this run measured any."""
-        if limit <= 0 or not self.database.has_workload(self.context.mod):
-            return
-        workload = self.database.commit_workload(self.context.mod)
-        records = [r for r in self.database.get_top_k(workload, limit) if math.isfinite(mean_latency(r.run_secs))]
-        for record, replayed in zip(records, replay_records(records, int(self.context.num_threads))):
-            if isinstance(replayed, Exception):  # a record whose trace no longer applies: skip it, say so
-                logger.warning("%s: cannot replay a measured record: %s", self.task_name, replayed)
-                continue
-            self._best.setdefault(_key(replayed.sch), (mean_latency(record.run_secs), replayed.sch))
+    def _best_to_keep(self) -> int:
+        return self._best_kept
+
+    def _seed_best(self) -> None:
+        """The best records the database held for this task before this run measured any, which
+        `pre_tuning` replayed for the measured set and kept (`best_replayed`, `_best_to_keep`): a
+        resumed task replays them once, not again here."""
+        for latency, sch in self.best_replayed or ():
+            self._best.setdefault(_key(sch), (latency, sch))
+        self.best_replayed = []  # held once: `_best` keeps what a round asks for
 
     def _first_ranking(self) -> Any:
         """What the first draft's thread does after it (`first_verify_ahead`): rank the draft's potential

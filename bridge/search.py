@@ -45,16 +45,28 @@ def _pairs(schs: Any) -> list[tuple[int, Any]]:
     return list(zip(schedule_keys([s.mod for s in schs]), schs))
 
 
-def _measured_keys(records: list, threads: int, replays: ReplayMemo | None = None) -> set[int]:
-    """The keys of the schedules `records` hold, replayed on `threads` threads (`replay_records`), or
-    taken from `replays` where the run's catch-up replayed them already."""
+def _replayed(records: list, threads: int, replays: ReplayMemo | None = None) -> list:
+    """(record, its replayed candidate) of each of `records` that still replays, replayed on
+    `threads` threads (`replay_records`), or taken from `replays` where the run's catch-up replayed
+    them already; the others are left out with a warning."""
     candidates = (
         replays.replay(records, threads, keep=False) if replays is not None else replay_records(records, threads)
     )
     failed = sum(isinstance(c, Exception) for c in candidates)
     if failed:  # as `catch_up` and the best measured do: such a record cannot be re-measured either
         logger.warning("%d of %d database records no longer replay on their workload: left out", failed, len(records))
-    return set(schedule_keys([c.sch.mod for c in candidates if not isinstance(c, Exception)]))
+    return [(r, c) for r, c in zip(records, candidates) if not isinstance(c, Exception)]
+
+
+def _measured_keys(records: list, threads: int, replays: ReplayMemo | None = None) -> set[int]:
+    """The keys of the schedules `records` hold (`_replayed`)."""
+    return set(schedule_keys([c.sch.mod for _, c in _replayed(records, threads, replays)]))
+
+
+def _fastest(replayed: list, limit: int) -> list[tuple[float, Any]]:
+    """(mean latency, schedule) of the `limit` fastest of `_replayed`'s pairs that ran, fastest first."""
+    timed = [(mean_latency(r.run_secs), c.sch) for r, c in replayed]
+    return sorted((t for t in timed if math.isfinite(t[0])), key=lambda t: t[0])[: max(0, limit)]
 
 
 def candidate(sch: Any) -> Any:
@@ -156,6 +168,7 @@ class _ResumableSearch(ms.search_strategy.PySearchStrategy):
             raise ValueError(f"max_empty_rounds={max_empty_rounds!r} must be >= 1")
         self.log, self.max_empty_rounds, self.replays = log, max_empty_rounds, replays
         self.context: Any = None
+        self.best_replayed: list[tuple[float, Any]] | None = None  # `pre_tuning`'s (`_best_to_keep`)
 
     def _initialize_with_tune_context(self, context) -> None:
         self.context = context
@@ -168,7 +181,9 @@ class _ResumableSearch(ms.search_strategy.PySearchStrategy):
             )
         self.database, self.cost_model, self.design_spaces = database, cost_model, list(design_spaces)
         previous = task_records(database, self.context.mod)
-        self.measured = _measured_keys(previous, int(self.context.num_threads), self.replays)
+        replayed = _replayed(previous, int(self.context.num_threads), self.replays)
+        self.measured = set(schedule_keys([c.sch.mod for _, c in replayed]))
+        self.best_replayed = _fastest(replayed, self._best_to_keep())
         self.best_before = min((mean_latency(r.run_secs) for r in previous), default=math.inf)
         self.budget = max(0, int(max_trials) - len(previous))
         self.per_round = self.batch = int(num_trials_per_iter)  # batch: the size of the next batch
@@ -222,6 +237,11 @@ class _ResumableSearch(ms.search_strategy.PySearchStrategy):
 
     def _expired(self) -> bool:
         return self.log is not None and self.log.expired()
+
+    def _best_to_keep(self) -> int:
+        """How many of the database's fastest replayed records `pre_tuning` keeps (`best_replayed`)
+        for the strategy's own use, so that it need not replay them again (none here)."""
+        return 0
 
     def _start(self) -> None:
         raise NotImplementedError

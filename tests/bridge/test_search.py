@@ -10,6 +10,8 @@ from tvm import te
 from tvm.ir.utils import derived_object
 from tvm.s_tir.meta_schedule.testing import te_workload
 
+import bridge.search
+import data.replay
 from bridge.config import SearchConfig
 from bridge.cost_model import PrunerCostModel
 from bridge.draft_verify import DraftVerifySearch
@@ -585,10 +587,11 @@ def test_a_record_that_no_longer_replays_is_left_out_of_the_measured_set(measure
 
 
 def test_the_best_measured_schedules_come_from_the_database_once_then_from_the_runs_own_results(
-    measured_matmul, measured_database
+    measured_matmul, measured_database, monkeypatch
 ):
     """A draft's parents and the verifier's pool include the task's best measured schedules; they were
-    replayed from the database every round (1.3 s of a 7.3 s verify of the 3x3 conv on the host)."""
+    replayed from the database every round (1.3 s of a 7.3 s verify of the 3x3 conv on the host), then
+    once more after `pre_tuning`'s replay of all of them; now they are what `pre_tuning` replayed."""
     context0, candidates, results = measured_matmul
     database = measured_database
     workload = database.commit_workload(context0.mod)
@@ -601,9 +604,15 @@ def test_the_best_measured_schedules_come_from_the_database_once_then_from_the_r
     records = database.get_all_tuning_records()
     assert _measured_keys(records, 1) == _measured_keys(records, 2) == strategy.measured
     top = [key(r.as_measure_candidate().sch) for r in database.get_top_k(workload, 5)]
-    assert [key(s) for s in strategy._best_measured(5)] == top  # the earlier run's best, fastest first
-    strategy.database = ms.database.MemoryDatabase()  # read once: the records are not asked for again
-    assert [key(s) for s in strategy._best_measured(5)] == top
+    kept = strategy.best_replayed  # pre_tuning kept the fastest of what it replayed for the measured set
+    assert len(kept) == min(strategy._best_kept, len(records)) and [key(s) for _, s in kept[:5]] == top
+    assert [t for t, _ in kept] == sorted(t for t, _ in kept)
+    strategy.database = ms.database.MemoryDatabase()  # neither read nor replayed again from here on
+    with monkeypatch.context() as mp:
+        for module in (bridge.search, data.replay):
+            mp.setattr(module, "replay_records", lambda *a: pytest.fail("replayed again"))
+        assert [key(s) for s in strategy._best_measured(5)] == top  # the earlier run's best, fastest first
+        assert [key(s) for s in strategy._best_measured(5)] == top
     batch = strategy.generate_measure_candidates()
     fastest = min(np.mean([float(t) for t in r.run_secs]) for r in results)
     secs = [[fastest / (i + 2)] for i in range(len(batch) - 1)] + [[1.0]]  # all but the last beat the records
