@@ -69,7 +69,7 @@ def parse_variants(
             if not eq:
                 raise ValueError(f"{where}: a setting is KNOB=VALUE")
             if knob not in knobs:
-                raise ValueError(f"{where}: not a draft-then-verify knob ({', '.join(knobs)})")
+                raise ValueError(f"{where}: not a knob a variant may set ({', '.join(knobs)})")
             try:
                 value = json.loads(text)
             except json.JSONDecodeError:

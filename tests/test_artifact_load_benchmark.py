@@ -2,17 +2,31 @@
 `.so` only opened, and one linked by `ld` alone (`tvm_env.link`) exports faster than one linked by the
 compiler driver and computes the same product."""
 
+import pytest
 from benchmark_files import load_benchmark
 
+from tvm_env import nvrtc
+
 artifact_load = load_benchmark("artifact_load")
+needs_cuda = pytest.mark.skipif(not nvrtc.has_headers(), reason="needs the CUDA toolkit's headers (NVRTC)")
 
 
 def test_a_tar_is_linked_at_load_and_a_so_is_only_opened(capsys):
-    out = artifact_load.main(["--size", "32", "--reps", "2"])
+    out = artifact_load.main(["--size", "32", "--reps", "3"])
     assert set(out) == {"tar", "so (g++)", "so (ld)"}  # each checked against numpy in main
     assert all(t["export_s"] > 0 and t["load_s"] > 0 for t in out.values())
     assert out["so (g++)"]["load_s"] * 5 < out["tar"]["load_s"]  # the link (g++) is what a .tar's load adds
-    # the driver's chain of processes (g++, collect2, ld) is what `ld` alone saves: 15 ms of 18 here
-    assert out["so (ld)"]["export_s"] < out["so (g++)"]["export_s"] - 0.005
+    # the driver's chain of processes (g++, collect2, ld) is what `ld` alone saves: 12-19 ms here
+    # (tests/tvm_env/test_link.py checks that `ld` linked it without timing it)
+    assert out["so (ld)"]["export_s"] < out["so (g++)"]["export_s"]
     printed = capsys.readouterr().out
     assert "| .tar |" in printed and "| .so (ld) |" in printed
+
+
+@needs_cuda
+def test_a_gpu_targets_exports_are_timed_on_the_host_and_its_loads_left_to_the_gpu(capsys):
+    out = artifact_load.main(["--target", "nvidia/nvidia-h100", "--size", "32", "--reps", "1"])
+    assert set(out) == {"tar", "so (g++)", "so (ld)"}
+    assert all(t["export_s"] > 0 and t["load_s"] is None for t in out.values())  # no CUDA runtime here
+    printed = capsys.readouterr().out
+    assert printed.startswith("cuda, n=32") and "| .so (ld) |" in printed and " | - |" in printed

@@ -432,7 +432,7 @@ def test_variants_take_typed_draft_knobs_and_name_the_bad_one():
         ("v:draft_rounds=true", "draft_rounds: True is not a int"),
         ("v:draft_rounds=two", "draft_rounds: 'two' is not a int"),
         ("v:fill_device=null", "fill_device: None is not a int"),
-        ("v:budget_s=9", "budget_s: not a draft-then-verify knob"),
+        ("v:budget_s=9", "budget_s: not a knob a variant may set"),
         ("v:quick_start", "quick_start: a setting is KNOB=VALUE"),
         ("v:artifact=zip", r"artifact: 'zip' is not one of \('tar', 'so'\)"),
         ("pruner:quick_start=true", "the method's own arm takes no settings"),

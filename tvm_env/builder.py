@@ -120,8 +120,8 @@ def export_so(mod: Any) -> str:
     (host, llvm matmul: 21-44 ms a load against 0.2 ms for a `.so`; `benchmarks/artifact_load.py`).
     The same folder layout as `default_export` (`tvm_tmp_mod.*` in a temporary folder of its own),
     which MetaSchedule's artifact clean-up removes. Not for an RPC device, which links with its own
-    compiler. Linked by `ld` alone (`tvm_env.link.link_shared`: 2.3 ms against the compiler driver's
-    17-18 ms on the host)."""
+    compiler. Linked by `ld` alone (`tvm_env.link.link_shared`), so the export costs what a `.tar`'s
+    does (`benchmarks/artifact_load.py`: 12-19 ms less than the compiler driver's link)."""
     import os
     import shutil
     import tempfile
@@ -194,7 +194,6 @@ class PooledLocalBuilder(ms.builder.LocalBuilder._cls):
             timeout_sec=timeout_sec,
             f_build=f_build,
         )
-        self.set_artifact(artifact)
         self.reuse_batches, self.max_source_kb, self._pool, self._batches = reuse_batches, max_source_kb, None, 0
         self._spare: Future | None = None  # the next pool, started ahead (`SPARE_AHEAD`)
         self._target_json: str | None = None  # the target its workers warm up for (`warm_worker`)
@@ -202,6 +201,7 @@ class PooledLocalBuilder(ms.builder.LocalBuilder._cls):
         self.restarts = 0
         self.last_batch: dict[str, float] = {}
         self._lock, self._running = threading.Lock(), set()
+        self.set_artifact(artifact)
 
     def set_artifact(self, artifact: str) -> None:
         """Export the next batches' builds as `artifact` ("tar" or "so", as `__init__` takes it): each
@@ -209,8 +209,9 @@ class PooledLocalBuilder(ms.builder.LocalBuilder._cls):
         of either artifact share its workers)."""
         if artifact not in ARTIFACTS:
             raise ValueError(f"artifact={artifact!r} must be one of {ARTIFACTS}")
-        self.f_export = export_so if artifact == "so" else None
-        self.artifact = artifact
+        with self._lock:  # a batch being submitted keeps the export it started with (`submit`)
+            self.f_export = export_so if artifact == "so" else None
+            self.artifact = artifact
 
     def _new_pool(self, warm: bool) -> Any:
         from tvm.support.popen_pool import PopenPoolExecutor
@@ -287,12 +288,13 @@ class PooledLocalBuilder(ms.builder.LocalBuilder._cls):
             self._batches += 1
             if self._spare is None and self._batches >= self.reuse_batches - SPARE_AHEAD:
                 self._start_spare()
+            f_export = self.f_export  # one batch, one artifact
             futures = [
                 # what map_with_error_catching does, a future at a time
                 self._pool._threadpool.submit(
                     self._pool._worker_run_with_error_catching,
                     _timed_worker,
-                    ((self.f_build, self.f_export, b.mod, b.target, local_builder._serialize_params(b.params)),),
+                    ((self.f_build, f_export, b.mod, b.target, local_builder._serialize_params(b.params)),),
                     None,
                 )
                 for b in build_inputs

@@ -6,7 +6,8 @@ then `collect2`, then `ld`) and adds the C runtime's start-up objects and librar
 that TVM's runtime opens with `dlopen` does not need: its undefined symbols are TVM's runtime
 functions and the C library's, which the process that loads it already has. On the 2-core dev VM
 the driver took 17-18 ms to link an llvm matmul's object and `ld -shared` 2.3 ms, for the same
-loadable module (`benchmarks/artifact_load.py`). A build worker that exports a `.so`
+loadable module (timed by hand, 2026-11-30); a whole export took 12-19 ms less with `ld`, on the
+host and on an H200 machine (`benchmarks/artifact_load.py`). A build worker that exports a `.so`
 (`tvm_env.builder.export_so`) pays this for every candidate, on cores that build.
 
 `link_shared` runs `ld -shared` itself when it is given only object files and no options, and hands
@@ -43,8 +44,11 @@ def link_shared(output: str, objects: str | Sequence[str], options=None, **kwarg
 
         cc.create_shared(output, files, options=options, **kwargs)
         return
-    cmd = [ld, "-shared", "-o", output, *files]
+    cmd = [ld, "-shared", "--eh-frame-hdr", "-o", output, *files]  # the frame index the driver asks for
     done = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, check=False)
     if done.returncode != 0:
         text = done.stdout.decode("utf-8", errors="replace")
         raise RuntimeError(f"linking {output} failed:\n{text}\nCommand line: {' '.join(cmd)}")
+
+
+link_shared.output_format = "so"  # as `tvm.support.cc.create_shared` says of itself
