@@ -18,8 +18,10 @@ drafting and verifying seconds); update (seconds of the cost model's update call
 training (seconds our cost model trained, in the background by default) and what of it scoring or a
 save waited for (`learn_s`, `learn_wait_s`; n/a in curves from before 2026-11-28, ninth session);
 host CPU (the share of the host's cores the run and its workers kept busy, `bridge.curve.host_cpu_busy`;
-n/a in curves from before 2026-11-30, fifth session). With several curves, a last line gives the
-medians of the first batch's numbers over them.
+n/a in curves from before 2026-11-30, fifth session); runner (the runner's milliseconds a trial, `run_s`:
+with MetaSchedule's `.tar` artifact it includes the untar and link, about 25 ms on an H200 machine)
+and build CPU (the build workers' core-seconds a trial, `build_cpu_s`). With several curves, a last
+line gives the medians of the first batch's numbers over them.
 """
 
 from __future__ import annotations
@@ -73,6 +75,8 @@ def curve_stats(rows: list[dict], workers: int = 16) -> dict[str, float]:
         "learn_s": column_total(rows, "learn_s"),
         "learn_wait_s": column_total(rows, "learn_wait_s"),
         "host_cpu": host_cpu_busy(rows),
+        "runner_ms": 1e3 * column_total(rows, "run_s") / float(rows[-1]["total_trials"] or math.nan),
+        "build_cpu": column_total(rows, "build_cpu_s") / float(rows[-1]["total_trials"] or math.nan),
         "first_s": float(rows[0]["elapsed_s"]),
         "first_draft_s": float(rows[0].get("draft_s", math.nan)),
         "first_verify_s": float(rows[0].get("verify_s", math.nan)),
@@ -94,7 +98,8 @@ def line(path: str, stats: dict[str, float]) -> str:
         f"drafting {_pct(stats['drafting'])}, build {stats['build_s']:.1f} s, busy {_pct(stats['busy'])}, "
         f"deferred {stats['deferred']:.0f}, refused {stats['refused']:.0f}, redrafts {stats['redrafts']:.0f}, draft waits {stats['draft_wait_s']:.1f} s, "
         f"update {stats['update_s']:.1f} s, training {stats['learn_s']:.1f} s (waited for {stats['learn_wait_s']:.1f} s), "
-        f"host CPU {_pct(stats['host_cpu'])}, " + _first(*(stats[k] for k in FIRST))
+        f"host CPU {_pct(stats['host_cpu'])}, runner {stats['runner_ms']:.0f} ms a trial, "
+        f"build CPU {stats['build_cpu']:.2f} core-s a trial, " + _first(*(stats[k] for k in FIRST))
     )
 
 

@@ -37,6 +37,11 @@ def test_each_curve_gets_a_line_and_its_statistics_in_the_json(tmp_path, capsys)
         assert 0 < stats["busy"] <= 1 and stats["redrafts"] == sum(1 for r in rows[1:] if r["drafted"])
         assert stats["update_s"] == pytest.approx(sum(r["update_s"] for r in rows)) and stats["update_s"] > 0
         assert math.isnan(stats["learn_s"]) and math.isnan(stats["learn_wait_s"])  # curves from before the columns
+        trials = rows[-1]["total_trials"]
+        assert stats["runner_ms"] == pytest.approx(1e3 * sum(r["run_s"] for r in rows) / trials)
+        assert (
+            stats["build_cpu"] == pytest.approx(sum(r["build_cpu_s"] for r in rows) / trials) and stats["build_cpu"] > 0
+        )
     ahead = [out[p] for p in CURVES if "ahead" in p]
     assert all(s["draft_wait_s"] >= 0 for s in ahead) and any(s["draft_wait_s"] > 0 for s in ahead)
     assert all(math.isfinite(s["drafting"]) for s in out.values())
