@@ -727,7 +727,8 @@ class DraftVerifySearch(_ResumableSearch):
         """What the first draft's thread does after it (`first_verify_ahead`): rank the draft's potential
         space by the verifier, as the first round would; returns (ranking, whether cold), its seconds,
         the verifier's seconds and how many it scored. None when the first round would not ask the
-        verifier, or the task has measurements (their replay reads the database, this thread's only).
+        verifier, or the task has measurements (a resumed task: its best measured schedules, which
+        join the verifier's pool, stay with the loop's thread).
         The verifier's inner search is made here, in the caller's thread (making one commits the
         workload to the database)."""
         if not self.first_verify_ahead or self.draft_rounds > 0 or self.quick_start or self.measured:
