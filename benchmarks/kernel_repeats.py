@@ -1,0 +1,94 @@
+"""How many of a tuning run's trials measured a kernel it had measured before.
+
+MetaSchedule never measures a schedule twice: it keys schedules by the structural hash of the
+scheduled module. Two schedules that differ only where the generated code does not (for example the
+split of a loop that is unrolled either way) still compile to the same kernel, and both are built
+and measured. This replays each measured record of a tuning database (a suite arm's, plain or xz)
+in the order it was committed, generates its code as a build does (`tvm.tirx.build`: the device
+source and the host code; on a host without CUDA the build stops at the source, so no NVRTC), and
+counts the trials whose device source and host code are the same as an earlier trial's. The
+latencies measured for one kernel show whether its repeats were the same kernel as far as the GPU
+could tell (their spread is the measurement noise).
+
+    python benchmarks/kernel_repeats.py --databases "[benchmarks/results/suite_databases/ablations/suite_local/dense_128x3072x768/pruner-s1]" --records 300
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import statistics
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.cli import doc_parser
+
+
+def kernel_key(lib) -> str:
+    """A built module's generated code, hashed: its device modules' source and its host code (LLVM
+    IR, whose type-based alias metadata names objects by their addresses in this process, which are
+    left out)."""
+    parts = [m.inspect_source() for m in lib.imports]
+    parts.append(re.sub(r'"0x[0-9a-f]+"', '"0x"', lib.inspect_source()))
+    return hashlib.sha1("\0".join(parts).encode()).hexdigest()
+
+
+def repeats(database: str, target, limit: int) -> dict:
+    """The first `limit` valid records of `database` (commit order): how many repeat a kernel, and
+    the spread (max / min) of the latencies measured for each kernel measured more than once."""
+    from benchmarks.build_profile import replay
+    from data.records import read_records
+    from tvm_env import tvm
+
+    records = [r for task in read_records([database]).tasks.values() for r in task.records if r.valid][:limit]
+    kernels: dict[str, list[float]] = {}
+    unbuilt = 0
+    for record in records:
+        try:
+            key = kernel_key(tvm.tirx.build(replay(record).mod, target))
+        except Exception:  # a record whose trace no longer builds here: not counted
+            unbuilt += 1
+            continue
+        kernels.setdefault(key, []).append(record.latency)
+    spreads = sorted(max(v) / min(v) for v in kernels.values() if len(v) > 1)
+    built = sum(len(v) for v in kernels.values())
+    return {
+        "records": built,
+        "unbuilt": unbuilt,
+        "kernels": len(kernels),
+        "repeats": built - len(kernels),
+        "repeat_share": (built - len(kernels)) / built if built else float("nan"),
+        "spread_median": statistics.median(spreads) if spreads else float("nan"),
+        "spread_max": spreads[-1] if spreads else float("nan"),
+    }
+
+
+def main(argv: list[str] | None = None) -> dict[str, dict]:
+    parser = doc_parser(__doc__)
+    parser.add_argument("--databases", type=list[str], required=True, help="tuning databases (folders)")
+    parser.add_argument("--target", default="nvidia/nvidia-h100", help="the target the records were built for")
+    parser.add_argument("--records", type=int, default=300, help="the first N valid records of each")
+    parser.add_argument("--json", default=None, help="write the figures here too")
+    args = parser.parse_args(argv)
+
+    import tvm_env
+
+    target = tvm_env.parse_target(args.target)
+    tvm_env.setup(target)
+    out = {db: repeats(db, target, args.records) for db in args.databases}
+    print("| database | trials | kernels | repeats | latency spread in a kernel: median / max |\n|---|---|---|---|---|")
+    for db, r in out.items():
+        print(
+            f"| {db} | {r['records']} | {r['kernels']} | {r['repeats']} ({100 * r['repeat_share']:.0f}%) "
+            f"| {r['spread_median']:.4f} / {r['spread_max']:.4f} |"
+        )
+    if args.json:
+        Path(args.json).write_text(json.dumps(out, indent=1) + "\n")
+    return out
+
+
+if __name__ == "__main__":
+    main()
