@@ -7,8 +7,8 @@ and measured. This replays each measured record of a tuning database (a suite ar
 in the order it was committed, generates its code as a build does (`tvm.tirx.build`: the device
 source and the host code; on a host without CUDA the build stops at the source, so no NVRTC), and
 counts the trials whose device source and host code are the same as an earlier trial's. The
-latencies measured for one kernel show whether its repeats were the same kernel as far as the GPU
-could tell (their spread is the measurement noise).
+latencies measured for one kernel show how far one measurement can be from another of the same
+code (their spread is the measurement noise, and whatever else slowed a measurement down).
 
     python benchmarks/kernel_repeats.py --databases "[benchmarks/results/suite_databases/ablations/suite_local/dense_128x3072x768/pruner-s1]" --records 300
 """
@@ -26,6 +26,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.cli import doc_parser
 
+SLOW = 1.1
+"""A measurement more than this times its kernel's fastest is counted as slow (`slow_share`)."""
+
 
 def kernel_key(lib) -> str:
     """A built module's generated code, hashed: its device modules' source and its host code (LLVM
@@ -37,8 +40,9 @@ def kernel_key(lib) -> str:
 
 
 def repeats(database: str, target, limit: int) -> dict:
-    """The first `limit` valid records of `database` (commit order): how many repeat a kernel, and
-    the spread (max / min) of the latencies measured for each kernel measured more than once."""
+    """The first `limit` valid records of `database` (commit order): how many repeat a kernel, the
+    spread (max / min) of the latencies measured for each kernel measured more than once, and the
+    share of those kernels' measurements more than `SLOW` times the kernel's fastest."""
     from benchmarks.build_profile import replay
     from data.records import read_records
     from tvm_env import tvm
@@ -54,6 +58,7 @@ def repeats(database: str, target, limit: int) -> dict:
             continue
         kernels.setdefault(key, []).append(record.latency)
     spreads = sorted(max(v) / min(v) for v in kernels.values() if len(v) > 1)
+    again = [t / min(v) for v in kernels.values() if len(v) > 1 for t in v]  # measurements of repeated kernels
     built = sum(len(v) for v in kernels.values())
     return {
         "records": built,
@@ -63,6 +68,7 @@ def repeats(database: str, target, limit: int) -> dict:
         "repeat_share": (built - len(kernels)) / built if built else float("nan"),
         "spread_median": statistics.median(spreads) if spreads else float("nan"),
         "spread_max": spreads[-1] if spreads else float("nan"),
+        "slow_share": sum(r > SLOW for r in again) / len(again) if again else float("nan"),
     }
 
 
@@ -79,11 +85,14 @@ def main(argv: list[str] | None = None) -> dict[str, dict]:
     target = tvm_env.parse_target(args.target)
     tvm_env.setup(target)
     out = {db: repeats(db, target, args.records) for db in args.databases}
-    print("| database | trials | kernels | repeats | latency spread in a kernel: median / max |\n|---|---|---|---|---|")
+    print(
+        "| database | trials | kernels | repeats | latency spread in a kernel: median / max "
+        f"| a repeated kernel's measurements over {SLOW}x its fastest |\n|---|---|---|---|---|---|"
+    )
     for db, r in out.items():
         print(
             f"| {db} | {r['records']} | {r['kernels']} | {r['repeats']} ({100 * r['repeat_share']:.0f}%) "
-            f"| {r['spread_median']:.4f} / {r['spread_max']:.4f} |"
+            f"| {r['spread_median']:.4f} / {r['spread_max']:.4f} | {100 * r['slow_share']:.0f}% |"
         )
     if args.json:
         Path(args.json).write_text(json.dumps(out, indent=1) + "\n")

@@ -1,8 +1,10 @@
 """benchmarks/kernel_repeats.py on real records: two schedules MetaSchedule tells apart (their
 structural hashes differ) but whose generated code is the same are one kernel, counted once."""
 
+import math
 from pathlib import Path
 
+import pytest
 from benchmark_files import load_benchmark
 
 from data.features import schedule_key
@@ -32,4 +34,35 @@ def test_a_schedule_that_changes_no_code_is_the_same_kernel(capsys):
     got = out[DB]
     assert got["records"] + got["unbuilt"] == 8 and got["kernels"] + got["repeats"] == got["records"]
     assert got["kernels"] >= 2
+    if got["repeats"]:  # the share of a repeated kernel's measurements that ran slow
+        assert 0 <= got["slow_share"] <= 1
+    else:
+        assert math.isnan(got["slow_share"])
     assert f"| {DB} | {got['records']} | {got['kernels']} | {got['repeats']} (" in capsys.readouterr().out
+
+
+def test_a_repeated_kernel_is_counted_once_with_its_slow_measurement(tmp_path):
+    """A database of three records (a schedule, the same with a note no pass reads, measured twice as
+    slow, and another schedule): two kernels, one repeat, and half the repeated kernel's measurements
+    slow."""
+    from tvm_env import ms
+
+    target = parse_target({"kind": "llvm", "num-cores": 2})
+    setup(target)
+    records = [r for task in read_records([DB]).tasks.values() for r in task.records if r.valid]
+    plain, noted, other = (
+        build_profile.replay(records[0]),
+        build_profile.replay(records[0]),
+        build_profile.replay(records[1]),
+    )
+    noted.annotate(noted.get_sblock("C_init"), "pruner_note", 1)
+    database = ms.database.JSONDatabase(work_dir=str(tmp_path))
+    original = ms.database.Workload.from_json(records[0].workload.as_json()).mod  # the unscheduled matmul
+    workload = database.commit_workload(original)
+    args = ms.arg_info.ArgInfo.from_prim_func(original["main"])
+    for sch, secs in ((plain, 1e-3), (noted, 2e-3), (other, 3e-3)):
+        run_secs = [tvm.tirx.FloatImm("float32", secs)]
+        database.commit_tuning_record(ms.database.TuningRecord(sch.trace, workload, run_secs, target, args))
+    got = kernel_repeats.repeats(str(tmp_path), target, 10)
+    assert (got["records"], got["kernels"], got["repeats"]) == (3, 2, 1)
+    assert got["spread_max"] == pytest.approx(2.0) and got["slow_share"] == 0.5
