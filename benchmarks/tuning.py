@@ -180,7 +180,7 @@ def _tune_arm(workload: str, seed: int, args, builder, walk_pool, cost_model, se
         ),
         search=search,
         cost_model=cost_model,
-        measure=MeasureConfig(min_repeat_ms=args.min_repeat_ms, artifact=args.artifact),
+        measure=MeasureConfig(min_repeat_ms=args.min_repeat_ms, artifact=args.artifact, build_nice=args.build_nice),
         builder=builder,
         walk_pool=walk_pool,
         progress=False,
@@ -335,6 +335,10 @@ def main(argv: list[str] | None = None) -> None:
         default=artifact.default,
         help=f"{artifact.metadata['help']}; every arm",
     )
+    build_nice = _field(MeasureConfig, "build_nice")
+    p.add_argument(
+        "--build-nice", type=int, default=build_nice.default, help=f"{build_nice.metadata['help']}; every arm"
+    )
     p.add_argument("--eager", action="store_true", help="also time the operators in torch eager mode")
     p.add_argument("--work", default="runs/suite", help="tuning work dirs")
     p.add_argument("--gpus", type=int, default=1, help="arms at once, one process per GPU, each on 1/N of the cores")
@@ -432,7 +436,12 @@ def main(argv: list[str] | None = None) -> None:
     tvm_s = time.perf_counter() - start - eager_s
     builder, walk_pool = start_workers(
         target,
-        MeasureConfig(timeout=args.build_timeout, max_source_kb=args.max_source_kb, artifact=args.artifact),
+        MeasureConfig(
+            timeout=args.build_timeout,
+            max_source_kb=args.max_source_kb,
+            artifact=args.artifact,
+            build_nice=args.build_nice,
+        ),
         walk=True,
         wait=True,
     )

@@ -80,6 +80,7 @@ def start_workers(
             timeout_sec=measure.timeout,
             max_source_kb=measure.max_source_kb,
             artifact=measure.artifact,
+            nice=measure.build_nice,
         )
         warming.append(threading.Thread(target=builder.warm, args=(target,), name="build-pool-warm", daemon=True))
         warming[-1].start()

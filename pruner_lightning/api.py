@@ -83,6 +83,7 @@ def builder(
     reuse_batches: int = 32,
     max_source_kb: float | None = DEFAULT_MAX_SOURCE_KB,
     artifact: str = "tar",
+    nice: int = 0,
 ) -> Any:
     """A MetaSchedule builder whose builds do not time out: pass it as `builder=` to any tune call.
 
@@ -97,6 +98,8 @@ def builder(
 
         artifact: "tar", MetaSchedule's artifact (the runner links it before loading); "so", linked
             in the build workers (`tvm_env.builder.export_so`; a local runner only).
+        nice: 0-19, the build workers' CPU priority below yours (`tune.py --build-nice`), so that a
+            local runner's launches and timings do not queue behind compilers on a busy host.
 
     Returns:
         a `tvm_env.PooledLocalBuilder` (an `ms.builder.LocalBuilder`); its `.shutdown()` ends the worker
@@ -110,6 +113,7 @@ def builder(
         reuse_batches=reuse_batches,
         max_source_kb=max_source_kb,
         artifact=artifact,
+        nice=nice,
     )
 
 

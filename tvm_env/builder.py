@@ -59,12 +59,18 @@ cores (a busy machine, shared physical cores), busy seconds above CPU seconds to
 a core, and busy seconds well under wall x workers to workers waiting for the batch's last builds."""
 
 
-def one_build_thread() -> None:
+def one_build_thread(nice: int = 0) -> None:
     """A build worker's initializer: TVM's thread pool in this process gets one thread (read when
-    the pool starts, at the first parallel launch, so it must be set before any build)."""
+    the pool starts, at the first parallel launch, so it must be set before any build); with `nice`
+    > 0, the worker runs that many steps of nice lower in CPU priority (where the OS allows)."""
     import os
 
     os.environ["TVM_NUM_THREADS"] = "1"
+    if nice > 0:
+        try:
+            os.nice(nice)
+        except OSError:  # not permitted here: build at the usual priority
+            pass
 
 
 def tiny_kernel() -> Any:
@@ -173,6 +179,7 @@ class PooledLocalBuilder(ms.builder.LocalBuilder._cls):
         reuse_batches: int = 32,
         max_source_kb: float | None = None,
         artifact: str = "tar",
+        nice: int = 0,
     ):
         """
         Args:
@@ -183,9 +190,13 @@ class PooledLocalBuilder(ms.builder.LocalBuilder._cls):
                 (`tvm_env.nvrtc.set_max_source_kb`; None: no limit).
             artifact: "tar", MetaSchedule's export (the runner links it); "so", linked in the build
                 worker (`export_so`; for a local runner only).
+            nice: 0-19, the workers' CPU priority below this process's (0: the same), so that the
+                runner's launches and timings do not queue behind compilers on a busy host.
         """
         if reuse_batches < 1:
             raise ValueError(f"reuse_batches={reuse_batches!r} must be >= 1")
+        if not 0 <= nice <= 19:
+            raise ValueError(f"nice={nice!r} must be in 0-19")
         nvrtc.check_max_source_kb(max_source_kb)  # here, not first in a worker process
         f_build = fast_build if max_source_kb is None else functools.partial(fast_build, max_source_kb=max_source_kb)
         # LocalBuilder's own default is os.cpu_count(); a process pinned to some cores builds on those
@@ -195,6 +206,7 @@ class PooledLocalBuilder(ms.builder.LocalBuilder._cls):
             f_build=f_build,
         )
         self.reuse_batches, self.max_source_kb, self._pool, self._batches = reuse_batches, max_source_kb, None, 0
+        self.nice = nice
         self._spare: Future | None = None  # the next pool, started ahead (`SPARE_AHEAD`)
         self._target_json: str | None = None  # the target its workers warm up for (`warm_worker`)
         self.warmed: list[bool] = []  # what `warm_worker` returned in the last pool warmed
@@ -216,7 +228,9 @@ class PooledLocalBuilder(ms.builder.LocalBuilder._cls):
     def _new_pool(self, warm: bool) -> Any:
         from tvm.support.popen_pool import PopenPoolExecutor
 
-        pool = PopenPoolExecutor(max_workers=self.max_workers, timeout=self.timeout_sec, initializer=one_build_thread)
+        pool = PopenPoolExecutor(
+            max_workers=self.max_workers, timeout=self.timeout_sec, initializer=one_build_thread, initargs=(self.nice,)
+        )
         if warm:
             self._warm(pool)
         return pool

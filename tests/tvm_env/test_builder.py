@@ -237,3 +237,28 @@ def test_a_so_artifact_is_linked_in_the_worker_and_a_local_runner_measures_it(ma
         MeasureConfig(artifact="so", runner="rpc", tracker="127.0.0.1:9190", key="k")
     with pytest.raises(ValueError, match="--artifact 'SO'"):
         MeasureConfig(artifact="SO")
+
+
+def test_a_builders_workers_run_at_the_nice_it_is_given(make_builder):
+    """`nice`: every worker process of the pool runs that many steps of nice below this process (so
+    a runner's launches do not queue behind compilers), and 0 leaves them at this process's."""
+    target = parse_target({"kind": "llvm", "num-cores": 1})
+    mod = tvm.IRModule({"main": te.create_prim_func(te_workload.matmul(16, 16, 16))})
+    own = os.getpriority(os.PRIO_PROCESS, 0)
+    for nice, builder in ((5, make_builder(max_workers=2, nice=5)), (0, make_builder(max_workers=1))):
+        (built,) = builder.build([ms.builder.BuilderInput(mod, target)])  # starts the pool's workers
+        assert built.error_msg is None
+        pids = [w._proc.pid for w in builder._pool._worker_map.values() if w._proc]
+        assert pids and all(os.getpriority(os.PRIO_PROCESS, pid) == min(19, own + nice) for pid in pids)
+    for bad in (-1, 20):
+        with pytest.raises(ValueError, match="nice"):
+            PooledLocalBuilder(max_workers=1, nice=bad)
+    with pytest.raises(ValueError, match="--build-nice 20 must be in 0-19"):
+        MeasureConfig(build_nice=20)
+    from bridge.workers import start_workers
+
+    started, _ = start_workers(target, MeasureConfig(build_nice=3), walk=False)  # what tune.py starts
+    try:
+        assert started.nice == 3
+    finally:
+        started.shutdown()
