@@ -35,12 +35,13 @@ def kernel_key(lib) -> str:
     IR, whose type-based alias metadata names objects by their addresses in this process, which are
     left out)."""
     parts = [m.inspect_source() for m in lib.imports]
-    parts.append(re.sub(r'"0x[0-9a-f]+"', '"0x"', lib.inspect_source()))
+    parts.append(re.sub(r'"0x[0-9a-f]+', '"0x', lib.inspect_source()))  # also "0x...w4.b12" and the like
     return hashlib.sha1("\0".join(parts).encode()).hexdigest()
 
 
 def repeats(database: str, target, limit: int) -> dict:
-    """The first `limit` valid records of `database` (commit order): how many repeat a kernel, the
+    """The first `limit` valid records of `database` (task by task, each in commit order; a trace
+    stored twice counts once, as `data.records.read_records` reads it): how many repeat a kernel, the
     spread (max / min) of the latencies measured for each kernel measured more than once, and the
     share of those kernels' measurements more than `SLOW` times the kernel's fastest."""
     from benchmarks.build_profile import replay

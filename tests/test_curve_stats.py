@@ -37,7 +37,8 @@ def test_each_curve_gets_a_line_and_its_statistics_in_the_json(tmp_path, capsys)
         assert 0 < stats["busy"] <= 1 and stats["redrafts"] == sum(1 for r in rows[1:] if r["drafted"])
         assert stats["update_s"] == pytest.approx(sum(r["update_s"] for r in rows)) and stats["update_s"] > 0
         assert math.isnan(stats["learn_s"]) and math.isnan(stats["learn_wait_s"])  # curves from before the columns
-        trials = rows[-1]["total_trials"]
+        trials = sum(r["trials"] for r in rows)  # the rows' own trials (a fresh run's: its total)
+        assert trials == rows[-1]["total_trials"]
         assert stats["runner_ms"] == pytest.approx(1e3 * sum(r["run_s"] for r in rows) / trials)
         assert (
             stats["build_cpu"] == pytest.approx(sum(r["build_cpu_s"] for r in rows) / trials) and stats["build_cpu"] > 0
