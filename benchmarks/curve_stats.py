@@ -47,6 +47,7 @@ from bridge.curve import (  # noqa: E402 - after the path insert, as the other b
     drafting_share,
     host_cpu_busy,
     idle_between_batches,
+    per_trial,
     refused_picks,
 )
 from bridge.search_log import read_rounds  # noqa: E402
@@ -75,20 +76,12 @@ def curve_stats(rows: list[dict], workers: int = 16) -> dict[str, float]:
         "learn_s": column_total(rows, "learn_s"),
         "learn_wait_s": column_total(rows, "learn_wait_s"),
         "host_cpu": host_cpu_busy(rows),
-        "runner_ms": 1e3 * _per_trial(rows, "run_s"),
-        "build_cpu": _per_trial(rows, "build_cpu_s"),
+        "runner_ms": 1e3 * per_trial(rows, "run_s"),
+        "build_cpu": per_trial(rows, "build_cpu_s"),
         "first_s": float(rows[0]["elapsed_s"]),
         "first_draft_s": float(rows[0].get("draft_s", math.nan)),
         "first_verify_s": float(rows[0].get("verify_s", math.nan)),
     }
-
-
-def _per_trial(rows: list[dict], key: str) -> float:
-    """A column's sum over the rows that logged it, per trial of those rows (a resumed run's records
-    from before its curve are not in the count); NaN when no row logged it."""
-    logged = [r for r in rows if math.isfinite(float(r.get(key, math.nan) or 0.0))]
-    trials = sum(float(r["trials"]) for r in logged)
-    return column_total(logged, key) / trials if trials else math.nan
 
 
 FIRST = ("first_s", "first_draft_s", "first_verify_s")

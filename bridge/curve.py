@@ -9,7 +9,8 @@ saved curve read back with `bridge.search_log.read_rounds`).
   `refused_picks`: the picks the builder's source guard refused (`--max-source-kb`);
 - `build_bound_idle`: the idle share that the builds alone impose on the rounds after the first.
 - `idle_between_batches`: the idle share from the first batch's start on (the issue's measure).
-- `column_total`: a logged column's sum (e.g. `update_s`, `learn_s`).
+- `column_total`: a logged column's sum (e.g. `update_s`, `learn_s`); `per_trial`: that sum per trial
+  of the rows that logged it (e.g. the runner's seconds a trial, `run_s`).
 - `host_cpu_busy`: the share of the host's cores that the run (this process and its workers) kept
   busy (`bridge.host_cpu`).
 
@@ -34,6 +35,7 @@ __all__ = [
     "device_idle_share",
     "drafting_share",
     "host_cpu_busy",
+    "per_trial",
     "idle_between_batches",
     "refused_picks",
 ]
@@ -49,6 +51,14 @@ def column_total(rows: Sequence[Mapping[str, Any]], key: str) -> float:
     """A column's sum over the rows that logged it; NaN when none did (e.g. a curve from before it)."""
     values = [value for r in rows if (value := _finite(r, key)) is not None]
     return float(sum(values)) if values else math.nan
+
+
+def per_trial(rows: Sequence[Mapping[str, Any]], key: str) -> float:
+    """A column's sum over the rows that logged it, per trial of those rows (a resumed run's records
+    from before its curve are not in the count); NaN when no row logged it."""
+    logged = [r for r in rows if _finite(r, key) is not None]
+    trials = sum(float(r["trials"]) for r in logged)
+    return column_total(logged, key) / trials if trials else math.nan
 
 
 def _busy(rows: Sequence[Mapping[str, Any]]) -> float:

@@ -58,9 +58,14 @@ def _replayed(records: list, threads: int, replays: ReplayMemo | None = None) ->
     return [(r, c) for r, c in zip(records, candidates) if not isinstance(c, Exception)]
 
 
+def _keys_of(replayed: list) -> set[int]:
+    """The keys of `_replayed`'s schedules (hashed on threads, `schedule_keys`)."""
+    return set(schedule_keys([c.sch.mod for _, c in replayed]))
+
+
 def _measured_keys(records: list, threads: int, replays: ReplayMemo | None = None) -> set[int]:
     """The keys of the schedules `records` hold (`_replayed`)."""
-    return set(schedule_keys([c.sch.mod for _, c in _replayed(records, threads, replays)]))
+    return _keys_of(_replayed(records, threads, replays))
 
 
 def _fastest(replayed: list, limit: int) -> list[tuple[float, Any]]:
@@ -182,7 +187,7 @@ class _ResumableSearch(ms.search_strategy.PySearchStrategy):
         self.database, self.cost_model, self.design_spaces = database, cost_model, list(design_spaces)
         previous = task_records(database, self.context.mod)
         replayed = _replayed(previous, int(self.context.num_threads), self.replays)
-        self.measured = set(schedule_keys([c.sch.mod for _, c in replayed]))
+        self.measured = _keys_of(replayed)
         self.best_replayed = _fastest(replayed, self._best_to_keep())
         self.best_before = min((mean_latency(r.run_secs) for r in previous), default=math.inf)
         self.budget = max(0, int(max_trials) - len(previous))

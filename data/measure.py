@@ -211,11 +211,7 @@ def _lower_priority() -> None:
     """Build worker initializer: yield the CPU to the runner and the sampler (they are on the
     critical path, and a run's launches and timings should not queue behind compilers), and run
     TVM on one thread, as a worker builds one candidate at a time (`tvm_env.one_build_thread`)."""
-    one_build_thread()
-    try:
-        os.nice(10)
-    except OSError:  # not permitted here: build at the normal priority
-        pass
+    one_build_thread(nice=10)  # where the OS refuses, at the normal priority
 
 
 def _timed_build(mod: Any, target: Any, max_source_kb: float | None = None) -> tuple[str, float]:
