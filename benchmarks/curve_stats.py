@@ -20,7 +20,10 @@ save waited for (`learn_s`, `learn_wait_s`; n/a in curves from before 2026-11-28
 host CPU (the share of the host's cores the run and its workers kept busy, `bridge.curve.host_cpu_busy`;
 n/a in curves from before 2026-11-30, fifth session); runner (the runner's milliseconds a trial, `run_s`:
 with MetaSchedule's `.tar` artifact it includes the untar and link, about 25 ms on an H200 machine)
-and build CPU (the build workers' core-seconds a trial, `build_cpu_s`). With several curves, a last
+and build CPU (the build workers' core-seconds a trial, `build_cpu_s`); reused (the share of trials
+that took an earlier measurement of the same kernel, `--reuse-kernels`) and compiles cached (the
+share whose CUDA compile came from the build pool's folder, `tvm_env.compile_cache`), n/a in curves
+from before 2026-11-30, seventh session. With several curves, a last
 line gives the medians of the first batch's numbers over them.
 """
 
@@ -78,6 +81,8 @@ def curve_stats(rows: list[dict], workers: int = 16) -> dict[str, float]:
         "host_cpu": host_cpu_busy(rows),
         "runner_ms": 1e3 * per_trial(rows, "run_s"),
         "build_cpu": per_trial(rows, "build_cpu_s"),
+        "reused": per_trial(rows, "reused"),
+        "cached": per_trial(rows, "compiles_cached"),
         "first_s": float(rows[0]["elapsed_s"]),
         "first_draft_s": float(rows[0].get("draft_s", math.nan)),
         "first_verify_s": float(rows[0].get("verify_s", math.nan)),
@@ -100,7 +105,8 @@ def line(path: str, stats: dict[str, float]) -> str:
         f"deferred {stats['deferred']:.0f}, refused {stats['refused']:.0f}, redrafts {stats['redrafts']:.0f}, draft waits {stats['draft_wait_s']:.1f} s, "
         f"update {stats['update_s']:.1f} s, training {stats['learn_s']:.1f} s (waited for {stats['learn_wait_s']:.1f} s), "
         f"host CPU {_pct(stats['host_cpu'])}, runner {stats['runner_ms']:.0f} ms a trial, "
-        f"build CPU {stats['build_cpu']:.2f} core-s a trial, " + _first(*(stats[k] for k in FIRST))
+        f"build CPU {stats['build_cpu']:.2f} core-s a trial, reused {_pct(stats['reused'])}, "
+        f"compiles cached {_pct(stats['cached'])}, " + _first(*(stats[k] for k in FIRST))
     )
 
 

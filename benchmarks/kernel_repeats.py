@@ -15,9 +15,7 @@ code (their spread is the measurement noise, and whatever else slowed a measurem
 
 from __future__ import annotations
 
-import hashlib
 import json
-import re
 import statistics
 import sys
 from pathlib import Path
@@ -30,15 +28,6 @@ SLOW = 1.1
 """A measurement more than this times its kernel's fastest is counted as slow (`slow_share`)."""
 
 
-def kernel_key(lib) -> str:
-    """A built module's generated code, hashed: its device modules' source and its host code (LLVM
-    IR, whose type-based alias metadata names objects by their addresses in this process, which are
-    left out)."""
-    parts = [m.inspect_source() for m in lib.imports]
-    parts.append(re.sub(r'"0x[0-9a-f]+', '"0x', lib.inspect_source()))  # also "0x...w4.b12" and the like
-    return hashlib.sha1("\0".join(parts).encode()).hexdigest()
-
-
 def repeats(database: str, target, limit: int) -> dict:
     """The first `limit` valid records of `database` (task by task, each in commit order; a trace
     stored twice counts once, as `data.records.read_records` reads it): how many repeat a kernel, the
@@ -46,7 +35,7 @@ def repeats(database: str, target, limit: int) -> dict:
     share of those kernels' measurements more than `SLOW` times the kernel's fastest."""
     from benchmarks.build_profile import replay
     from data.records import read_records
-    from tvm_env import tvm
+    from tvm_env import kernel_key, tvm
 
     records = [r for task in read_records([database]).tasks.values() for r in task.records if r.valid][:limit]
     kernels: dict[str, list[float]] = {}

@@ -102,9 +102,11 @@ SEARCH_KNOBS = (
 """The draft-then-verify settings this CLI passes to `bridge.config.SearchConfig` as they are."""
 COST_KNOBS = ("epochs", "background_update")
 """The online-training settings this CLI passes to our cost models' `bridge.config.CostModelConfig`."""
-MEASURE_KNOBS = ("artifact",)
+MEASURE_KNOBS = ("artifact", "reuse_kernels")
 """The measurement settings a variant may change (`bridge.config.MeasureConfig`): the job's build
-workers export each arm's builds as its `artifact` says (`PooledLocalBuilder.set_artifact`)."""
+workers export each arm's builds as its `artifact` says (`PooledLocalBuilder.set_artifact`), and
+compile a kernel compiled before again or not, as each arm's runner measures it again or not
+(`reuse_kernels`; `PooledLocalBuilder.set_compile_cache`)."""
 
 
 def tasks_of(workload: str, target):
@@ -154,13 +156,18 @@ def run_arm(
     work = Path(args.work) / slug(workload) / f"{arm_name(method, label)}-s{seed}"
     shutil.rmtree(work, ignore_errors=True)  # an arm cut off by the call's end starts again
     job_artifact = getattr(builder, "artifact", args.artifact)
+    job_cache = getattr(builder, "compile_cache", args.reuse_kernels)
     if args.artifact != job_artifact:  # a variant's artifact, for this arm only
         builder.set_artifact(args.artifact)
+    if args.reuse_kernels != job_cache:  # a variant's reuse: its builds' compile cache too
+        builder.set_compile_cache(args.reuse_kernels)
     try:
         result = _tune_arm(workload, seed, args, builder, walk_pool, cost_model, search, work)
     finally:
         if args.artifact != job_artifact:
             builder.set_artifact(job_artifact)
+        if args.reuse_kernels != job_cache:
+            builder.set_compile_cache(job_cache)
     return result.rows
 
 
@@ -180,7 +187,12 @@ def _tune_arm(workload: str, seed: int, args, builder, walk_pool, cost_model, se
         ),
         search=search,
         cost_model=cost_model,
-        measure=MeasureConfig(min_repeat_ms=args.min_repeat_ms, artifact=args.artifact, build_nice=args.build_nice),
+        measure=MeasureConfig(
+            min_repeat_ms=args.min_repeat_ms,
+            artifact=args.artifact,
+            build_nice=args.build_nice,
+            reuse_kernels=args.reuse_kernels,
+        ),
         builder=builder,
         walk_pool=walk_pool,
         progress=False,
@@ -339,6 +351,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument(
         "--build-nice", type=int, default=build_nice.default, help=f"{build_nice.metadata['help']}; every arm"
     )
+    reuse = _field(MeasureConfig, "reuse_kernels")
+    p.add_argument("--reuse-kernels", type=bool, default=reuse.default, help=f"{reuse.metadata['help']}; every arm")
     p.add_argument("--eager", action="store_true", help="also time the operators in torch eager mode")
     p.add_argument("--work", default="runs/suite", help="tuning work dirs")
     p.add_argument("--gpus", type=int, default=1, help="arms at once, one process per GPU, each on 1/N of the cores")
@@ -441,6 +455,7 @@ def main(argv: list[str] | None = None) -> None:
             max_source_kb=args.max_source_kb,
             artifact=args.artifact,
             build_nice=args.build_nice,
+            reuse_kernels=args.reuse_kernels,
         ),
         walk=True,
         wait=True,

@@ -271,6 +271,12 @@ class MeasureConfig:
         "0-19: the build workers run this many steps of nice lower in CPU priority, so the runner's launches "
         "and timings on a busy host do not queue behind compilers (0: off; not yet measured on a GPU)",
     )
+    reuse_kernels: bool = _knob(
+        False,
+        "measure each distinct kernel once: a candidate whose generated code was measured already in this run "
+        "takes that measurement instead of the device's time, and a CUDA kernel compiled already is not compiled "
+        "again (schedules that differ only where the code does not)",
+    )
 
     def __post_init__(self) -> None:
         if self.runner == "rpc" and (not self.tracker or not self.key or ":" not in self.tracker):

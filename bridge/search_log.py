@@ -143,6 +143,8 @@ class SearchLog:
         "job_s",  # seconds of the background job that built the batch (with search_ahead 2, beside the next search)
         "build_cpu_s",  # CPU seconds the build workers spent on the batch (built ahead or not)
         "build_work_s",  # the build workers' summed wall seconds on it (tvm_env.builder.BATCH_KEYS)
+        "compiles_cached",  # its CUDA compiles taken from the build pool's folder (tvm_env.compile_cache)
+        "reused",  # picks whose kernel was measured already, given that measurement (--reuse-kernels)
         "deferred",  # picks searched for this batch whose build was still running when it was due (in the next batch)
         "refused",  # picks the builder refused over its source guard (--max-source-kb): failed, never compiled
         "size_dropped",  # picks the search passed over as estimated over --size-filter-kb (bridge.size_filter)
@@ -180,6 +182,7 @@ class SearchLog:
         self._builds: list[tuple[Any, float, dict]] = []
         self._update_start: float | None = None
         self._runs: list[tuple[str, list]] = []
+        self._reusing: Any = None  # a ReusingRunner, whose reused candidates each row counts
         self._cpu = host_seconds()  # the host's CPU seconds at the last row (or the run's start)
 
     def builder(self, builder: Any) -> Any:
@@ -187,7 +190,10 @@ class SearchLog:
         return _TimedBuilder(builder=builder, log=self)
 
     def runner(self, runner: Any) -> Any:
-        """`runner` wrapped to time each batch (including waiting on asynchronous results)."""
+        """`runner` wrapped to time each batch (including waiting on asynchronous results); a
+        `tvm_env.kernel_reuse.ReusingRunner` has its reused candidates counted in each row."""
+        if hasattr(runner, "take_reused"):
+            self._reusing = runner
         return _TimedRunner(runner=runner, log=self)
 
     def callback(self) -> Any:
@@ -232,6 +238,12 @@ class SearchLog:
                 del self._runs[i]
                 return clock[0]
         return 0.0 if not paths else math.nan
+
+    def _reused(self, builder_results: list) -> float:
+        """How many of the batch took a measurement made before (NaN without a ReusingRunner)."""
+        if self._reusing is None:
+            return math.nan
+        return float(self._reusing.take_reused([str(b.artifact_path) for b in builder_results if b.artifact_path]))
 
     def estimated_total(self, weights: Mapping[str, float]) -> float:
         """Sum over tasks of weight x best latency, in seconds; inf until every task has one."""
@@ -281,6 +293,7 @@ class SearchLog:
             best_us=self.best.get(task, math.inf) * 1e6,
             build_s=build_s,
             run_s=self._pop_run(builder_results),
+            reused=self._reused(builder_results),
             total_trials=self.total_trials,
             elapsed_s=self.elapsed(),
             update_s=math.nan if self._update_start is None else time.perf_counter() - self._update_start,

@@ -38,6 +38,7 @@ from bridge.report import plot_tuning
 from bridge.workers import check_device, make_runner, start_workers, walks_tir
 from data.replay import ReplayMemo
 from tvm_env import (
+    ReusingRunner,
     ms,
     parse_target,
     setup,
@@ -312,7 +313,7 @@ def tune_tasks(
                     max_trials_per_task=config.max_trials_per_task or config.trials,
                     num_trials_per_iter=config.trials_per_round,
                     builder=search_log.builder(prefetch or builder),
-                    runner=search_log.runner(runner),
+                    runner=search_log.runner(ReusingRunner(runner=runner) if measure.reuse_kernels else runner),
                     database=database,
                     cost_model=model,
                     measure_callbacks=search_log.callbacks(),

@@ -81,6 +81,7 @@ def start_workers(
             max_source_kb=measure.max_source_kb,
             artifact=measure.artifact,
             nice=measure.build_nice,
+            compile_cache=measure.reuse_kernels,
         )
         warming.append(threading.Thread(target=builder.warm, args=(target,), name="build-pool-warm", daemon=True))
         warming[-1].start()

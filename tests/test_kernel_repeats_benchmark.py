@@ -9,7 +9,7 @@ from benchmark_files import load_benchmark
 
 from data.features import schedule_key
 from data.records import read_records
-from tvm_env import parse_target, setup, tvm
+from tvm_env import kernel_key, parse_target, setup, tvm
 
 kernel_repeats = load_benchmark("kernel_repeats")
 build_profile = load_benchmark("build_profile")
@@ -23,12 +23,12 @@ def test_a_schedule_that_changes_no_code_is_the_same_kernel(capsys):
     plain, noted = (build_profile.replay(records[0]) for _ in range(2))
     noted.annotate(noted.get_sblock("C_init"), "pruner_note", 1)  # an attribute no pass reads
     assert schedule_key(plain.mod) != schedule_key(noted.mod)  # MetaSchedule would measure both
-    keys = [kernel_repeats.kernel_key(tvm.tirx.build(s.mod, target)) for s in (plain, plain, noted)]
+    keys = [kernel_key(tvm.tirx.build(s.mod, target)) for s in (plain, plain, noted)]
     assert keys[0] == keys[1] == keys[2]  # built twice, and with the note: one kernel
     for record in records[:8]:  # LLVM's alias metadata names addresses ("0x55d6...", "0x55d6....w4.b12")
-        twice = {kernel_repeats.kernel_key(tvm.tirx.build(build_profile.replay(record).mod, target)) for _ in range(2)}
+        twice = {kernel_key(tvm.tirx.build(build_profile.replay(record).mod, target)) for _ in range(2)}
         assert len(twice) == 1, record.source
-    other = kernel_repeats.kernel_key(tvm.tirx.build(build_profile.replay(records[1]).mod, target))
+    other = kernel_key(tvm.tirx.build(build_profile.replay(records[1]).mod, target))
     assert other != keys[0]  # another record's tiles: another kernel
 
     out = kernel_repeats.main(

@@ -199,6 +199,33 @@ def test_a_run_with_so_artifacts_measures_every_trial(tmp_path, monkeypatch):
         )
 
 
+def test_a_run_that_reuses_kernels_counts_the_reused_and_gives_each_kernel_one_measurement(tmp_path):
+    """`--reuse-kernels true`: the run's runner is a `ReusingRunner`, so each row counts the trials that
+    took an earlier measurement (NaN without it), and every kernel of the database (its records
+    rebuilt and keyed by their generated code) has one measurement, however many records it has."""
+    import collections
+
+    from tvm_env import kernel_key, parse_target, tvm
+
+    result = tune.main(
+        ["--workload", WORKLOAD, "--target", TARGET, "--cost-model", "xgb", "--trials-per-round", "4",
+         "--trials", "8", "--reuse-kernels", "true", "--work-dir", str(tmp_path), *QUICK]
+    )  # fmt: skip
+    assert [r["valid"] for r in result.rows] == [4, 4] and all(r["reused"] >= 0 for r in result.rows)
+    target = parse_target(json.loads(TARGET))
+    kernels = collections.defaultdict(set)
+    for record in ms.database.JSONDatabase(work_dir=str(tmp_path)).get_all_tuning_records():
+        sch = tvm.s_tir.Schedule(record.workload.mod)
+        record.trace.apply_to_schedule(sch, remove_postproc=False)
+        kernels[kernel_key(tvm.tirx.build(sch.mod, target))].add(tuple(float(s) for s in record.run_secs))
+    assert sum(len(k) for k in kernels.values()) == len(kernels)  # one measurement a kernel
+    off = tune.main(
+        ["--workload", WORKLOAD, "--target", TARGET, "--cost-model", "random", "--trials-per-round", "3",
+         "--trials", "3", "--work-dir", str(tmp_path / "off"), *QUICK]
+    )  # fmt: skip
+    assert math.isnan(off.rows[0]["reused"])
+
+
 def test_network_is_tuned_compiled_and_timed(tmp_path, capsys):
     result = tune.main(
         [

@@ -492,29 +492,29 @@ def test_two_variants_tune_in_one_job_each_with_its_own_settings(tmp_path):
     assert float(first["pruner"]["draft_scored"]) > float(first["pruner"]["samples"])
 
 
-def test_a_variants_artifact_holds_for_its_arm_only(tmp_path, monkeypatch):
-    """`run_arm` switches the job's builder to a variant's artifact for that arm and back after it,
-    also when the arm fails, so the next arm builds with the job's artifact. (The tuning itself is
-    replaced here; `tests/test_tune.py` tunes with a `.so` builder for real, and
-    `tests/tvm_env/test_builder.py` builds with a switched one.)"""
+def test_a_variants_artifact_and_compile_cache_hold_for_its_arm_only(tmp_path, monkeypatch):
+    """`run_arm` switches the job's builder to a variant's artifact and compile cache (`reuse_kernels`)
+    for that arm and back after it, also when the arm fails, so the next arm builds with the job's.
+    (The tuning itself is replaced here; `tests/test_tune.py` tunes with a `.so` builder and with
+    reused kernels for real, and `tests/tvm_env/test_builder.py` builds with a switched one.)"""
     from tvm_env import PooledLocalBuilder
 
     builder, seen = PooledLocalBuilder(max_workers=1), []
 
     def tune(workload, seed, args, builder, *rest):
-        seen.append((builder.artifact, args.artifact))
+        seen.append((builder.artifact, args.artifact, builder.compile_cache, args.reuse_kernels))
         if len(seen) == 3:
             raise RuntimeError("the arm failed")
         return types.SimpleNamespace(rows=[{"seed": seed}])
 
     monkeypatch.setattr(tuning, "_tune_arm", tune)
-    args = types.SimpleNamespace(work=str(tmp_path), artifact="tar")
-    assert tuning.run_arm("dense:1,8,8", "xgb", 3, args, builder, label="xgb-so", settings={"artifact": "so"}) == [
-        {"seed": 3}
-    ]
-    assert builder.artifact == "tar" and builder.f_export is None
+    args = types.SimpleNamespace(work=str(tmp_path), artifact="tar", reuse_kernels=False)
+    variant = {"artifact": "so", "reuse_kernels": True}
+    assert tuning.run_arm("dense:1,8,8", "xgb", 3, args, builder, label="xgb-so", settings=variant) == [{"seed": 3}]
+    assert builder.artifact == "tar" and builder.f_export is None and not builder.compile_cache
     tuning.run_arm("dense:1,8,8", "xgb", 3, args, builder)
     with pytest.raises(RuntimeError, match="the arm failed"):
-        tuning.run_arm("dense:1,8,8", "xgb", 4, args, builder, label="xgb-so", settings={"artifact": "so"})
-    assert seen == [("so", "so"), ("tar", "tar"), ("so", "so")] and builder.artifact == "tar"
-    assert args.artifact == "tar"  # the job's own settings are untouched
+        tuning.run_arm("dense:1,8,8", "xgb", 4, args, builder, label="xgb-so", settings=variant)
+    assert seen == [("so", "so", True, True), ("tar", "tar", False, False), ("so", "so", True, True)]
+    assert builder.artifact == "tar" and not builder.compile_cache
+    assert args.artifact == "tar" and not args.reuse_kernels  # the job's own settings are untouched

@@ -14,13 +14,20 @@
   thread per core) oversubscribe the machine: on the 16-core H100 machine a batch of 64 picks took
   3.6-9.0 s on 16 workers that way, and 1.5-3.2 s with one thread each (`benchmarks/batch_build.py`,
   docs/benchmarks.md).
+* Each worker leaves its build's `kernel_key` beside the artifact, for a
+  `tvm_env.kernel_reuse.ReusingRunner`; with `compile_cache`, the workers share a folder of compiled
+  CUDA kernels (`tvm_env.compile_cache`), so a kernel another schedule generated already is not
+  compiled again.
 """
 
 from __future__ import annotations
 
 import functools
 import json
+import shutil
+import tempfile
 import threading
+import weakref
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
@@ -29,8 +36,9 @@ import tvm
 from tvm.ir.utils import derived_object
 from tvm.s_tir import meta_schedule as ms
 
-from tvm_env import nvrtc
+from tvm_env import compile_cache, nvrtc
 from tvm_env.configure import usable_cores
+from tvm_env.kernel_reuse import kernel_key, write_key
 from tvm_env.popen import end_pool
 from tvm_env.target import parse_target, target_spec
 
@@ -51,9 +59,10 @@ or a `.so` linked in the build worker (`export_so`)."""
 SPARE_AHEAD = 3
 """`PooledLocalBuilder` starts the pool that replaces its workers this many batches before the restart."""
 
-BATCH_KEYS = ("build_cpu_s", "build_work_s")
+BATCH_KEYS = ("build_cpu_s", "build_work_s", "compiles_cached")
 """What `PooledLocalBuilder.last_batch` holds of its last batch: the CPU seconds its workers spent
-building it, and their summed wall-clock seconds. With the batch's own wall time and the workers,
+building it, their summed wall-clock seconds, and how many of its CUDA compiles came from the pool's
+`tvm_env.compile_cache` folder (a kernel built before, from another schedule). With the batch's own wall time and the workers,
 they tell where a slow batch went: CPU seconds a pick above an isolated build's point to slower
 cores (a busy machine, shared physical cores), busy seconds above CPU seconds to workers waiting for
 a core, and busy seconds well under wall x workers to workers waiting for the batch's last builds."""
@@ -112,11 +121,18 @@ def fast_build(mod: Any, target: Any, _params: Any, max_source_kb: float | None 
     """
     from tvm.s_tir.transform import RemoveWeightLayoutRewriteBlock
 
+    global _last_key
     if tvm.target.Target(target).kind.name == "cuda":
         nvrtc.install()
         nvrtc.set_max_source_kb(max_source_kb)
     mod = RemoveWeightLayoutRewriteBlock(skip_tensor_rewrite=True)(mod)
-    return tvm.tirx.build(mod, target)
+    lib = tvm.tirx.build(mod, target)
+    _last_key = kernel_key(lib)
+    return lib
+
+
+_last_key: str | None = None
+"""The `kernel_key` of this process's last `fast_build`, which `_timed_worker` leaves beside the artifact."""
 
 
 def export_so(mod: Any) -> str:
@@ -144,15 +160,21 @@ def export_so(mod: Any) -> str:
     return path
 
 
-def _timed_worker(args: tuple) -> tuple[Any, float, float]:
-    """`local_builder._worker_func(*args)` in a build worker, with the wall and CPU seconds it took."""
+def _timed_worker(args: tuple, cache_folder: str | None = None) -> tuple[Any, float, float, int]:
+    """`local_builder._worker_func(*args)` in a build worker, with the wall and CPU seconds it took and
+    whether its compile came from `cache_folder` (`tvm_env.compile_cache`); the built kernel's
+    `kernel_key` is left beside the artifact (`tvm_env.kernel_reuse.write_key`)."""
     import time
 
     from tvm.s_tir.meta_schedule.builder import local_builder
 
-    wall, cpu = time.perf_counter(), time.process_time()
+    global _last_key
+    compile_cache.set_folder(cache_folder)
+    wall, cpu, hits, _last_key = time.perf_counter(), time.process_time(), compile_cache.hits(), None
     value = local_builder._worker_func(*args)
-    return value, time.perf_counter() - wall, time.process_time() - cpu
+    if _last_key is not None and isinstance(value, str):
+        write_key(value, _last_key)
+    return value, time.perf_counter() - wall, time.process_time() - cpu, compile_cache.hits() - hits
 
 
 @derived_object
@@ -180,6 +202,7 @@ class PooledLocalBuilder(ms.builder.LocalBuilder._cls):
         max_source_kb: float | None = None,
         artifact: str = "tar",
         nice: int = 0,
+        compile_cache: bool = False,
     ):
         """
         Args:
@@ -192,6 +215,10 @@ class PooledLocalBuilder(ms.builder.LocalBuilder._cls):
                 worker (`export_so`; for a local runner only).
             nice: 0-19, the workers' CPU priority below this process's (0: the same), so that the
                 runner's launches and timings do not queue behind compilers on a busy host.
+            compile_cache: the workers share a temporary folder of compiled CUDA kernels, keyed by
+                source (`tvm_env.compile_cache`), so a kernel built before is not compiled again;
+                `shutdown` removes it (`MeasureConfig.reuse_kernels` turns it on with the runner's
+                reuse; `set_compile_cache` switches the next batches).
         """
         if reuse_batches < 1:
             raise ValueError(f"reuse_batches={reuse_batches!r} must be >= 1")
@@ -206,7 +233,8 @@ class PooledLocalBuilder(ms.builder.LocalBuilder._cls):
             f_build=f_build,
         )
         self.reuse_batches, self.max_source_kb, self._pool, self._batches = reuse_batches, max_source_kb, None, 0
-        self.nice = nice
+        self.nice, self.compile_cache = nice, compile_cache
+        self._cache_folder: str | None = None  # made at the first batch, removed by `shutdown`
         self._spare: Future | None = None  # the next pool, started ahead (`SPARE_AHEAD`)
         self._target_json: str | None = None  # the target its workers warm up for (`warm_worker`)
         self.warmed: list[bool] = []  # what `warm_worker` returned in the last pool warmed
@@ -224,6 +252,12 @@ class PooledLocalBuilder(ms.builder.LocalBuilder._cls):
         with self._lock:  # a batch being submitted keeps the export it started with (`submit`)
             self.f_export = export_so if artifact == "so" else None
             self.artifact = artifact
+
+    def set_compile_cache(self, on: bool) -> None:
+        """Take the next batches' compiles from the folder (and keep them there) or not, on the same
+        pool (a tuning suite's arms of either setting share its workers)."""
+        with self._lock:  # a batch being submitted keeps the setting it started with (`submit`)
+            self.compile_cache = bool(on)
 
     def _new_pool(self, warm: bool) -> Any:
         from tvm.support.popen_pool import PopenPoolExecutor
@@ -268,6 +302,9 @@ class PooledLocalBuilder(ms.builder.LocalBuilder._cls):
         with self._lock:
             pools, self._pool, self._batches = [self._pool], None, 0
             spare, self._spare = self._spare, None
+            folder, self._cache_folder = self._cache_folder, None
+        if folder is not None:  # a build still running when it goes only loses its entry
+            shutil.rmtree(folder, ignore_errors=True)
         if spare is not None:  # still starting: it ends as soon as it has
             spare.add_done_callback(lambda f: f.exception() is None and end_pool(f.result()))
         for pool in filter(None, pools):
@@ -303,12 +340,19 @@ class PooledLocalBuilder(ms.builder.LocalBuilder._cls):
             if self._spare is None and self._batches >= self.reuse_batches - SPARE_AHEAD:
                 self._start_spare()
             f_export = self.f_export  # one batch, one artifact
+            if self.compile_cache and self._cache_folder is None:
+                self._cache_folder = tempfile.mkdtemp(prefix="pruner-compiled.")
+                weakref.finalize(self, shutil.rmtree, self._cache_folder, ignore_errors=True)  # without `shutdown`
+            cache_folder = self._cache_folder if self.compile_cache else None
             futures = [
                 # what map_with_error_catching does, a future at a time
                 self._pool._threadpool.submit(
                     self._pool._worker_run_with_error_catching,
                     _timed_worker,
-                    ((self.f_build, f_export, b.mod, b.target, local_builder._serialize_params(b.params)),),
+                    (
+                        (self.f_build, f_export, b.mod, b.target, local_builder._serialize_params(b.params)),
+                        cache_folder,
+                    ),
                     None,
                 )
                 for b in build_inputs
@@ -327,20 +371,20 @@ class PooledLocalBuilder(ms.builder.LocalBuilder._cls):
         sets `last_batch` to what their workers spent."""
         from tvm.support.popen_pool import StatusKind
 
-        results, cpu, work = [], 0.0, 0.0
+        results, cpu, work, cached = [], 0.0, 0.0, 0
         for future in futures:
             res = future.result()
             if res.status == StatusKind.COMPLETE:
-                path, wall_s, cpu_s = res.value
+                path, wall_s, cpu_s, hits = res.value
                 results.append(ms.builder.BuilderResult(path, None))
-                work, cpu = work + wall_s, cpu + cpu_s
+                work, cpu, cached = work + wall_s, cpu + cpu_s, cached + hits
             elif res.status == StatusKind.TIMEOUT:
                 results.append(
                     ms.builder.BuilderResult(None, f"LocalBuilder: Timeout, killed after {self.timeout_sec} seconds")
                 )
             else:
                 results.append(ms.builder.BuilderResult(None, f"LocalBuilder: An exception occurred\n{res.value}"))
-        self.last_batch = dict(zip(BATCH_KEYS, (cpu, work)))
+        self.last_batch = dict(zip(BATCH_KEYS, (cpu, work, cached)))
         return results
 
     def build(self, build_inputs: list) -> list:

@@ -37,6 +37,8 @@ import shlex
 import shutil
 from typing import Any
 
+from tvm_env import compile_cache
+
 log = logging.getLogger(__name__)
 
 __all__ = [
@@ -237,17 +239,31 @@ def _callback(code: str) -> bytearray:
 
     Where ours fails and TVM's compiles, TVM's result is used and a warning names the kernel's
     first line (a candidate is never lost to this module); where both fail, TVM's error stands.
+    Either way, a source compiled before in the process's `compile_cache` folder is not compiled again.
     """
     from tvm.support import nvcc
 
-    if os.environ.get("TVM_CUDA_COMPILE_MODE", "nvrtc").lower() != "nvrtc" or not lite_enabled():
-        return nvcc.tvm_callback_cuda_compile(code)
+    mode = os.environ.get("TVM_CUDA_COMPILE_MODE", "nvrtc").lower()
+    if mode != "nvrtc" or not lite_enabled():
+        return compile_cache.compiled(code, _salt(mode, lite=False), lambda: nvcc.tvm_callback_cuda_compile(code))
+    return compile_cache.compiled(code, _salt(mode, lite=True), lambda: _compile_or_tvms(code))
+
+
+def _compile_or_tvms(code: str) -> bytearray:
+    from tvm.support import nvcc
+
     try:
         return compile_cuda(code)
     except RuntimeError as err:
         out = nvcc.tvm_callback_cuda_compile(code)
         log.warning("tvm_env.nvrtc could not compile what TVM's compile did (%s): %s", _kernel_line(code), err)
         return out
+
+
+def _salt(mode: str, lite: bool) -> str:
+    """What a compile's output depends on besides the source (`compile_cache.compiled`): the compiler,
+    ours or TVM's, the architecture and the extra options."""
+    return "\0".join((mode, str(lite), _arch("cubin", None), os.environ.get("TVM_CUDA_NVRTC_EXTRA_OPTS", "")))
 
 
 def lite_enabled() -> bool:

@@ -11,6 +11,7 @@ from tvm.s_tir.meta_schedule.testing import te_workload
 from bridge.config import MeasureConfig
 from tvm_env import PooledLocalBuilder, ms, parse_target, tvm
 from tvm_env.builder import SPARE_AHEAD
+from tvm_env.kernel_reuse import KEY_FILE
 from tvm_env.popen import end_pool
 
 
@@ -96,7 +97,7 @@ def test_a_batch_reports_the_cpu_and_wall_seconds_its_workers_spent(builder):
     wall = time.perf_counter() - start
     assert all(r.error_msg is None for r in results)
     stats = builder.last_batch
-    assert set(stats) == {"build_cpu_s", "build_work_s"}
+    assert set(stats) == {"build_cpu_s", "build_work_s", "compiles_cached"} and stats["compiles_cached"] == 0  # llvm
     # each of 4 builds costs a worker tens of ms; 2 workers can spend at most twice the batch's time
     assert 0.01 < stats["build_cpu_s"] and 0.01 < stats["build_work_s"] <= 2 * wall
 
@@ -218,7 +219,8 @@ def test_a_so_artifact_is_linked_in_the_worker_and_a_local_runner_measures_it(ma
         pools.append(made._pool)
         path = str(built.artifact_path)
         assert built.error_msg is None and path.endswith(f"tvm_tmp_mod.{artifact}") and os.path.isfile(path)
-        assert os.listdir(os.path.dirname(path)) == [os.path.basename(path)]  # a folder of its own
+        # a folder of its own, with the kernel's key beside it (tvm_env.kernel_reuse)
+        assert sorted(os.listdir(os.path.dirname(path))) == sorted([os.path.basename(path), KEY_FILE])
         if artifact == "so":
             with open(path, "rb") as f:
                 assert f.read(4) == b"\x7fELF"  # a shared library, not a tar of objects
