@@ -16,6 +16,7 @@ code (their spread is the measurement noise, and whatever else slowed a measurem
 from __future__ import annotations
 
 import json
+import math
 import statistics
 import sys
 from pathlib import Path
@@ -31,25 +32,32 @@ SLOW = 1.1
 def repeats(database: str, target, limit: int) -> dict:
     """The first `limit` valid records of `database` (task by task, each in commit order; a trace
     stored twice counts once, as `data.records.read_records` reads it): how many repeat a kernel, the
-    spread (max / min) of the latencies measured for each kernel measured more than once, and the
-    share of those kernels' measurements more than `SLOW` times the kernel's fastest."""
+    spread (max / min) of the latencies measured for each kernel measured more than once, the share
+    of those kernels' measurements more than `SLOW` times the kernel's fastest, and `first_best`: each
+    task's best latency had every kernel counted only its first measurement (as a run with
+    `--reuse-kernels` counts it), over its best of all measurements (a geometric mean over the tasks;
+    1.0 for a run that reused every repeated kernel's measurement)."""
     from benchmarks.build_profile import replay
     from data.records import read_records
     from tvm_env import kernel_key, tvm
 
-    records = [r for task in read_records([database]).tasks.values() for r in task.records if r.valid][:limit]
+    tasks = read_records([database]).tasks.values()
+    records = [(i, r) for i, task in enumerate(tasks) for r in task.records if r.valid][:limit]
     kernels: dict[str, list[float]] = {}
+    firsts: dict[int, dict[str, float]] = {}  # task -> kernel -> its first measurement
     unbuilt = 0
-    for record in records:
+    for task, record in records:
         try:
             key = kernel_key(tvm.tirx.build(replay(record).mod, target))
         except Exception:  # a record whose trace no longer builds here: not counted
             unbuilt += 1
             continue
         kernels.setdefault(key, []).append(record.latency)
+        firsts.setdefault(task, {}).setdefault(key, record.latency)
     spreads = sorted(max(v) / min(v) for v in kernels.values() if len(v) > 1)
     again = [t / min(v) for v in kernels.values() if len(v) > 1 for t in v]  # measurements of repeated kernels
     built = sum(len(v) for v in kernels.values())
+    gains = [min(first.values()) / min(min(kernels[k]) for k in first) for first in firsts.values()]
     return {
         "records": built,
         "unbuilt": unbuilt,
@@ -59,6 +67,7 @@ def repeats(database: str, target, limit: int) -> dict:
         "spread_median": statistics.median(spreads) if spreads else float("nan"),
         "spread_max": spreads[-1] if spreads else float("nan"),
         "slow_share": sum(r > SLOW for r in again) / len(again) if again else float("nan"),
+        "first_best": math.exp(statistics.fmean(math.log(g) for g in gains)) if gains else float("nan"),
     }
 
 
@@ -77,12 +86,14 @@ def main(argv: list[str] | None = None) -> dict[str, dict]:
     out = {db: repeats(db, target, args.records) for db in args.databases}
     print(
         "| database | trials | kernels | repeats | latency spread in a kernel: median / max "
-        f"| a repeated kernel's measurements over {SLOW}x its fastest |\n|---|---|---|---|---|---|"
+        f"| a repeated kernel's measurements over {SLOW}x its fastest | best, first measurements only |"
+        "\n|---|---|---|---|---|---|---|"
     )
     for db, r in out.items():
         print(
             f"| {db} | {r['records']} | {r['kernels']} | {r['repeats']} ({100 * r['repeat_share']:.0f}%) "
-            f"| {r['spread_median']:.4f} / {r['spread_max']:.4f} | {100 * r['slow_share']:.0f}% |"
+            f"| {r['spread_median']:.4f} / {r['spread_max']:.4f} | {100 * r['slow_share']:.0f}% "
+            f"| {r['first_best']:.4f}x |"
         )
     if args.json:
         Path(args.json).write_text(json.dumps(out, indent=1) + "\n")

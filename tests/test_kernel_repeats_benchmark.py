@@ -45,9 +45,9 @@ def test_a_schedule_that_changes_no_code_is_the_same_kernel(capsys):
 
 
 def test_a_repeated_kernel_is_counted_once_with_its_slow_measurement(tmp_path):
-    """A database of three records (a schedule, the same with a note no pass reads, measured twice as
-    slow, and another schedule): two kernels, one repeat, and half the repeated kernel's measurements
-    slow."""
+    """A database of three records (a schedule with a note no pass reads, then the same without it,
+    measured half as long, and another schedule): two kernels, one repeat, half the repeated kernel's
+    measurements slow, and a best twice as high had the kernel been measured once."""
     from tvm_env import ms
 
     target = parse_target({"kind": "llvm", "num-cores": 2})
@@ -63,9 +63,10 @@ def test_a_repeated_kernel_is_counted_once_with_its_slow_measurement(tmp_path):
     original = ms.database.Workload.from_json(records[0].workload.as_json()).mod  # the unscheduled matmul
     workload = database.commit_workload(original)
     args = ms.arg_info.ArgInfo.from_prim_func(original["main"])
-    for sch, secs in ((plain, 1e-3), (noted, 2e-3), (other, 3e-3)):
+    for sch, secs in ((noted, 2e-3), (plain, 1e-3), (other, 3e-3)):  # the kernel measured slow first
         run_secs = [tvm.tirx.FloatImm("float32", secs)]
         database.commit_tuning_record(ms.database.TuningRecord(sch.trace, workload, run_secs, target, args))
     got = kernel_repeats.repeats(str(tmp_path), target, 10)
     assert (got["records"], got["kernels"], got["repeats"]) == (3, 2, 1)
     assert got["spread_max"] == pytest.approx(2.0) and got["slow_share"] == 0.5
+    assert got["first_best"] == pytest.approx(2.0)  # counted by first measurements only, the best is 2 ms

@@ -1,0 +1,126 @@
+"""Measure tuning runs' best schedules again, side by side on one idle device: what each run's reported
+best latency is worth once the noise of its own measurements is out.
+
+A run reports the best of its measurements. A run that measured one kernel several times (schedules
+that compile to the same code, `benchmarks/kernel_repeats.py`) reports the lowest of several noisy
+readings of it; a run with `--reuse-kernels` reports one reading a kernel. This takes each database's
+`--top` best records of each task, builds them, and measures every one of them `--rounds` times on
+this machine's device, with the databases' candidates interleaved in each round (a round's order is
+the last one's, rotated) so that drift in the device falls on all alike. A candidate's figure is its
+median over the rounds; a task's is its best candidate's. The table sets each task's reported best
+(the database's) beside that re-measured best.
+
+    python benchmarks/remeasure.py --databases "[runs/a/dense/pruner-s0,runs/a/dense/pruner-reuse-s0]" \\
+        --target nvidia/nvidia-h100 --top 5 --rounds 5 --json remeasured.json
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.cli import doc_parser
+
+
+def best_records(database: str, top: int) -> dict[str, list]:
+    """Task name -> the `top` valid records of `database` with the lowest reported latency, lowest first."""
+    from data.records import read_records
+
+    tasks = read_records([database]).tasks.values()
+    return {t.name: sorted((r for r in t.records if r.valid), key=lambda r: r.latency)[:top] for t in tasks}
+
+
+def remeasure(databases: list[str], target, top: int, rounds: int, measure) -> dict[str, dict]:
+    """database -> task -> {"reported_us", "remeasured_us", "of_reported_best_us"}: the database's best, the
+    best median over the rounds of its `top` best records, and the median of the record it reported best."""
+    from benchmarks.build_profile import replay
+    from bridge.workers import make_runner
+    from data.labels import mean_latency
+    from tvm_env import PooledLocalBuilder, ms
+
+    candidates = [
+        (db, task, record, replay(record))
+        for db in databases
+        for task, records in best_records(db, top).items()
+        for record in records
+    ]
+    builder, runner, built = PooledLocalBuilder(), make_runner(measure, target), []
+    try:
+        built = builder.build([ms.builder.BuilderInput(sch.mod, target) for *_, sch in candidates])
+        device = "cpu" if target.kind.name in ("llvm", "c") else target.kind.name
+        inputs = [
+            ms.runner.RunnerInput(
+                str(b.artifact_path), device, ms.arg_info.ArgInfo.from_entry_func(sch.mod, remove_preproc=True)
+            )
+            for b, (*_, sch) in zip(built, candidates)
+        ]
+        failed = [c[2].source for b, c in zip(built, candidates) if b.error_msg is not None]
+        if failed:
+            raise RuntimeError(f"{len(failed)} records did not build here, e.g. {failed[0]}")
+        readings: list[list[float]] = [[] for _ in candidates]
+        order = list(range(len(candidates)))
+        for _ in range(rounds):
+            futures = runner.run([inputs[i] for i in order])
+            for i, future in zip(order, futures):
+                result = future.result()
+                if result.error_msg is not None:
+                    raise RuntimeError(f"{candidates[i][2].source}: its measurement failed here: {result.error_msg}")
+                readings[i].append(mean_latency(result.run_secs))
+            order = order[1:] + order[:1]
+    finally:
+        builder.shutdown()
+        if hasattr(runner, "shutdown"):
+            runner.shutdown()
+        for b in built:
+            if b.artifact_path:
+                ms.utils.remove_build_dir(str(b.artifact_path))
+    out: dict[str, dict] = {}
+    for (db, task, record, _), values in zip(candidates, readings):
+        median = statistics.median(values) * 1e6
+        row = out.setdefault(db, {}).setdefault(
+            task, {"reported_us": record.latency * 1e6, "remeasured_us": math.inf, "of_reported_best_us": median}
+        )
+        row["remeasured_us"] = min(row["remeasured_us"], median)
+    return out
+
+
+def main(argv: list[str] | None = None) -> dict[str, dict]:
+    parser = doc_parser(__doc__)
+    parser.add_argument("--databases", type=list[str], required=True, help="tuning databases (folders)")
+    parser.add_argument("--target", default="nvidia/nvidia-h100", help="the target to build for (this machine's device)")
+    parser.add_argument("--top", type=int, default=5, help="the best N records of each task")
+    parser.add_argument("--rounds", type=int, default=5, help="measurements of each")
+    parser.add_argument("--min-repeat-ms", type=int, default=100, help="as the runs measured (tune.py's default)")
+    parser.add_argument("--json", default=None, help="write the figures here too")
+    args = parser.parse_args(argv)
+    if args.top < 1 or args.rounds < 1:
+        parser.error(f"--top ({args.top}) and --rounds ({args.rounds}) must be >= 1")
+
+    import tvm_env
+    from bridge.config import MeasureConfig
+
+    target = tvm_env.parse_target(args.target)
+    tvm_env.setup(target)
+    out = remeasure(args.databases, target, args.top, args.rounds, MeasureConfig(min_repeat_ms=args.min_repeat_ms))
+    print(
+        f"| database | task | reported best (us) | its record re-measured | best of its top {args.top} re-measured "
+        "| re-measured / reported |\n|---|---|---|---|---|---|"
+    )
+    for db, tasks in out.items():
+        for task, r in tasks.items():
+            print(
+                f"| {db} | {task} | {r['reported_us']:.3f} | {r['of_reported_best_us']:.3f} | {r['remeasured_us']:.3f} "
+                f"| {r['remeasured_us'] / r['reported_us']:.3f} |"
+            )
+    if args.json:
+        Path(args.json).write_text(json.dumps(out, indent=1) + "\n")
+    return out
+
+
+if __name__ == "__main__":
+    main()
