@@ -36,24 +36,25 @@ def repeats(database: str, target, limit: int) -> dict:
     of those kernels' measurements more than `SLOW` times the kernel's fastest, and `first_best`: each
     task's best latency had every kernel counted only its first measurement (as a run with
     `--reuse-kernels` counts it), over its best of all measurements (a geometric mean over the tasks;
-    1.0 for a run that reused every repeated kernel's measurement)."""
+    1.0 for a run that reused every repeated kernel's measurement); a task is a workload (a network's
+    arm holds its tasks in one folder)."""
     from benchmarks.build_profile import replay
     from data.records import read_records
     from tvm_env import kernel_key, tvm
 
-    tasks = read_records([database]).tasks.values()
-    records = [(i, r) for i, task in enumerate(tasks) for r in task.records if r.valid][:limit]
+    tasks = read_records([database]).tasks.values()  # a suite arm's network: its tasks in one folder
+    records = [(r.workload.shash, r) for task in tasks for r in task.records if r.valid][:limit]
     kernels: dict[str, list[float]] = {}
-    firsts: dict[int, dict[str, float]] = {}  # task -> kernel -> its first measurement
+    firsts: dict[str, dict[str, float]] = {}  # workload -> kernel -> its first measurement
     unbuilt = 0
-    for task, record in records:
+    for workload, record in records:
         try:
             key = kernel_key(tvm.tirx.build(replay(record).mod, target))
         except Exception:  # a record whose trace no longer builds here: not counted
             unbuilt += 1
             continue
         kernels.setdefault(key, []).append(record.latency)
-        firsts.setdefault(task, {}).setdefault(key, record.latency)
+        firsts.setdefault(workload, {}).setdefault(key, record.latency)
     spreads = sorted(max(v) / min(v) for v in kernels.values() if len(v) > 1)
     again = [t / min(v) for v in kernels.values() if len(v) > 1 for t in v]  # measurements of repeated kernels
     built = sum(len(v) for v in kernels.values())

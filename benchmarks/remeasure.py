@@ -4,11 +4,11 @@ best latency is worth once the noise of its own measurements is out.
 A run reports the best of its measurements. A run that measured one kernel several times (schedules
 that compile to the same code, `benchmarks/kernel_repeats.py`) reports the lowest of several noisy
 readings of it; a run with `--reuse-kernels` reports one reading a kernel. This takes each database's
-`--top` best records of each task, builds them, and measures every one of them `--rounds` times on
+`--top` best records of each workload (a task of a network), builds them, and measures every one of them `--rounds` times on
 this machine's device, with the databases' candidates interleaved in each round (a round's order is
 the last one's, rotated) so that drift in the device falls on all alike. A candidate's figure is its
-median over the rounds; a task's is its best candidate's. The table sets each task's reported best
-(the database's) beside that re-measured best.
+median over the rounds; a workload's is its best candidate's. The table sets each workload's reported
+best (the database's) beside that re-measured best.
 
     python benchmarks/remeasure.py --databases "[runs/a/dense/pruner-s0,runs/a/dense/pruner-reuse-s0]" \\
         --target nvidia/nvidia-h100 --top 5 --rounds 5 --json remeasured.json
@@ -28,11 +28,17 @@ from benchmarks.cli import doc_parser
 
 
 def best_records(database: str, top: int) -> dict[str, list]:
-    """Task name -> the `top` valid records of `database` with the lowest reported latency, lowest first."""
+    """Workload -> the `top` valid records of `database` with the lowest reported latency, lowest first.
+    A workload is named "<task>/<the first 8 digits of its structural hash>": a suite arm's database
+    holds all of its network's tasks under one folder."""
     from data.records import read_records
 
-    tasks = read_records([database]).tasks.values()
-    return {t.name: sorted((r for r in t.records if r.valid), key=lambda r: r.latency)[:top] for t in tasks}
+    groups: dict[str, list] = {}
+    for task in read_records([database]).tasks.values():
+        for r in task.records:
+            if r.valid:
+                groups.setdefault(f"{task.name}/{r.workload.shash[:8]}", []).append(r)
+    return {name: sorted(records, key=lambda r: r.latency)[:top] for name, records in groups.items()}
 
 
 def remeasure(databases: list[str], target, top: int, rounds: int, measure) -> dict[str, dict]:

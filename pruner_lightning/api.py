@@ -84,6 +84,7 @@ def builder(
     max_source_kb: float | None = DEFAULT_MAX_SOURCE_KB,
     artifact: str = "tar",
     nice: int = 0,
+    compile_cache: bool = False,
 ) -> Any:
     """A MetaSchedule builder whose builds do not time out: pass it as `builder=` to any tune call.
 
@@ -100,6 +101,10 @@ def builder(
             in the build workers (`tvm_env.builder.export_so`; a local runner only).
         nice: 0-19, the build workers' CPU priority below yours (`tune.py --build-nice`), so that a
             local runner's launches and timings do not queue behind compilers on a busy host.
+        compile_cache: the workers share a folder of compiled CUDA kernels keyed by source, so a
+            kernel that another schedule generated already is not compiled again (`tvm_env.compile_cache`;
+            `tune.py --reuse-kernels` turns it on with `tvm_env.ReusingRunner`, which measures such a
+            kernel once: wrap your runner in it, `ReusingRunner(runner=r)`).
 
     Returns:
         a `tvm_env.PooledLocalBuilder` (an `ms.builder.LocalBuilder`); its `.shutdown()` ends the worker
@@ -114,6 +119,7 @@ def builder(
         max_source_kb=max_source_kb,
         artifact=artifact,
         nice=nice,
+        compile_cache=compile_cache,
     )
 
 
