@@ -4,11 +4,11 @@ best latency is worth once the noise of its own measurements is out.
 A run reports the best of its measurements. A run that measured one kernel several times (schedules
 that compile to the same code, `benchmarks/kernel_repeats.py`) reports the lowest of several noisy
 readings of it; a run with `--reuse-kernels` reports one reading a kernel. This takes each database's
-`--top` best records of each workload (a task of a network), builds them, and measures every one of them `--rounds` times on
-this machine's device, with the databases' candidates interleaved in each round (a round's order is
-the last one's, rotated) so that drift in the device falls on all alike. A candidate's figure is its
-median over the rounds; a workload's is its best candidate's. The table sets each workload's reported
-best (the database's) beside that re-measured best.
+`--top` best records of each workload (a task of a network), builds them, and measures every one of
+them `--rounds` times on this machine's device, with the databases' candidates interleaved in each
+round (a round's order is the last one's, rotated) so that drift in the device falls on all alike. A
+candidate's figure is its median over the rounds; a workload's is its best candidate's. The table
+sets each workload's reported best (the database's) beside that re-measured best.
 
     python benchmarks/remeasure.py --databases "[runs/a/dense/pruner-s0,runs/a/dense/pruner-reuse-s0]" \\
         --target nvidia/nvidia-h100 --top 5 --rounds 5 --json remeasured.json
@@ -42,17 +42,17 @@ def best_records(database: str, top: int) -> dict[str, list]:
 
 
 def remeasure(databases: list[str], target, top: int, rounds: int, measure) -> dict[str, dict]:
-    """database -> task -> {"reported_us", "remeasured_us", "of_reported_best_us"}: the database's best, the
-    best median over the rounds of its `top` best records, and the median of the record it reported best."""
+    """database -> workload -> {"reported_us", "remeasured_us", "of_reported_best_us"}: the database's best,
+    the best median over the rounds of its `top` best records, and the median of the record it reported best."""
     from benchmarks.build_profile import replay
     from bridge.workers import make_runner
     from data.labels import mean_latency
     from tvm_env import PooledLocalBuilder, ms
 
     candidates = [
-        (db, task, record, replay(record))
+        (db, workload, record, replay(record))
         for db in databases
-        for task, records in best_records(db, top).items()
+        for workload, records in best_records(db, top).items()
         for record in records
     ]
     builder, runner, built = PooledLocalBuilder(), make_runner(measure, target), []
@@ -86,10 +86,10 @@ def remeasure(databases: list[str], target, top: int, rounds: int, measure) -> d
             if b.artifact_path:
                 ms.utils.remove_build_dir(str(b.artifact_path))
     out: dict[str, dict] = {}
-    for (db, task, record, _), values in zip(candidates, readings):
+    for (db, workload, record, _), values in zip(candidates, readings):
         median = statistics.median(values) * 1e6
         row = out.setdefault(db, {}).setdefault(
-            task, {"reported_us": record.latency * 1e6, "remeasured_us": math.inf, "of_reported_best_us": median}
+            workload, {"reported_us": record.latency * 1e6, "remeasured_us": math.inf, "of_reported_best_us": median}
         )
         row["remeasured_us"] = min(row["remeasured_us"], median)
     return out
@@ -99,7 +99,7 @@ def main(argv: list[str] | None = None) -> dict[str, dict]:
     parser = doc_parser(__doc__)
     parser.add_argument("--databases", type=list[str], required=True, help="tuning databases (folders)")
     parser.add_argument("--target", default="nvidia/nvidia-h100", help="the target to build for (this machine's device)")
-    parser.add_argument("--top", type=int, default=5, help="the best N records of each task")
+    parser.add_argument("--top", type=int, default=5, help="the best N records of each workload")
     parser.add_argument("--rounds", type=int, default=5, help="measurements of each")
     parser.add_argument("--min-repeat-ms", type=int, default=100, help="as the runs measured (tune.py's default)")
     parser.add_argument("--json", default=None, help="write the figures here too")
@@ -113,16 +113,14 @@ def main(argv: list[str] | None = None) -> dict[str, dict]:
     target = tvm_env.parse_target(args.target)
     tvm_env.setup(target)
     out = remeasure(args.databases, target, args.top, args.rounds, MeasureConfig(min_repeat_ms=args.min_repeat_ms))
-    print(
-        f"| database | task | reported best (us) | its record re-measured | best of its top {args.top} re-measured "
-        "| re-measured / reported |\n|---|---|---|---|---|---|"
-    )
-    for db, tasks in out.items():
-        for task, r in tasks.items():
-            print(
-                f"| {db} | {task} | {r['reported_us']:.3f} | {r['of_reported_best_us']:.3f} | {r['remeasured_us']:.3f} "
-                f"| {r['remeasured_us'] / r['reported_us']:.3f} |"
-            )
+    rows = [
+        f"| {db} | {workload} | {r['reported_us']:.3f} | {r['of_reported_best_us']:.3f} | {r['remeasured_us']:.3f} "
+        f"| {r['remeasured_us'] / r['reported_us']:.3f} |"
+        for db, workloads in out.items()
+        for workload, r in workloads.items()
+    ]
+    header = f"| database | workload | reported best (us) | its record re-measured | best of its top {args.top} re-measured"
+    print("\n".join([header + " | re-measured / reported |", "|---|---|---|---|---|---|", *rows]))
     if args.json:
         Path(args.json).write_text(json.dumps(out, indent=1) + "\n")
     return out
