@@ -98,7 +98,9 @@ def remeasure(databases: list[str], target, top: int, rounds: int, measure) -> d
 def main(argv: list[str] | None = None) -> dict[str, dict]:
     parser = doc_parser(__doc__)
     parser.add_argument("--databases", type=list[str], required=True, help="tuning databases (folders)")
-    parser.add_argument("--target", default="nvidia/nvidia-h100", help="the target to build for (this machine's device)")
+    parser.add_argument(
+        "--target", default="nvidia/nvidia-h100", help="the target to build for (this machine's device)"
+    )
     parser.add_argument("--top", type=int, default=5, help="the best N records of each workload")
     parser.add_argument("--rounds", type=int, default=5, help="measurements of each")
     parser.add_argument("--min-repeat-ms", type=int, default=100, help="as the runs measured (tune.py's default)")
@@ -119,7 +121,9 @@ def main(argv: list[str] | None = None) -> dict[str, dict]:
         for db, workloads in out.items()
         for workload, r in workloads.items()
     ]
-    header = f"| database | workload | reported best (us) | its record re-measured | best of its top {args.top} re-measured"
+    header = (
+        f"| database | workload | reported best (us) | its record re-measured | best of its top {args.top} re-measured"
+    )
     print("\n".join([header + " | re-measured / reported |", "|---|---|---|---|---|---|", *rows]))
     if args.json:
         Path(args.json).write_text(json.dumps(out, indent=1) + "\n")
