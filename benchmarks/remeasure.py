@@ -4,11 +4,12 @@ best latency is worth once the noise of its own measurements is out.
 A run reports the best of its measurements. A run that measured one kernel several times (schedules
 that compile to the same code, `benchmarks/kernel_repeats.py`) reports the lowest of several noisy
 readings of it; a run with `--reuse-kernels` reports one reading a kernel. This takes each database's
-`--top` best records of each workload (a task of a network), builds them, and measures every one of
-them `--rounds` times on this machine's device, with the databases' candidates interleaved in each
-round (a round's order is the last one's, rotated) so that drift in the device falls on all alike. A
-candidate's figure is its median over the rounds; a workload's is its best candidate's. The table
-sets each workload's reported best (the database's) beside that re-measured best.
+`--top` best kernels of each workload (a task of a network; a kernel by its best record, its twins
+left out), builds them, and measures every one of them `--rounds` times on this machine's device,
+with the databases' candidates interleaved in each round (a round's order is the last one's,
+rotated) so that drift in the device falls on all alike. A candidate's figure is its median over the
+rounds; a workload's is its best candidate's. The table sets each workload's reported best (the
+database's) beside that re-measured best.
 
     python benchmarks/remeasure.py --databases "[runs/a/dense/pruner-s0,runs/a/dense/pruner-reuse-s0]" \\
         --target nvidia/nvidia-h100 --top 5 --rounds 5 --json remeasured.json
@@ -27,33 +28,47 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks.cli import doc_parser
 
 
-def best_records(database: str, top: int) -> dict[str, list]:
-    """Workload -> the `top` valid records of `database` with the lowest reported latency, lowest first.
+def best_records(database: str, top: int, target) -> dict[str, list]:
+    """Workload -> (record, schedule) of the `top` kernels of `database` with the lowest reported
+    latency, lowest first, each kernel by its first record there (`tvm_env.kernel_key`: a run that
+    reuses measurements gives a kernel's twins one latency, so its top records can be one kernel).
     A workload is named "<task>/<the first 8 digits of its structural hash>": a suite arm's database
     holds all of its network's tasks under one folder."""
+    from benchmarks.build_profile import replay
     from data.records import read_records
+    from tvm_env import kernel_key, tvm
 
     groups: dict[str, list] = {}
     for task in read_records([database]).tasks.values():
         for r in task.records:
             if r.valid:
                 groups.setdefault(f"{task.name}/{r.workload.shash[:8]}", []).append(r)
-    return {name: sorted(records, key=lambda r: r.latency)[:top] for name, records in groups.items()}
+    out: dict[str, list] = {}
+    for name, records in groups.items():
+        kept, keys = out.setdefault(name, []), set()
+        for record in sorted(records, key=lambda r: r.latency):
+            sch = replay(record)
+            key = kernel_key(tvm.tirx.build(sch.mod, target))
+            if key not in keys:
+                keys.add(key)
+                kept.append((record, sch))
+            if len(kept) == top:
+                break
+    return out
 
 
 def remeasure(databases: list[str], target, top: int, rounds: int, measure) -> dict[str, dict]:
     """database -> workload -> {"reported_us", "remeasured_us", "of_reported_best_us"}: the database's best,
     the best median over the rounds of its `top` best records, and the median of the record it reported best."""
-    from benchmarks.build_profile import replay
     from bridge.workers import make_runner
     from data.labels import mean_latency
     from tvm_env import PooledLocalBuilder, ms
 
     candidates = [
-        (db, workload, record, replay(record))
+        (db, workload, record, sch)
         for db in databases
-        for workload, records in best_records(db, top).items()
-        for record in records
+        for workload, kept in best_records(db, top, target).items()
+        for record, sch in kept
     ]
     builder, runner, built = PooledLocalBuilder(), make_runner(measure, target), []
     try:
@@ -101,7 +116,7 @@ def main(argv: list[str] | None = None) -> dict[str, dict]:
     parser.add_argument(
         "--target", default="nvidia/nvidia-h100", help="the target to build for (this machine's device)"
     )
-    parser.add_argument("--top", type=int, default=5, help="the best N records of each workload")
+    parser.add_argument("--top", type=int, default=5, help="the best N kernels of each workload")
     parser.add_argument("--rounds", type=int, default=5, help="measurements of each")
     parser.add_argument("--min-repeat-ms", type=int, default=100, help="as the runs measured (tune.py's default)")
     parser.add_argument("--json", default=None, help="write the figures here too")

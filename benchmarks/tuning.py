@@ -159,8 +159,10 @@ def run_arm(
     job_cache = getattr(builder, "compile_cache", args.reuse_kernels)
     if args.artifact != job_artifact:  # a variant's artifact, for this arm only
         builder.set_artifact(args.artifact)
-    if args.reuse_kernels != job_cache:  # a variant's reuse: its builds' compile cache too
-        builder.set_compile_cache(args.reuse_kernels)
+    if args.reuse_kernels and hasattr(builder, "set_compile_cache"):  # the arm's builds: a compile cache of its own
+        builder.set_compile_cache(True, fresh=True)
+    elif args.reuse_kernels != job_cache:
+        builder.set_compile_cache(False)
     try:
         result = _tune_arm(workload, seed, args, builder, walk_pool, cost_model, search, work)
     finally:

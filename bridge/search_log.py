@@ -193,7 +193,7 @@ class SearchLog:
         """`runner` wrapped to time each batch (including waiting on asynchronous results); a
         `tvm_env.kernel_reuse.ReusingRunner` has its reused candidates counted in each row."""
         if hasattr(runner, "take_reused"):
-            self._reusing = runner
+            runner.count_reused, self._reusing = True, runner
         return _TimedRunner(runner=runner, log=self)
 
     def callback(self) -> Any:

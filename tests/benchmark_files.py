@@ -61,3 +61,25 @@ def fastest_records(folder: Path, into: Path, n: int) -> Path:
         with opener(path, "wt") as f:
             f.write(text)
     return into
+
+
+def twin_database(records_of: str, path: Path, target) -> Path:
+    """A tuning database in `path` of three records of the first workload of the llvm matmul database
+    `records_of`, in this order: its first valid record's schedule with an annotation that no pass
+    reads, measured at 2 ms; the same schedule without it, at 1 ms (one kernel, which MetaSchedule
+    tells apart); and its second valid record's schedule, at 3 ms."""
+    from data.records import read_records
+    from tvm_env import ms, tvm
+
+    replay = load_benchmark("build_profile").replay
+    records = [r for task in read_records([records_of]).tasks.values() for r in task.records if r.valid]
+    plain, noted, other = replay(records[0]), replay(records[0]), replay(records[1])
+    noted.annotate(noted.get_sblock("C_init"), "pruner_note", 1)
+    database = ms.database.JSONDatabase(work_dir=str(path))
+    original = ms.database.Workload.from_json(records[0].workload.as_json()).mod  # the unscheduled matmul
+    workload = database.commit_workload(original)
+    args = ms.arg_info.ArgInfo.from_prim_func(original["main"])
+    for sch, secs in ((noted, 2e-3), (plain, 1e-3), (other, 3e-3)):  # the kernel measured slow first
+        run_secs = [tvm.tirx.FloatImm("float32", secs)]
+        database.commit_tuning_record(ms.database.TuningRecord(sch.trace, workload, run_secs, target, args))
+    return Path(path)

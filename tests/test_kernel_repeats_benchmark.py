@@ -5,7 +5,7 @@ import math
 from pathlib import Path
 
 import pytest
-from benchmark_files import load_benchmark
+from benchmark_files import load_benchmark, twin_database
 
 from data.features import schedule_key
 from data.records import read_records
@@ -48,24 +48,9 @@ def test_a_repeated_kernel_is_counted_once_with_its_slow_measurement(tmp_path):
     """A database of three records (a schedule with a note no pass reads, then the same without it,
     measured half as long, and another schedule): two kernels, one repeat, half the repeated kernel's
     measurements slow, and a best twice as high had the kernel been measured once."""
-    from tvm_env import ms
-
     target = parse_target({"kind": "llvm", "num-cores": 2})
     setup(target)
-    records = [r for task in read_records([DB]).tasks.values() for r in task.records if r.valid]
-    plain, noted, other = (
-        build_profile.replay(records[0]),
-        build_profile.replay(records[0]),
-        build_profile.replay(records[1]),
-    )
-    noted.annotate(noted.get_sblock("C_init"), "pruner_note", 1)
-    database = ms.database.JSONDatabase(work_dir=str(tmp_path))
-    original = ms.database.Workload.from_json(records[0].workload.as_json()).mod  # the unscheduled matmul
-    workload = database.commit_workload(original)
-    args = ms.arg_info.ArgInfo.from_prim_func(original["main"])
-    for sch, secs in ((noted, 2e-3), (plain, 1e-3), (other, 3e-3)):  # the kernel measured slow first
-        run_secs = [tvm.tirx.FloatImm("float32", secs)]
-        database.commit_tuning_record(ms.database.TuningRecord(sch.trace, workload, run_secs, target, args))
+    twin_database(DB, tmp_path, target)
     got = kernel_repeats.repeats(str(tmp_path), target, 10)
     assert (got["records"], got["kernels"], got["repeats"]) == (3, 2, 1)
     assert got["spread_max"] == pytest.approx(2.0) and got["slow_share"] == 0.5

@@ -6,14 +6,19 @@ import math
 from pathlib import Path
 
 import pytest
-from benchmark_files import load_benchmark
+from benchmark_files import load_benchmark, twin_database
 
 remeasure = load_benchmark("remeasure")
 DB = str(Path(__file__).resolve().parent / "fixtures/tiny_records/llvm-sapphirerapids-2c/matmul_e87e4aed")
 
 
 def test_the_best_records_are_measured_again_and_set_beside_the_reported(tmp_path, capsys):
-    (workload, records), *_ = remeasure.best_records(DB, 3).items()
+    from tvm_env import parse_target, setup
+
+    target = parse_target({"kind": "llvm", "num-cores": 2})
+    setup(target)
+    (workload, kept), *_ = remeasure.best_records(DB, 3, target).items()
+    records = [record for record, _ in kept]
     assert len(records) == 3 and records[0].latency <= records[1].latency <= records[2].latency
     out = remeasure.main(
         ["--databases", f"[{DB}]", "--target", '{"kind": "llvm", "num-cores": 2}', "--top", "2", "--rounds", "2",
@@ -26,3 +31,14 @@ def test_the_best_records_are_measured_again_and_set_beside_the_reported(tmp_pat
     assert f"| {DB} | {workload} | {got['reported_us']:.3f} |" in capsys.readouterr().out
     with pytest.raises(SystemExit):
         remeasure.main(["--databases", f"[{DB}]", "--top", "0"])
+
+
+def test_a_kernels_twins_are_left_out_of_the_best(tmp_path):
+    """A database whose second-best record is the best one's twin (the same kernel): the best two
+    kernels are the best record's and the third's."""
+    from tvm_env import parse_target, setup
+
+    target = parse_target({"kind": "llvm", "num-cores": 2})
+    setup(target)
+    (kept,) = remeasure.best_records(str(twin_database(DB, tmp_path, target)), 2, target).values()
+    assert [round(record.latency * 1e3, 6) for record, _ in kept] == [1.0, 3.0]

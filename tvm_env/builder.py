@@ -18,6 +18,10 @@
   `tvm_env.kernel_reuse.ReusingRunner`; with `compile_cache`, the workers share a folder of compiled
   CUDA kernels (`tvm_env.compile_cache`), so a kernel another schedule generated already is not
   compiled again.
+
+This module runs to about 400 lines: the pool and the functions its workers run (`fast_build`,
+`export_so`, `_timed_worker`, `warm_worker`), which TVM's process pool sends to them by reference,
+belong together.
 """
 
 from __future__ import annotations
@@ -36,7 +40,9 @@ import tvm
 from tvm.ir.utils import derived_object
 from tvm.s_tir import meta_schedule as ms
 
-from tvm_env import compile_cache, nvrtc
+from tvm_env import nvrtc
+from tvm_env.compile_cache import hits as compiles_cached
+from tvm_env.compile_cache import set_folder as compile_in
 from tvm_env.configure import usable_cores
 from tvm_env.kernel_reuse import kernel_key, write_key
 from tvm_env.popen import end_pool
@@ -172,12 +178,12 @@ def _timed_worker(args: tuple, cache_folder: str | None = None) -> tuple[Any, fl
     from tvm.s_tir.meta_schedule.builder import local_builder
 
     global _last_key
-    compile_cache.set_folder(cache_folder)
-    wall, cpu, hits, _last_key = time.perf_counter(), time.process_time(), compile_cache.hits(), None
+    compile_in(cache_folder)
+    wall, cpu, hits, _last_key = time.perf_counter(), time.process_time(), compiles_cached(), None
     value = local_builder._worker_func(*args)
     if _last_key is not None and isinstance(value, str):
         write_key(value, _last_key)
-    return value, time.perf_counter() - wall, time.process_time() - cpu, compile_cache.hits() - hits
+    return value, time.perf_counter() - wall, time.process_time() - cpu, compiles_cached() - hits
 
 
 @derived_object
@@ -256,11 +262,15 @@ class PooledLocalBuilder(ms.builder.LocalBuilder._cls):
             self.f_export = export_so if artifact == "so" else None
             self.artifact = artifact
 
-    def set_compile_cache(self, on: bool) -> None:
+    def set_compile_cache(self, on: bool, fresh: bool = False) -> None:
         """Take the next batches' compiles from the folder (and keep them there) or not, on the same
-        pool (a tuning suite's arms of either setting share its workers)."""
+        pool (a tuning suite's arms of either setting share its workers); with `fresh`, from a new
+        folder, so that a run does not find another run's compiles (a suite's arms are timed apart)."""
         with self._lock:  # a batch being submitted keeps the setting it started with (`submit`)
             self.compile_cache = bool(on)
+            folder, self._cache_folder = (self._cache_folder, None) if fresh else (None, self._cache_folder)
+        if folder is not None:  # a build still running when it goes only loses its entry
+            shutil.rmtree(folder, ignore_errors=True)
 
     def _new_pool(self, warm: bool) -> Any:
         from tvm.support.popen_pool import PopenPoolExecutor

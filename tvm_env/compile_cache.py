@@ -1,7 +1,7 @@
 """NVRTC's output kept by the CUDA source it was compiled from, in a folder a build pool's workers share.
 
 Schedules that MetaSchedule tells apart can generate the same code: how a loop is split does not
-show once both parts are unrolled. On the suite's H200 runs 9-32% of Pruner's trials repeated a
+show once both parts are unrolled. In the suite's H200 runs, 9-36% of Pruner's trials repeated a
 kernel it had built before (`benchmarks/kernel_repeats.py`, docs/benchmarks.md), and NVRTC, most of a
 CUDA build's time, compiled each of them again. With a folder set (`set_folder`; `PooledLocalBuilder`
 sets its own in every batch), `compiled` looks up the source's hash there first, so a repeated kernel
@@ -36,14 +36,15 @@ def hits() -> int:
     return _hits
 
 
-def compiled(code: str, salt: str, compile: Callable[[], bytes | bytearray]) -> bytearray:
-    """`compile()`'s output for `code`: from the folder when an entry for `code` and `salt` (what else
-    the output depends on: the architecture, the compiler and its options) is there, else compiled
-    and stored. Without a folder, or with one that cannot be written, it only compiles."""
+def compiled(code: str, salt: Callable[[], str], compile: Callable[[], bytes | bytearray]) -> bytearray:
+    """`compile()`'s output for `code`: from the folder when an entry for `code` and `salt()` (what else
+    the output depends on: the compiler, its version and options, the architecture; asked only with a
+    folder) is there, else compiled and stored. Without a folder, or with one that cannot be written,
+    it only compiles."""
     global _hits
     if _folder is None:
         return bytearray(compile())
-    name = hashlib.sha256(f"{salt}\0{code}".encode()).hexdigest()
+    name = hashlib.sha256(f"{salt()}\0{code}".encode()).hexdigest()
     path = os.path.join(_folder, name)
     try:
         with open(path, "rb") as f:

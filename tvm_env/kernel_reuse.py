@@ -2,14 +2,15 @@
 measurement instead of the device's time.
 
 MetaSchedule never measures a schedule twice, but it tells schedules apart by their structure, and
-two structures can compile to one kernel (a split of loops that end up unrolled either way). On the
-suite's H200 runs 9-32% of Pruner's trials measured a kernel it had measured before
+two structures can compile to one kernel (a split of loops that end up unrolled either way). In the
+suite's H200 runs, 9-36% of Pruner's trials measured a kernel it had measured before
 (`benchmarks/kernel_repeats.py`, docs/benchmarks.md). Each build worker of a `PooledLocalBuilder`
 hashes what it built (`kernel_key`: the device code and the host code, about 0.5 ms) and leaves the
 hash beside the artifact (`KEY_FILE`); `ReusingRunner` reads it, measures the first candidate of each
-key, and gives every later candidate of that key the first one's measurement (a candidate of the same
-batch waits for it, and fails if it failed). What the runner never saw is counted in `reused`. A measurement that failed is
-not kept: a later twin is measured again. The artifacts of reused candidates are removed by
+key, and gives every later candidate of that key the first one's measurement (a candidate that comes
+while it is under way waits for it, and fails if it failed). What the runner never saw is counted
+(`reused_total`, and per batch for a `bridge.search_log.SearchLog`). A measurement that failed is not
+kept: a later twin is measured again. The artifacts of reused candidates are removed by
 MetaSchedule's `RemoveBuildArtifact` callback, as every artifact is.
 """
 
@@ -74,13 +75,14 @@ class _Measured(ms.runner.PyRunnerFuture):
 
 @derived_object
 class _Kept(ms.runner.PyRunnerFuture):
-    """A measurement the inner runner takes; its result, once successful, is kept under its key. Its
-    twins in the same batch (`_Twin`) read the same result."""
+    """A measurement the inner runner takes. Its result, once there, settles its key in the runner
+    (kept when it succeeded); its twins (`_Twin`) read the same result."""
 
     def __init__(self, *, future: Any, key: str | None, runner: ReusingRunner):
         super().__init__()
         self.future, self.key, self.runner = future, key, runner
         self._result, self._lock = None, threading.Lock()
+        self.token = object()  # who it is: `derived_object` hands out a wrapper, not this instance
 
     def done(self) -> bool:
         return self._result is not None or self.future.done()
@@ -89,14 +91,13 @@ class _Kept(ms.runner.PyRunnerFuture):
         with self._lock:
             if self._result is None:
                 self._result = self.future.result()
-                if self.key is not None and self._result.error_msg is None and self._result.run_secs is not None:
-                    self.runner.keep(self.key, [float(s) for s in self._result.run_secs])
+                self.runner.settle(self)
             return self._result
 
 
 @derived_object
 class _Twin(ms.runner.PyRunnerFuture):
-    """A candidate whose kernel an earlier candidate of the same batch is measuring: that one's result."""
+    """A candidate whose kernel an earlier candidate is being measured for: that one's result."""
 
     def __init__(self, *, first: _Kept):
         super().__init__()
@@ -110,7 +111,7 @@ class _Twin(ms.runner.PyRunnerFuture):
         if first.error_msg is not None or first.run_secs is None:
             return ms.runner.RunnerResult(
                 run_secs=None,
-                error_msg=f"the same kernel as another candidate of this batch, whose run failed:\n{first.error_msg}",
+                error_msg=f"the same kernel as another candidate being measured, whose run failed:\n{first.error_msg}",
             )
         return ms.runner.RunnerResult(run_secs=[float(s) for s in first.run_secs], error_msg=None)
 
@@ -118,29 +119,40 @@ class _Twin(ms.runner.PyRunnerFuture):
 @derived_object
 class ReusingRunner(ms.runner.PyRunner):
     """`runner`, asked only for kernels not measured yet in this runner's life (see the module's doc).
+    A candidate whose kernel is being measured (in its batch, or in an earlier one not yet done) waits
+    for that measurement.
 
     Attributes:
         measured: kernel key -> the run seconds of its measurement.
-        reused: the artifact paths of candidates that took an earlier measurement, not yet taken by
-            `take_reused`.
+        reused_total: candidates that the inner runner never saw, so far.
+        count_reused: whether to keep the artifact paths of those candidates for `take_reused` (a
+            `bridge.search_log.SearchLog` turns it on, and takes them batch by batch).
     """
 
     def __init__(self, *, runner: Any):
         super().__init__()
         self.runner = runner
         self.measured: dict[str, list[float]] = {}
-        self.reused: set[str] = set()
+        self.reused_total, self.count_reused = 0, False
+        self._reused: set[str] = set()
+        self._pending: dict[str, _Kept] = {}  # key -> the measurement of it still under way
         self._lock = threading.Lock()
 
-    def keep(self, key: str, run_secs: list[float]) -> None:
+    def settle(self, kept: _Kept) -> None:
+        """`kept`'s result is there: keep its run seconds under its key if it succeeded."""
+        result = kept._result
         with self._lock:
-            self.measured.setdefault(key, run_secs)
+            pending = self._pending.get(kept.key) if kept.key is not None else None
+            if pending is not None and pending.token is kept.token:
+                del self._pending[kept.key]
+            if kept.key is not None and result.error_msg is None and result.run_secs is not None:
+                self.measured.setdefault(kept.key, [float(s) for s in result.run_secs])
 
     def take_reused(self, artifact_paths: list[str]) -> int:
-        """How many of `artifact_paths` took an earlier measurement (and forget them)."""
+        """How many of `artifact_paths` the inner runner never saw (and forget them); needs `count_reused`."""
         with self._lock:
-            found = self.reused.intersection(artifact_paths)
-            self.reused -= found
+            found = self._reused.intersection(artifact_paths)
+            self._reused -= found
         return len(found)
 
     def run(self, runner_inputs):
@@ -150,8 +162,11 @@ class ReusingRunner(ms.runner.PyRunner):
             key = read_key(runner_input.artifact_path)
             with self._lock:
                 run_secs = self.measured.get(key) if key is not None else None
+                pending = self._pending.get(key) if key is not None else None
             if run_secs is not None:
                 futures[i] = _Measured(run_secs=run_secs)
+            elif pending is not None:
+                futures[i] = _Twin(first=pending)
             elif key is not None and key in firsts:
                 futures[i] = firsts[key]  # a placeholder: the first's index, made a _Twin below
             else:
@@ -160,10 +175,15 @@ class ReusingRunner(ms.runner.PyRunner):
                     firsts[key] = i
                 continue
             with self._lock:
-                self.reused.add(str(runner_input.artifact_path))
+                self.reused_total += 1
+                if self.count_reused:
+                    self._reused.add(str(runner_input.artifact_path))
         inner = self.runner.run([runner_inputs[i] for i, _ in fresh]) if fresh else []
         for (i, key), future in zip(fresh, inner):
             futures[i] = _Kept(future=future, key=key, runner=self)
+            if key is not None:
+                with self._lock:
+                    self._pending[key] = futures[i]
         return [_Twin(first=futures[f]) if isinstance(f, int) else f for f in futures]
 
     def shutdown(self) -> None:

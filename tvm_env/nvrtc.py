@@ -30,6 +30,7 @@ the source but compiles nothing), where a test can take a build, a builder or a 
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import re
@@ -244,9 +245,11 @@ def _callback(code: str) -> bytearray:
     from tvm.support import nvcc
 
     mode = os.environ.get("TVM_CUDA_COMPILE_MODE", "nvrtc").lower()
-    if mode != "nvrtc" or not lite_enabled():
-        return compile_cache.compiled(code, _salt(mode, lite=False), lambda: nvcc.tvm_callback_cuda_compile(code))
-    return compile_cache.compiled(code, _salt(mode, lite=True), lambda: _compile_or_tvms(code))
+    lite = mode == "nvrtc" and lite_enabled()
+    salt = functools.partial(_salt, mode, lite)
+    if not lite:
+        return compile_cache.compiled(code, salt, lambda: nvcc.tvm_callback_cuda_compile(code))
+    return compile_cache.compiled(code, salt, lambda: _compile_or_tvms(code))
 
 
 def _compile_or_tvms(code: str) -> bytearray:
@@ -260,10 +263,30 @@ def _compile_or_tvms(code: str) -> bytearray:
         return out
 
 
+SALT_ENV = (
+    "CUDA_PATH",
+    "TVM_CUDA_NVRTC_EXTRA_OPTS",
+    "TVM_CUDA_PTXAS_REG_LEVEL",
+    "TVM_CUDA_PTXAS_EXTRA_OPTS",
+    "TVM_KERNEL_DUMP",
+)
+"""The environment that TVM's and our CUDA compiles read, so part of what a kept compile depends on."""
+
+
 def _salt(mode: str, lite: bool) -> str:
-    """What a compile's output depends on besides the source (`compile_cache.compiled`): the compiler,
-    ours or TVM's, the architecture and the extra options."""
-    return "\0".join((mode, str(lite), _arch("cubin", None), os.environ.get("TVM_CUDA_NVRTC_EXTRA_OPTS", "")))
+    """What a compile's output depends on besides the source (`compile_cache.compiled`): the compiler
+    (ours, TVM's NVRTC or nvcc) and NVRTC's version, the architecture, our options (the CUDA root's
+    headers, ptxas flags), and the environment the compiles read (`SALT_ENV`)."""
+    arch = _arch("cubin", None)
+    parts = [mode, str(lite), arch, *(f"{k}={os.environ.get(k, '')}" for k in SALT_ENV)]
+    try:
+        from cuda.bindings import nvrtc as bindings
+
+        parts.append(repr(bindings.nvrtcVersion()))
+        parts.extend(o.decode() for o in _options(arch))
+    except (ImportError, RuntimeError):  # no NVRTC bindings or headers here: the compile says so itself
+        pass
+    return "\0".join(parts)
 
 
 def lite_enabled() -> bool:

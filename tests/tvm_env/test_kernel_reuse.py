@@ -56,6 +56,7 @@ def test_twins_are_measured_once_and_take_the_first_ones_measurement(make_builde
 
     counting = Counting(runner=runner)
     reusing = ReusingRunner(runner=counting)
+    reusing.count_reused = True  # as a SearchLog sets it
     results = [f.result() for f in reusing.run([ms.runner.RunnerInput(p, "cpu", ARGS) for p in paths])]
     assert counting.asked == [paths[0], paths[2]]  # the twin in the same batch waited for the first
     assert all(r.error_msg is None for r in results)
@@ -67,7 +68,20 @@ def test_twins_are_measured_once_and_take_the_first_ones_measurement(make_builde
     (future,) = reusing.run([ms.runner.RunnerInput(str(later.artifact_path), "cpu", ARGS)])
     assert future.done() and [float(s) for s in future.result().run_secs] == secs[0]
     assert len(counting.asked) == 2 and reusing.take_reused([str(later.artifact_path)]) == 1
-    for path in [*paths, str(later.artifact_path)]:
+
+    # a twin that comes while its kernel's measurement (of an earlier batch) is still under way waits for it
+    other_twin, third = builder.build(
+        [ms.builder.BuilderInput(m, target) for m in (scheduled(factor=4, note=1), scheduled(factor=2))]
+    )
+    fresh = ReusingRunner(runner=counting)
+    asked = len(counting.asked)
+    (first,) = fresh.run([ms.runner.RunnerInput(paths[2], "cpu", ARGS)])  # not waited for yet
+    waiting, new = fresh.run([ms.runner.RunnerInput(str(b.artifact_path), "cpu", ARGS) for b in (other_twin, third)])
+    assert counting.asked[asked:] == [paths[2], str(third.artifact_path)]  # the twin never reached the runner
+    assert [float(s) for s in waiting.result().run_secs] == [float(s) for s in first.result().run_secs]
+    assert new.result().error_msg is None and fresh.reused_total == 1 and fresh._pending == {}  # all settled
+    assert fresh.take_reused([str(other_twin.artifact_path)]) == 0  # paths are kept only with count_reused
+    for path in [*paths, *(str(b.artifact_path) for b in (later, other_twin, third))]:
         ms.utils.remove_build_dir(path)  # what MetaSchedule's RemoveBuildArtifact does, reused or not
 
 
@@ -112,25 +126,26 @@ def test_a_compile_comes_from_the_folder_once_it_is_there(tmp_path, monkeypatch)
         return b"cubin %d" % len(calls)
 
     monkeypatch.setattr(compile_cache, "_folder", None)
-    assert compile_cache.compiled("k", "sm_90", compile_it) == b"cubin 1"  # no folder: compiled every time
-    assert compile_cache.compiled("k", "sm_90", compile_it) == b"cubin 2"
+    assert compile_cache.compiled("k", lambda: "sm_90", compile_it) == b"cubin 1"  # no folder: compiled every time
+    assert compile_cache.compiled("k", lambda: "sm_90", compile_it) == b"cubin 2"
     compile_cache.set_folder(str(tmp_path))
     hits = compile_cache.hits()
-    assert compile_cache.compiled("k", "sm_90", compile_it) == b"cubin 3"
-    assert compile_cache.compiled("k", "sm_90", compile_it) == b"cubin 3"  # from the folder
-    assert compile_cache.compiled("k", "sm_80", compile_it) == b"cubin 4"  # another architecture: compiled
-    assert compile_cache.compiled("k2", "sm_90", compile_it) == b"cubin 5"
+    assert compile_cache.compiled("k", lambda: "sm_90", compile_it) == b"cubin 3"
+    assert compile_cache.compiled("k", lambda: "sm_90", compile_it) == b"cubin 3"  # from the folder
+    assert compile_cache.compiled("k", lambda: "sm_80", compile_it) == b"cubin 4"  # another architecture: compiled
+    assert compile_cache.compiled("k2", lambda: "sm_90", compile_it) == b"cubin 5"
     assert compile_cache.hits() - hits == 1 and len(calls) == 5
     assert len(os.listdir(tmp_path)) == 3 and not any(n.startswith(".part-") for n in os.listdir(tmp_path))
     compile_cache.set_folder(str(tmp_path / "gone"))  # a folder removed under a late build: still compiles
-    assert compile_cache.compiled("k", "sm_90", compile_it) == b"cubin 6"
+    assert compile_cache.compiled("k", lambda: "sm_90", compile_it) == b"cubin 6"
 
 
 def test_a_builder_makes_its_folder_at_the_first_batch_and_removes_it_at_shutdown(make_builder):
     target = parse_target(TARGET)
     builder = make_builder(max_workers=1, compile_cache=True)
     assert builder._cache_folder is None
-    builder.build([ms.builder.BuilderInput(scheduled(), target)])
+    (first,) = builder.build([ms.builder.BuilderInput(scheduled(), target)])
+    ms.utils.remove_build_dir(str(first.artifact_path))
     folder = builder._cache_folder
     assert folder is not None and os.path.isdir(folder) and builder.last_batch["compiles_cached"] == 0  # llvm: no NVRTC
     builder.shutdown()
@@ -139,8 +154,13 @@ def test_a_builder_makes_its_folder_at_the_first_batch_and_removes_it_at_shutdow
     (built,) = without.build([ms.builder.BuilderInput(scheduled(), target)])
     assert without._cache_folder is None and read_key(str(built.artifact_path)) is not None
     without.set_compile_cache(True)
-    without.build([ms.builder.BuilderInput(scheduled(), target)])
+    (again,) = without.build([ms.builder.BuilderInput(scheduled(), target)])
     assert os.path.isdir(without._cache_folder)
+    kept = without._cache_folder
+    without.set_compile_cache(True, fresh=True)  # a suite's next arm: a folder of its own, made at its first batch
+    assert not os.path.exists(kept) and without._cache_folder is None and without.compile_cache
+    for b in (built, again):
+        ms.utils.remove_build_dir(str(b.artifact_path))
 
 
 @pytest.mark.skipif(not nvrtc.has_headers(), reason="needs the CUDA toolkit's headers (NVRTC compiles here)")
