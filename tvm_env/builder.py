@@ -68,10 +68,11 @@ SPARE_AHEAD = 3
 BATCH_KEYS = ("build_cpu_s", "build_work_s", "compiles_cached")
 """What `PooledLocalBuilder.last_batch` holds of its last batch: the CPU seconds its workers spent
 building it, their summed wall-clock seconds, and how many of its CUDA compiles came from the pool's
-`tvm_env.compile_cache` folder (a kernel built before, from another schedule). With the batch's own wall time and the workers,
-they tell where a slow batch went: CPU seconds a pick above an isolated build's point to slower
-cores (a busy machine, shared physical cores), busy seconds above CPU seconds to workers waiting for
-a core, and busy seconds well under wall x workers to workers waiting for the batch's last builds."""
+`tvm_env.compile_cache` folder (a kernel built before, from another schedule). With the batch's own
+wall time and the workers, the first two tell where a slow batch went: CPU seconds a pick above an
+isolated build's point to slower cores (a busy machine, shared physical cores), busy seconds above
+CPU seconds to workers waiting for a core, and busy seconds well under wall x workers to workers
+waiting for the batch's last builds."""
 
 
 def one_build_thread(nice: int = 0) -> None:
