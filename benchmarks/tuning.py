@@ -168,8 +168,8 @@ def run_arm(
     finally:
         if args.artifact != job_artifact:
             builder.set_artifact(job_artifact)
-        if args.reuse_kernels != job_cache:
-            builder.set_compile_cache(job_cache)
+        if args.reuse_kernels != job_cache:  # a reuse arm's folder goes with it
+            builder.set_compile_cache(job_cache, fresh=args.reuse_kernels)
     return result.rows
 
 

@@ -501,8 +501,15 @@ def test_a_variants_artifact_and_compile_cache_hold_for_its_arm_only(tmp_path, m
 
     builder, seen = PooledLocalBuilder(max_workers=1), []
 
+    folders = []
+
     def tune(workload, seed, args, builder, *rest):
         seen.append((builder.artifact, args.artifact, builder.compile_cache, args.reuse_kernels))
+        assert builder._cache_folder is None  # a reuse arm starts without another arm's compiles
+        if builder.compile_cache:  # what the arm's first batch makes (PooledLocalBuilder.submit)
+            builder._cache_folder = str(tmp_path / f"compiled{len(seen)}")
+            os.mkdir(builder._cache_folder)
+            folders.append(builder._cache_folder)
         if len(seen) == 3:
             raise RuntimeError("the arm failed")
         return types.SimpleNamespace(rows=[{"seed": seed}])
@@ -517,4 +524,13 @@ def test_a_variants_artifact_and_compile_cache_hold_for_its_arm_only(tmp_path, m
         tuning.run_arm("dense:1,8,8", "xgb", 4, args, builder, label="xgb-so", settings=variant)
     assert seen == [("so", "so", True, True), ("tar", "tar", False, False), ("so", "so", True, True)]
     assert builder.artifact == "tar" and not builder.compile_cache
+    assert len(folders) == 2 and not any(os.path.exists(f) for f in folders)  # each went with its arm
     assert args.artifact == "tar" and not args.reuse_kernels  # the job's own settings are untouched
+    job = types.SimpleNamespace(work=str(tmp_path), artifact="tar", reuse_kernels=True)  # reuse for the whole job
+    builder.set_compile_cache(True)
+    for seed in (5, 6):
+        tuning.run_arm("dense:1,8,8", "xgb", seed, job, builder)
+    assert len(folders) == 4 and not os.path.exists(folders[2]) and os.path.isdir(folders[3])  # the next arm's
+    assert builder.compile_cache
+    builder.shutdown()
+    assert not os.path.exists(folders[3])

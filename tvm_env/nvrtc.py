@@ -284,7 +284,7 @@ def _salt(mode: str, lite: bool) -> str:
 
         parts.append(repr(bindings.nvrtcVersion()))
         parts.extend(o.decode() for o in _options(arch))
-    except (ImportError, RuntimeError):  # no NVRTC bindings or headers here: the compile says so itself
+    except (ImportError, RuntimeError, ValueError):  # no NVRTC or headers here, bad extra options: the compile says so
         pass
     return "\0".join(parts)
 
