@@ -28,70 +28,83 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks.cli import doc_parser
 
 SCAN = 20
-"""`best_records` looks at a workload's best `SCAN` x `top` records at most (each is built to key it)."""
+"""`best_kernels` looks at a workload's best `SCAN` x `top` records at most (each is built to key it)."""
 
 
-def best_records(database: str, top: int, target) -> dict[str, list]:
-    """Workload -> (record, schedule) of the `top` kernels of `database` with the lowest reported
-    latency, lowest first, each kernel by its best record (`tvm_env.kernel_key`: a run that
-    reuses measurements gives a kernel's twins one latency, so its top records can be one kernel); at
-    most `SCAN` x `top` records of a workload are looked at, and a record that does not build here is
-    named and left out.
-    A workload is named "<task>/<the first 8 digits of its structural hash>": a suite arm's database
-    holds all of its network's tasks under one folder."""
-    from benchmarks.build_profile import replay
+def _workloads(database: str) -> dict[str, list]:
+    """Workload -> the valid records of `database`, lowest reported latency first. A workload is named
+    "<task>/<the first 8 digits of its structural hash>": a suite arm's database holds all of its
+    network's tasks under one folder."""
     from data.records import read_records
-    from tvm_env import kernel_key, tvm
 
     groups: dict[str, list] = {}
     for task in read_records([database]).tasks.values():
         for r in task.records:
             if r.valid:
                 groups.setdefault(f"{task.name}/{r.workload.shash[:8]}", []).append(r)
-    out: dict[str, list] = {}
-    for name, records in groups.items():
-        kept, keys = out.setdefault(name, []), set()
-        for record in sorted(records, key=lambda r: r.latency)[: SCAN * top]:
-            sch = replay(record)
-            try:
-                key = kernel_key(tvm.tirx.build(sch.mod, target))
-            except Exception as err:  # noqa: BLE001 - named, then left out
-                print(f"{record.source}: does not build here, left out: {str(err).splitlines()[-1]}", file=sys.stderr)
+    return {name: sorted(records, key=lambda r: r.latency) for name, records in groups.items()}
+
+
+def _next_records(queues: dict[tuple, list], kept: dict[tuple, list], top: int) -> list[tuple]:
+    """(workload, record) for each workload still short of `top` kept kernels: as many of its next
+    records as it is short (taken off its queue)."""
+    batch = []
+    for k, queue in queues.items():
+        short = top - len(kept[k])
+        batch += [(k, record) for record in queue[:short]]
+        del queue[:short]
+    return batch
+
+
+def best_kernels(databases: list[str], top: int, target, builder) -> list[tuple]:
+    """(database, workload, record, schedule, artifact path) of the `top` kernels of each workload of
+    `databases` with the lowest reported latency, lowest first, each kernel by its best record: a run
+    that reuses measurements gives a kernel's twins one latency, so its top records can be one kernel.
+    The records are built by `builder` (a `PooledLocalBuilder`, whose workers leave each build's
+    `kernel_key` beside it) `top` a workload at a time, until each workload has `top` kernels or its
+    best `SCAN` x `top` records were looked at; the kept builds are the ones measured, the others are
+    removed. A record that does not build here is named and left out."""
+    from benchmarks.build_profile import replay
+    from tvm_env import ms
+    from tvm_env.kernel_reuse import read_key
+
+    queues = {(db, name): records[: SCAN * top] for db in databases for name, records in _workloads(db).items()}
+    kept: dict[tuple, list] = {k: [] for k in queues}
+    keys: dict[tuple, set] = {k: set() for k in queues}
+    while batch := _next_records(queues, kept, top):
+        schs = [replay(record) for _, record in batch]
+        built = builder.build([ms.builder.BuilderInput(sch.mod, target) for sch in schs])
+        for (k, record), sch, b in zip(batch, schs, built):
+            if b.error_msg is not None:
+                print(
+                    f"{record.source}: does not build here, left out: {b.error_msg.splitlines()[-1]}", file=sys.stderr
+                )
                 continue
-            if key not in keys:
-                keys.add(key)
-                kept.append((record, sch))
-            if len(kept) == top:
-                break
-    return out
+            key = read_key(b.artifact_path)
+            if key is not None and key in keys[k]:  # a twin of a kernel kept already
+                ms.utils.remove_build_dir(str(b.artifact_path))
+                continue
+            keys[k].add(key)
+            kept[k].append((*k, record, sch, str(b.artifact_path)))
+    return [candidate for k in kept for candidate in kept[k]]
 
 
 def remeasure(databases: list[str], target, top: int, rounds: int, measure) -> dict[str, dict]:
     """database -> workload -> {"reported_us", "remeasured_us", "of_reported_best_us"}: the database's best,
-    the best median over the rounds of its `top` best records, and the median of the record it reported best."""
+    the best median over the rounds of its `top` best kernels (`best_kernels`), and the median of the
+    record it reported best."""
     from bridge.workers import make_runner
     from data.labels import mean_latency
     from tvm_env import PooledLocalBuilder, ms
 
-    candidates = [
-        (db, workload, record, sch)
-        for db in databases
-        for workload, kept in best_records(db, top, target).items()
-        for record, sch in kept
-    ]
-    builder, runner, built = PooledLocalBuilder(), make_runner(measure, target), []
+    builder, runner, candidates = PooledLocalBuilder(), make_runner(measure, target), []
     try:
-        built = builder.build([ms.builder.BuilderInput(sch.mod, target) for *_, sch in candidates])
+        candidates = best_kernels(databases, top, target, builder)
         device = "cpu" if target.kind.name in ("llvm", "c") else target.kind.name
         inputs = [
-            ms.runner.RunnerInput(
-                str(b.artifact_path), device, ms.arg_info.ArgInfo.from_entry_func(sch.mod, remove_preproc=True)
-            )
-            for b, (*_, sch) in zip(built, candidates)
+            ms.runner.RunnerInput(path, device, ms.arg_info.ArgInfo.from_entry_func(sch.mod, remove_preproc=True))
+            for *_, sch, path in candidates
         ]
-        failed = [c[2].source for b, c in zip(built, candidates) if b.error_msg is not None]
-        if failed:
-            raise RuntimeError(f"{len(failed)} records did not build here, e.g. {failed[0]}")
         readings: list[list[float]] = [[] for _ in candidates]
         order = list(range(len(candidates)))
         for _ in range(rounds):
@@ -106,11 +119,10 @@ def remeasure(databases: list[str], target, top: int, rounds: int, measure) -> d
         builder.shutdown()
         if hasattr(runner, "shutdown"):
             runner.shutdown()
-        for b in built:
-            if b.artifact_path:
-                ms.utils.remove_build_dir(str(b.artifact_path))
+        for *_, path in candidates:
+            ms.utils.remove_build_dir(path)
     out: dict[str, dict] = {}
-    for (db, workload, record, _), values in zip(candidates, readings):
+    for (db, workload, record, *_), values in zip(candidates, readings):
         median = statistics.median(values) * 1e6
         row = out.setdefault(db, {}).setdefault(
             workload, {"reported_us": record.latency * 1e6, "remeasured_us": math.inf, "of_reported_best_us": median}

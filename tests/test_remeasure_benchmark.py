@@ -3,6 +3,7 @@ again here, interleaved over rounds, and set beside what the database reported."
 
 import json
 import math
+import os
 from pathlib import Path
 
 import pytest
@@ -12,14 +13,18 @@ remeasure = load_benchmark("remeasure")
 DB = str(Path(__file__).resolve().parent / "fixtures/tiny_records/llvm-sapphirerapids-2c/matmul_e87e4aed")
 
 
-def test_the_best_records_are_measured_again_and_set_beside_the_reported(tmp_path, capsys):
-    from tvm_env import parse_target, setup
+def test_the_best_records_are_measured_again_and_set_beside_the_reported(tmp_path, capsys, make_builder):
+    from tvm_env import ms, parse_target, setup
 
     target = parse_target({"kind": "llvm", "num-cores": 2})
     setup(target)
-    (workload, kept), *_ = remeasure.best_records(DB, 3, target).items()
-    records = [record for record, _ in kept]
+    kept = remeasure.best_kernels([DB], 3, target, make_builder(max_workers=2))
+    workload = kept[0][1]
+    records = [record for _, _, record, _, _ in kept]
     assert len(records) == 3 and records[0].latency <= records[1].latency <= records[2].latency
+    assert all(os.path.isfile(path) for *_, path in kept)  # the builds it kept, to be measured
+    for *_, path in kept:
+        ms.utils.remove_build_dir(path)
     out = remeasure.main(
         ["--databases", f"[{DB}]", "--target", '{"kind": "llvm", "num-cores": 2}', "--top", "2", "--rounds", "2",
          "--min-repeat-ms", "5", "--json", str(tmp_path / "r.json")]
@@ -33,12 +38,14 @@ def test_the_best_records_are_measured_again_and_set_beside_the_reported(tmp_pat
         remeasure.main(["--databases", f"[{DB}]", "--top", "0"])
 
 
-def test_a_kernels_twins_are_left_out_of_the_best(tmp_path):
+def test_a_kernels_twins_are_left_out_of_the_best(tmp_path, make_builder):
     """A database whose second-best record is the best one's twin (the same kernel): the best two
     kernels are the best record's and the third's."""
-    from tvm_env import parse_target, setup
+    from tvm_env import ms, parse_target, setup
 
     target = parse_target({"kind": "llvm", "num-cores": 2})
     setup(target)
-    (kept,) = remeasure.best_records(str(twin_database(DB, tmp_path, target)), 2, target).values()
-    assert [round(record.latency * 1e3, 6) for record, _ in kept] == [1.0, 3.0]
+    kept = remeasure.best_kernels([str(twin_database(DB, tmp_path, target))], 2, target, make_builder(max_workers=2))
+    assert [round(record.latency * 1e3, 6) for _, _, record, _, _ in kept] == [1.0, 3.0]
+    for *_, path in kept:
+        ms.utils.remove_build_dir(path)

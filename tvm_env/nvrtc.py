@@ -246,10 +246,8 @@ def _callback(code: str) -> bytearray:
 
     mode = os.environ.get("TVM_CUDA_COMPILE_MODE", "nvrtc").lower()
     lite = mode == "nvrtc" and lite_enabled()
-    salt = functools.partial(_salt, mode, lite)
-    if not lite:
-        return compile_cache.compiled(code, salt, lambda: nvcc.tvm_callback_cuda_compile(code))
-    return compile_cache.compiled(code, salt, lambda: _compile_or_tvms(code))
+    compile_it = functools.partial(_compile_or_tvms if lite else nvcc.tvm_callback_cuda_compile, code)
+    return compile_cache.compiled(code, functools.partial(_salt, mode, lite), compile_it)
 
 
 def _compile_or_tvms(code: str) -> bytearray:
