@@ -90,9 +90,10 @@ def best_kernels(databases: list[str], top: int, target, builder) -> list[tuple]
 
 
 def remeasure(databases: list[str], target, top: int, rounds: int, measure) -> dict[str, dict]:
-    """database -> workload -> {"reported_us", "remeasured_us", "of_reported_best_us"}: the database's best,
-    the best median over the rounds of its `top` best kernels (`best_kernels`), and the median of the
-    record it reported best."""
+    """database -> workload -> {"reported_us", "remeasured_us", "of_reported_best_us", "kernels"}: the
+    database's best, the best median over the rounds of its `top` best kernels (`best_kernels`), the
+    median of the record it reported best, and each kernel's reported latency and readings, round by
+    round (the spread of a kernel's readings is the re-measurement's own noise)."""
     from bridge.workers import make_runner
     from data.labels import mean_latency
     from tvm_env import PooledLocalBuilder, ms
@@ -125,9 +126,16 @@ def remeasure(databases: list[str], target, top: int, rounds: int, measure) -> d
     for (db, workload, record, *_), values in zip(candidates, readings):
         median = statistics.median(values) * 1e6
         row = out.setdefault(db, {}).setdefault(
-            workload, {"reported_us": record.latency * 1e6, "remeasured_us": math.inf, "of_reported_best_us": median}
+            workload,
+            {
+                "reported_us": record.latency * 1e6,
+                "remeasured_us": math.inf,
+                "of_reported_best_us": median,
+                "kernels": [],
+            },
         )
         row["remeasured_us"] = min(row["remeasured_us"], median)
+        row["kernels"].append({"reported_us": record.latency * 1e6, "readings_us": [v * 1e6 for v in values]})
     return out
 
 

@@ -102,11 +102,12 @@ SEARCH_KNOBS = (
 """The draft-then-verify settings this CLI passes to `bridge.config.SearchConfig` as they are."""
 COST_KNOBS = ("epochs", "background_update")
 """The online-training settings this CLI passes to our cost models' `bridge.config.CostModelConfig`."""
-MEASURE_KNOBS = ("artifact", "reuse_kernels")
+MEASURE_KNOBS = ("artifact", "reuse_kernels", "build_nice")
 """The measurement settings a variant may change (`bridge.config.MeasureConfig`): the job's build
-workers export each arm's builds as its `artifact` says (`PooledLocalBuilder.set_artifact`), and
+workers export each arm's builds as its `artifact` says (`PooledLocalBuilder.set_artifact`),
 compile a kernel compiled before again or not, as each arm's runner measures it again or not
-(`reuse_kernels`; `PooledLocalBuilder.set_compile_cache`)."""
+(`reuse_kernels`; `PooledLocalBuilder.set_compile_cache`), and build at the arm's CPU priority
+(`build_nice`; `PooledLocalBuilder.set_nice`)."""
 
 
 def tasks_of(workload: str, target):
@@ -144,6 +145,16 @@ def configs(method: str, args):
     return CostModelConfig(name="pam", seed=args.seed_value, **_online(args)), search
 
 
+def measure_config(args) -> MeasureConfig:
+    """An arm's measurement settings, as the job's (or its variant's) `args` give them."""
+    return MeasureConfig(
+        min_repeat_ms=args.min_repeat_ms,
+        artifact=args.artifact,
+        build_nice=args.build_nice,
+        reuse_kernels=args.reuse_kernels,
+    )
+
+
 def run_arm(
     workload: str, method: str, seed: int, args, builder, walk_pool=None, label: str | None = None, settings=None
 ) -> list[dict]:
@@ -157,8 +168,11 @@ def run_arm(
     shutil.rmtree(work, ignore_errors=True)  # an arm cut off by the call's end starts again
     job_artifact = getattr(builder, "artifact", args.artifact)
     job_cache = getattr(builder, "compile_cache", args.reuse_kernels)
+    job_nice = getattr(builder, "nice", args.build_nice)
     if args.artifact != job_artifact:  # a variant's artifact, for this arm only
         builder.set_artifact(args.artifact)
+    if args.build_nice != job_nice:  # a variant's priority: the arm's builds on workers started at it
+        builder.set_nice(args.build_nice)
     if args.reuse_kernels and hasattr(builder, "set_compile_cache"):  # the arm's builds: a compile cache of its own
         builder.set_compile_cache(True, fresh=True)
     elif args.reuse_kernels != job_cache:
@@ -168,6 +182,8 @@ def run_arm(
     finally:
         if args.artifact != job_artifact:
             builder.set_artifact(job_artifact)
+        if args.build_nice != job_nice:
+            builder.set_nice(job_nice)
         if args.reuse_kernels != job_cache:  # a reuse arm's folder goes with it
             builder.set_compile_cache(job_cache, fresh=args.reuse_kernels)
     return result.rows
@@ -189,12 +205,7 @@ def _tune_arm(workload: str, seed: int, args, builder, walk_pool, cost_model, se
         ),
         search=search,
         cost_model=cost_model,
-        measure=MeasureConfig(
-            min_repeat_ms=args.min_repeat_ms,
-            artifact=args.artifact,
-            build_nice=args.build_nice,
-            reuse_kernels=args.reuse_kernels,
-        ),
+        measure=measure_config(args),
         builder=builder,
         walk_pool=walk_pool,
         progress=False,
@@ -388,6 +399,7 @@ def main(argv: list[str] | None = None) -> None:
                 setattr(variant, knob, value)
             try:
                 configs(args.arms[0], variant)
+                measure_config(variant)
             except ValueError as err:
                 raise ValueError(f"--variants: {label!r}: {err}") from None
     if args.against != p.get_default("against") and not args.report:

@@ -32,6 +32,12 @@ def test_the_best_records_are_measured_again_and_set_beside_the_reported(tmp_pat
     got = out[DB][workload]
     assert got["reported_us"] == pytest.approx(records[0].latency * 1e6)
     assert 0 < got["remeasured_us"] <= got["of_reported_best_us"] < math.inf  # the best of two, one of them
+    assert [k["reported_us"] for k in got["kernels"]] == pytest.approx([r.latency * 1e6 for r in records[:2]])
+    assert all(len(k["readings_us"]) == 2 for k in got["kernels"])  # a reading a round
+    medians = [sorted(k["readings_us"])[0] / 2 + sorted(k["readings_us"])[1] / 2 for k in got["kernels"]]
+    assert got["remeasured_us"] == pytest.approx(min(medians)) and got["of_reported_best_us"] == pytest.approx(
+        medians[0]
+    )
     assert json.loads((tmp_path / "r.json").read_text()) == out
     assert f"| {DB} | {workload} | {got['reported_us']:.3f} |" in capsys.readouterr().out
     with pytest.raises(SystemExit):

@@ -427,6 +427,7 @@ def test_variants_take_typed_draft_knobs_and_name_the_bad_one():
     ]
     assert isinstance(got[0][1]["psa_weight"], float)
     assert _variants("pruner-so:artifact=so", "pruner") == [("pruner-so", {"artifact": "so"}), (None, {})]
+    assert _variants("pruner-bn:build_nice=10") == [("pruner-bn", {"build_nice": 10})]
     for spec, match in (
         ("v:quick_start=1", "quick_start: 1 is not a bool"),
         ("v:draft_rounds=true", "draft_rounds: True is not a int"),
@@ -462,6 +463,7 @@ def test_variants_are_pending_in_their_order_and_skipped_when_done(tmp_path):
             "--variants: 'p': --psa-formula 'traffic-stage' must be one of",
         ),
         (["--arms", "xgb", "--variants", "xgb-so:artifact=so,epochs=3"], r"\['epochs'\], which xgb does not take"),
+        (["--arms", "pruner", "--variants", "p:build_nice=20"], "--variants: 'p': --build-nice 20 must be in 0-19"),
         (
             ["--arms", "mlp", "--variants", "mlp-e:epochs=5,quick_start=true"],
             r"\['quick_start'\], which mlp does not take",
@@ -493,8 +495,8 @@ def test_two_variants_tune_in_one_job_each_with_its_own_settings(tmp_path):
 
 
 def test_a_variants_artifact_and_compile_cache_hold_for_its_arm_only(tmp_path, monkeypatch):
-    """`run_arm` switches the job's builder to a variant's artifact and compile cache (`reuse_kernels`)
-    for that arm and back after it, also when the arm fails, so the next arm builds with the job's.
+    """`run_arm` switches the job's builder to a variant's artifact, compile cache (`reuse_kernels`)
+    and build priority (`build_nice`) for that arm and back after it, also when the arm fails, so the next arm builds with the job's.
     (The tuning itself is replaced here; `tests/test_tune.py` tunes with a `.so` builder and with
     reused kernels for real, and `tests/tvm_env/test_builder.py` builds with a switched one.)"""
     from tvm_env import PooledLocalBuilder
@@ -504,7 +506,7 @@ def test_a_variants_artifact_and_compile_cache_hold_for_its_arm_only(tmp_path, m
     folders = []
 
     def tune(workload, seed, args, builder, *rest):
-        seen.append((builder.artifact, args.artifact, builder.compile_cache, args.reuse_kernels))
+        seen.append((builder.artifact, args.artifact, builder.compile_cache, args.reuse_kernels, builder.nice))
         assert builder._cache_folder is None  # a reuse arm starts without another arm's compiles
         if builder.compile_cache:  # what the arm's first batch makes (PooledLocalBuilder.submit)
             builder._cache_folder = str(tmp_path / f"compiled{len(seen)}")
@@ -515,18 +517,18 @@ def test_a_variants_artifact_and_compile_cache_hold_for_its_arm_only(tmp_path, m
         return types.SimpleNamespace(rows=[{"seed": seed}])
 
     monkeypatch.setattr(tuning, "_tune_arm", tune)
-    args = types.SimpleNamespace(work=str(tmp_path), artifact="tar", reuse_kernels=False)
-    variant = {"artifact": "so", "reuse_kernels": True}
+    args = types.SimpleNamespace(work=str(tmp_path), artifact="tar", reuse_kernels=False, build_nice=0)
+    variant = {"artifact": "so", "reuse_kernels": True, "build_nice": 10}
     assert tuning.run_arm("dense:1,8,8", "xgb", 3, args, builder, label="xgb-so", settings=variant) == [{"seed": 3}]
-    assert builder.artifact == "tar" and builder.f_export is None and not builder.compile_cache
+    assert builder.artifact == "tar" and builder.f_export is None and not builder.compile_cache and builder.nice == 0
     tuning.run_arm("dense:1,8,8", "xgb", 3, args, builder)
     with pytest.raises(RuntimeError, match="the arm failed"):
         tuning.run_arm("dense:1,8,8", "xgb", 4, args, builder, label="xgb-so", settings=variant)
-    assert seen == [("so", "so", True, True), ("tar", "tar", False, False), ("so", "so", True, True)]
-    assert builder.artifact == "tar" and not builder.compile_cache
+    assert seen == [("so", "so", True, True, 10), ("tar", "tar", False, False, 0), ("so", "so", True, True, 10)]
+    assert builder.artifact == "tar" and not builder.compile_cache and builder.nice == 0
     assert len(folders) == 2 and not any(os.path.exists(f) for f in folders)  # each went with its arm
-    assert args.artifact == "tar" and not args.reuse_kernels  # the job's own settings are untouched
-    job = types.SimpleNamespace(work=str(tmp_path), artifact="tar", reuse_kernels=True)  # reuse for the whole job
+    assert args.artifact == "tar" and not args.reuse_kernels and args.build_nice == 0  # the job's own settings
+    job = types.SimpleNamespace(work=str(tmp_path), artifact="tar", reuse_kernels=True, build_nice=0)  # whole-job reuse
     builder.set_compile_cache(True)
     for seed in (5, 6):
         tuning.run_arm("dense:1,8,8", "xgb", seed, job, builder)

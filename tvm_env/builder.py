@@ -75,6 +75,11 @@ CPU seconds to workers waiting for a core, and busy seconds well under wall x wo
 waiting for the batch's last builds."""
 
 
+def _check_nice(nice: int) -> None:
+    if not 0 <= nice <= 19:
+        raise ValueError(f"nice={nice!r} must be in 0-19")
+
+
 def one_build_thread(nice: int = 0) -> None:
     """A build worker's initializer: TVM's thread pool in this process gets one thread (read when
     the pool starts, at the first parallel launch, so it must be set before any build); with `nice`
@@ -232,8 +237,7 @@ class PooledLocalBuilder(ms.builder.LocalBuilder._cls):
         """
         if reuse_batches < 1:
             raise ValueError(f"reuse_batches={reuse_batches!r} must be >= 1")
-        if not 0 <= nice <= 19:
-            raise ValueError(f"nice={nice!r} must be in 0-19")
+        _check_nice(nice)
         nvrtc.check_max_source_kb(max_source_kb)  # here, not first in a worker process
         f_build = fast_build if max_source_kb is None else functools.partial(fast_build, max_source_kb=max_source_kb)
         # LocalBuilder's own default is os.cpu_count(); a process pinned to some cores builds on those
@@ -272,6 +276,24 @@ class PooledLocalBuilder(ms.builder.LocalBuilder._cls):
             folder, self._cache_folder = (self._cache_folder, None) if fresh else (None, self._cache_folder)
         if folder is not None:  # a build still running when it goes only loses its entry
             shutil.rmtree(folder, ignore_errors=True)
+
+    def set_nice(self, nice: int) -> None:
+        """Run the next batches' builds `nice` steps lower in CPU priority (as `__init__` takes it), so
+        that a tuning suite's arms of either setting share one builder. A worker takes its priority when
+        it starts (and may not raise it again), so a change replaces the pool: a new one starts now, in
+        the background and warmed, and serves the next batch that finds no build in flight; the old one
+        ends then."""
+        _check_nice(nice)
+        with self._lock:
+            if nice == self.nice:
+                return
+            self.nice = nice
+            spare, self._spare = self._spare, None  # started at the old priority
+            if self._pool is not None:
+                self._batches = self.reuse_batches  # the next batch swaps in the new pool (`submit`)
+                self._start_spare()
+        if spare is not None:
+            spare.add_done_callback(lambda f: f.exception() is None and end_pool(f.result()))
 
     def _new_pool(self, warm: bool) -> Any:
         from tvm.support.popen_pool import PopenPoolExecutor

@@ -255,6 +255,8 @@ def test_a_builders_workers_run_at_the_nice_it_is_given(make_builder):
     for bad in (-1, 20):
         with pytest.raises(ValueError, match="nice"):
             PooledLocalBuilder(max_workers=1, nice=bad)
+        with pytest.raises(ValueError, match="nice"):
+            builder.set_nice(bad)
     with pytest.raises(ValueError, match="--build-nice 20 must be in 0-19"):
         MeasureConfig(build_nice=20)
     from bridge.workers import start_workers
@@ -264,3 +266,36 @@ def test_a_builders_workers_run_at_the_nice_it_is_given(make_builder):
         assert started.nice == 3
     finally:
         started.shutdown()
+
+
+def test_set_nice_moves_the_next_batches_to_workers_at_the_new_priority(make_builder):
+    """`set_nice`: a worker cannot go back up in priority, so a change starts a new pool at the new
+    nice, which the next batch builds on (the old one ends), and back again; the same nice keeps the
+    pool. A tuning suite's variants switch one builder so (`benchmarks/tuning.py`'s `build_nice`)."""
+    target = parse_target({"kind": "llvm", "num-cores": 1})
+    mod = tvm.IRModule({"main": te.create_prim_func(te_workload.matmul(16, 16, 16))})
+    own = os.getpriority(os.PRIO_PROCESS, 0)
+    builder = make_builder(max_workers=2)
+
+    def build_and_nices() -> set[int]:
+        (built,) = builder.build([ms.builder.BuilderInput(mod, target)])
+        assert built.error_msg is None
+        pids = [w._proc.pid for w in builder._pool._worker_map.values() if w._proc]
+        assert pids
+        return {os.getpriority(os.PRIO_PROCESS, pid) for pid in pids}
+
+    assert build_and_nices() == {own}
+    first = builder._pool
+    builder.set_nice(0)  # unchanged: the same workers
+    assert build_and_nices() == {own} and builder._pool is first
+    old_pids = [w._proc.pid for w in first._worker_map.values() if w._proc]
+    builder.set_nice(7)
+    assert builder.nice == 7 and builder._spare is not None  # the new pool starts now, ahead of the batch
+    assert build_and_nices() == {min(19, own + 7)} and builder._pool is not first
+    deadline = time.monotonic() + 30
+    while any(os.path.exists(f"/proc/{pid}") for pid in old_pids) and time.monotonic() < deadline:
+        time.sleep(0.1)  # the old pool ends in the background
+    assert not any(os.path.exists(f"/proc/{pid}") for pid in old_pids)
+    builder.set_nice(0)
+    assert build_and_nices() == {own}
+    assert builder.restarts == 2
