@@ -1,0 +1,208 @@
+"""How much of a small kernel's measured latency is the host launching it, not the kernel.
+
+Every tuning run measures with TVM's time evaluator (MetaSchedule's `LocalRunner`: number 3, repeat 1,
+100 ms a measurement at least, so a 4 us kernel is launched some 25,000 times in a row). It times a
+CUDA kernel between two events around those launches, and the host makes each launch (the packed
+call, then `cuLaunchKernel`). A kernel that runs for less time than the host takes to launch the next
+leaves the GPU waiting in between, and the reading is the host's launch rate, not the kernel. A busy
+host (the build workers and the search of the run) launches more slowly.
+
+This measures, on this machine's GPU:
+- the floor: a kernel that does nearly nothing (64 adds), through the same evaluator;
+- the best `--top` kernels of each of `--databases` (`remeasure.best_kernels`), through the evaluator,
+  and as a CUDA graph of `--graph-launches` launches replayed (torch's CUDA graphs; the GPU launches
+  the graph's kernels itself, so the reading is the kernel's own time plus the graph's gap between
+  kernels; the floor kernel's graph reading is that gap);
+- all of it with the host idle, and again with `--burn` processes spinning on the cores this process
+  may use (default: one a core), as a tuning run keeps them busy while its runner measures.
+
+    python benchmarks/launch_floor.py --databases "[benchmarks/results/suite_databases/ablations/suite_local/depthwise_conv2d_1x28x28x240x5x1x2/xgb-s2]" \\
+        --target nvidia/nvidia-h100 --top 2 --json floor.json
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import statistics
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.cli import doc_parser
+
+FLOOR = "floor (64 adds)"
+"""The name of the floor kernel's row."""
+
+
+def floor_kernel(target):
+    """The floor kernel: 64 adds, bound to one block of GPU threads on a GPU target."""
+    from tvm import te
+
+    from tvm_env import tvm
+
+    a = te.placeholder((64,), name="A")
+    b = te.compute((64,), lambda i: a[i] + 1.0, name="B")
+    sch = tvm.s_tir.Schedule(tvm.IRModule({"main": te.create_prim_func([a, b])}))
+    if target.kind.name != "llvm":
+        (loop,) = sch.get_loops(sch.get_sblock("B"))
+        sch.bind(loop, "threadIdx.x")
+    return sch
+
+
+def _spin() -> None:
+    while True:
+        pass
+
+
+def start_burners(n: int) -> list:
+    """`n` processes that spin until `stop_burners` ends them (a host as busy as a tuning run's)."""
+    context = multiprocessing.get_context("spawn")
+    burners = [context.Process(target=_spin, daemon=True) for _ in range(n)]
+    for p in burners:
+        p.start()
+    return burners
+
+
+def stop_burners(burners: list) -> None:
+    for p in burners:
+        p.terminate()
+    for p in burners:
+        p.join()
+
+
+class Kernel:
+    """One built kernel loaded on `device`, with its arguments allocated as the runner does."""
+
+    def __init__(self, name: str, reported_us: float | None, sch, path: str, device) -> None:
+        from tvm.s_tir.meta_schedule.runner.local_runner import default_alloc_argument
+
+        from tvm_env import ms, tvm
+
+        self.name, self.reported_us = name, reported_us
+        self.module = tvm.runtime.load_module(path)
+        info = [a.as_json() for a in ms.arg_info.ArgInfo.from_entry_func(sch.mod, remove_preproc=True)]
+        (self.args,) = default_alloc_argument(device, info, 1)
+        self.device = device
+
+    def evaluator_us(self, rounds: int, min_repeat_ms: int) -> list[float]:
+        """`rounds` readings of the runner's evaluator (number 3, `min_repeat_ms`), in microseconds."""
+        from tvm.s_tir.meta_schedule.runner.utils import run_evaluator_common
+
+        from tvm_env import ms
+
+        config = ms.runner.EvaluatorConfig(
+            number=3, repeat=rounds, min_repeat_ms=min_repeat_ms, enable_cpu_cache_flush=False
+        )
+        return [c * 1e6 for c in run_evaluator_common(self.module, self.device, config, [self.args])]
+
+    def graph_us(self, launches: int, replays: int) -> float:
+        """The kernel's time a launch, in microseconds, from a CUDA graph of `launches` launches
+        replayed `replays` times (timed by CUDA events around the replays)."""
+        import torch
+        import tvm_ffi
+
+        f = self.module[self.module.entry_name]
+        f(*self.args)  # loads the kernel into the context before the capture
+        self.device.sync()
+        graph = torch.cuda.CUDAGraph()
+        with tvm_ffi.use_torch_stream(torch.cuda.graph(graph)):
+            for _ in range(launches):
+                f(*self.args)
+        graph.replay()
+        torch.cuda.synchronize()
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(replays):
+            graph.replay()
+        end.record()
+        end.synchronize()
+        return start.elapsed_time(end) * 1e3 / (launches * replays)
+
+
+def measure(kernels: list[Kernel], rounds: int, min_repeat_ms: int, launches: int, replays: int, graphs: bool) -> dict:
+    """name -> {"evaluator_us": [...], "graph_us": float or None, "graph_error": str (if it failed)}."""
+    out = {}
+    for k in kernels:
+        row = out[k.name] = {"evaluator_us": k.evaluator_us(rounds, min_repeat_ms), "graph_us": None}
+        if graphs:
+            try:
+                row["graph_us"] = k.graph_us(launches, replays)
+            except Exception as err:  # noqa: BLE001 - a kernel the graph cannot capture keeps its evaluator row
+                row["graph_error"] = f"{type(err).__name__}: {err}"
+    return out
+
+
+def main(argv: list[str] | None = None) -> dict:
+    parser = doc_parser(__doc__)
+    parser.add_argument("--databases", type=list[str], default=[], help="tuning databases (folders)")
+    parser.add_argument("--target", default="nvidia/nvidia-h100", help="the target to build for (this machine's device)")
+    parser.add_argument("--top", type=int, default=2, help="the best N kernels of each workload")
+    parser.add_argument("--rounds", type=int, default=5, help="evaluator readings of each kernel, each state")
+    parser.add_argument("--min-repeat-ms", type=int, default=100, help="as the runs measured (tune.py's default)")
+    parser.add_argument("--graph-launches", type=int, default=1000, help="launches captured in a kernel's graph")
+    parser.add_argument("--graph-replays", type=int, default=20, help="replays of the graph timed")
+    parser.add_argument("--burn", type=int, default=None, help="spinning processes in the loaded state (default: a core each)")
+    parser.add_argument("--json", default=None, help="write the figures here too")
+    args = parser.parse_args(argv)
+    if args.top < 1 or args.rounds < 1:
+        parser.error(f"--top ({args.top}) and --rounds ({args.rounds}) must be >= 1")
+
+    import tvm_env
+    from benchmarks.remeasure import best_kernels
+    from tvm_env import PooledLocalBuilder, ms, usable_cores
+
+    target = tvm_env.parse_target(args.target)
+    tvm_env.setup(target)
+    gpu = target.kind.name not in ("llvm", "c")
+    device = tvm_env.tvm.runtime.device(target.kind.name if gpu else "cpu", 0)
+    builder, paths = PooledLocalBuilder(), []
+    try:
+        floor = floor_kernel(target)
+        (built,) = builder.build([ms.builder.BuilderInput(floor.mod, target)])
+        if built.error_msg is not None:
+            raise RuntimeError(f"the floor kernel does not build: {built.error_msg}")
+        paths.append(built.artifact_path)
+        kernels = [Kernel(FLOOR, None, floor, built.artifact_path, device)]
+        for i, (db, workload, record, sch, path) in enumerate(best_kernels(args.databases, args.top, target, builder)):
+            paths.append(path)
+            kernels.append(Kernel(f"{db} {workload} #{i}", record.latency * 1e6, sch, path, device))
+    finally:
+        builder.shutdown()
+    burn = usable_cores() if args.burn is None else args.burn
+    try:
+        idle = measure(kernels, args.rounds, args.min_repeat_ms, args.graph_launches, args.graph_replays, gpu)
+        burners = start_burners(burn)
+        try:
+            loaded = measure(kernels, args.rounds, args.min_repeat_ms, args.graph_launches, args.graph_replays, gpu)
+        finally:
+            stop_burners(burners)
+    finally:
+        for path in paths:
+            ms.utils.remove_build_dir(path)
+    out = {
+        k.name: {"reported_us": k.reported_us, "idle": idle[k.name], "loaded": loaded[k.name]} for k in kernels
+    }
+
+    def fmt(x):
+        return "-" if x is None else f"{x:.3f}"
+
+    print(f"| kernel | reported (us) | evaluator, idle | evaluator, {burn} spinning | graph, idle | graph, {burn} spinning |")
+    print("|---|---|---|---|---|---|")
+    for name, row in out.items():
+        cells = [fmt(row["reported_us"])]
+        cells += [fmt(statistics.median(row[s]["evaluator_us"])) for s in ("idle", "loaded")]
+        cells += [fmt(row[s]["graph_us"]) for s in ("idle", "loaded")]
+        print(f"| {name} | " + " | ".join(cells) + " |")
+    for name, row in out.items():
+        for state in ("idle", "loaded"):
+            if "graph_error" in row[state]:
+                print(f"{name}, {state}: no graph: {row[state]['graph_error']}", file=sys.stderr)
+    if args.json:
+        Path(args.json).write_text(json.dumps({"burn": burn, "kernels": out}, indent=1) + "\n")
+    return out
+
+
+if __name__ == "__main__":
+    main()
