@@ -23,8 +23,8 @@ This measures, on this machine's GPU:
 from __future__ import annotations
 
 import json
-import multiprocessing
 import statistics
+import subprocess
 import sys
 from pathlib import Path
 
@@ -51,25 +51,16 @@ def floor_kernel(target):
     return sch
 
 
-def _spin() -> None:
-    while True:
-        pass
-
-
 def start_burners(n: int) -> list:
     """`n` processes that spin until `stop_burners` ends them (a host as busy as a tuning run's)."""
-    context = multiprocessing.get_context("spawn")
-    burners = [context.Process(target=_spin, daemon=True) for _ in range(n)]
-    for p in burners:
-        p.start()
-    return burners
+    return [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(n)]
 
 
 def stop_burners(burners: list) -> None:
     for p in burners:
-        p.terminate()
+        p.kill()
     for p in burners:
-        p.join()
+        p.wait()
 
 
 class Kernel:
@@ -137,13 +128,17 @@ def measure(kernels: list[Kernel], rounds: int, min_repeat_ms: int, launches: in
 def main(argv: list[str] | None = None) -> dict:
     parser = doc_parser(__doc__)
     parser.add_argument("--databases", type=list[str], default=[], help="tuning databases (folders)")
-    parser.add_argument("--target", default="nvidia/nvidia-h100", help="the target to build for (this machine's device)")
+    parser.add_argument(
+        "--target", default="nvidia/nvidia-h100", help="the target to build for (this machine's device)"
+    )
     parser.add_argument("--top", type=int, default=2, help="the best N kernels of each workload")
     parser.add_argument("--rounds", type=int, default=5, help="evaluator readings of each kernel, each state")
     parser.add_argument("--min-repeat-ms", type=int, default=100, help="as the runs measured (tune.py's default)")
     parser.add_argument("--graph-launches", type=int, default=1000, help="launches captured in a kernel's graph")
     parser.add_argument("--graph-replays", type=int, default=20, help="replays of the graph timed")
-    parser.add_argument("--burn", type=int, default=None, help="spinning processes in the loaded state (default: a core each)")
+    parser.add_argument(
+        "--burn", type=int, default=None, help="spinning processes in the loaded state (default: a core each)"
+    )
     parser.add_argument("--json", default=None, help="write the figures here too")
     args = parser.parse_args(argv)
     if args.top < 1 or args.rounds < 1:
@@ -181,14 +176,14 @@ def main(argv: list[str] | None = None) -> dict:
     finally:
         for path in paths:
             ms.utils.remove_build_dir(path)
-    out = {
-        k.name: {"reported_us": k.reported_us, "idle": idle[k.name], "loaded": loaded[k.name]} for k in kernels
-    }
+    out = {k.name: {"reported_us": k.reported_us, "idle": idle[k.name], "loaded": loaded[k.name]} for k in kernels}
 
     def fmt(x):
         return "-" if x is None else f"{x:.3f}"
 
-    print(f"| kernel | reported (us) | evaluator, idle | evaluator, {burn} spinning | graph, idle | graph, {burn} spinning |")
+    print(
+        f"| kernel | reported (us) | evaluator, idle | evaluator, {burn} spinning | graph, idle | graph, {burn} spinning |"
+    )
     print("|---|---|---|---|---|---|")
     for name, row in out.items():
         cells = [fmt(row["reported_us"])]

@@ -1,0 +1,38 @@
+"""benchmarks/launch_floor.py on the host (llvm): the floor kernel and a database's best kernels are
+built, loaded and read by the runner's evaluator with the host idle and with spinning processes. The
+CUDA-graph readings need a GPU; on the host they are left out (None)."""
+
+import json
+import os
+from pathlib import Path
+
+from benchmark_files import load_benchmark
+
+launch_floor = load_benchmark("launch_floor")
+DB = str(Path(__file__).resolve().parent / "fixtures/tiny_records/llvm-sapphirerapids-2c/matmul_e87e4aed")
+
+
+def test_the_floor_and_the_best_kernels_are_read_idle_and_loaded(tmp_path, capsys):
+    out = launch_floor.main(
+        ["--databases", f"[{DB}]", "--target", '{"kind": "llvm", "num-cores": 1}', "--top", "1", "--rounds", "2",
+         "--min-repeat-ms", "1", "--burn", "1", "--json", str(tmp_path / "f.json")]
+    )  # fmt: skip
+    assert list(out)[0] == launch_floor.FLOOR and len(out) == 2  # the floor, then the database's best kernel
+    (best,) = [name for name in out if name != launch_floor.FLOOR]
+    assert best.startswith(DB) and out[best]["reported_us"] > 0 and out[launch_floor.FLOOR]["reported_us"] is None
+    for row in out.values():
+        for state in ("idle", "loaded"):
+            assert len(row[state]["evaluator_us"]) == 2 and all(t > 0 for t in row[state]["evaluator_us"])
+            assert row[state]["graph_us"] is None  # no GPU here
+    # the floor kernel (64 adds) reads faster than the matmul
+    assert max(out[launch_floor.FLOOR]["idle"]["evaluator_us"]) < min(out[best]["idle"]["evaluator_us"])
+    assert json.loads((tmp_path / "f.json").read_text()) == {"burn": 1, "kernels": out}
+    assert "| kernel | reported (us) | evaluator, idle | evaluator, 1 spinning |" in capsys.readouterr().out
+
+
+def test_burners_spin_until_stopped():
+    burners = launch_floor.start_burners(2)
+    pids = [p.pid for p in burners]
+    assert all(p.poll() is None for p in burners)
+    launch_floor.stop_burners(burners)
+    assert all(p.poll() is not None for p in burners) and not any(os.path.exists(f"/proc/{pid}") for pid in pids)
