@@ -12,7 +12,8 @@ This measures, on this machine's GPU:
 - the best `--top` kernels of each of `--databases` (`remeasure.best_kernels`), through the evaluator,
   and as a CUDA graph of `--graph-launches` launches replayed (torch's CUDA graphs; the GPU launches
   the graph's kernels itself, so the reading is the kernel's own time plus the graph's gap between
-  kernels; the floor kernel's graph reading is that gap);
+  kernels; the floor kernel's graph reading is that gap), and as `tvm_env.graph_timer` reads it (what
+  a run's runner reads with `--timer graph`: the same idea without torch);
 - all of it with the host idle, and again with `--burn` processes spinning on the cores this process
   may use (default: one a core), as a tuning run keeps them busy while its runner measures.
 
@@ -88,6 +89,16 @@ class Kernel:
         )
         return [c * 1e6 for c in run_evaluator_common(self.module, self.device, config, [self.args])]
 
+    def graph_timer_us(self, rounds: int, min_repeat_ms: int) -> list[float]:
+        """`rounds` readings of `tvm_env.graph_timer` (what a run's runner reads with `--timer graph`)."""
+        from tvm_env import ms
+        from tvm_env.graph_timer import run_graph_evaluator
+
+        config = ms.runner.EvaluatorConfig(
+            number=3, repeat=rounds, min_repeat_ms=min_repeat_ms, enable_cpu_cache_flush=False
+        )
+        return [c * 1e6 for c in run_graph_evaluator(self.module, self.device, config, [self.args])]
+
     def graph_us(self, launches: int, replays: int) -> float:
         """The kernel's time a launch, in microseconds, from a CUDA graph of `launches` launches
         replayed `replays` times (timed by CUDA events around the replays)."""
@@ -113,13 +124,15 @@ class Kernel:
 
 
 def measure(kernels: list[Kernel], rounds: int, min_repeat_ms: int, launches: int, replays: int, graphs: bool) -> dict:
-    """name -> {"evaluator_us": [...], "graph_us": float or None, "graph_error": str (if it failed)}."""
+    """name -> {"evaluator_us": [...], "graph_us": float or None, "graph_timer_us": [...] (a GPU only),
+    "graph_error": str (if it failed)}."""
     out = {}
     for k in kernels:
         row = out[k.name] = {"evaluator_us": k.evaluator_us(rounds, min_repeat_ms), "graph_us": None}
         if graphs:
             try:
                 row["graph_us"] = k.graph_us(launches, replays)
+                row["graph_timer_us"] = k.graph_timer_us(rounds, min_repeat_ms)
             except Exception as err:  # noqa: BLE001 - a kernel the graph cannot capture keeps its evaluator row
                 row["graph_error"] = f"{type(err).__name__}: {err}"
     return out
@@ -182,13 +195,18 @@ def main(argv: list[str] | None = None) -> dict:
         return "-" if x is None else f"{x:.3f}"
 
     print(
-        f"| kernel | reported (us) | evaluator, idle | evaluator, {burn} spinning | graph, idle | graph, {burn} spinning |"
+        f"| kernel | reported (us) | evaluator, idle | evaluator, {burn} spinning | graph, idle | graph, {burn} spinning "
+        f"| --timer graph, idle | --timer graph, {burn} spinning |"
     )
-    print("|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|")
     for name, row in out.items():
         cells = [fmt(row["reported_us"])]
         cells += [fmt(statistics.median(row[s]["evaluator_us"])) for s in ("idle", "loaded")]
         cells += [fmt(row[s]["graph_us"]) for s in ("idle", "loaded")]
+        cells += [
+            fmt(statistics.median(row[s]["graph_timer_us"]) if "graph_timer_us" in row[s] else None)
+            for s in ("idle", "loaded")
+        ]
         print(f"| {name} | " + " | ".join(cells) + " |")
     for name, row in out.items():
         for state in ("idle", "loaded"):

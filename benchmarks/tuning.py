@@ -102,12 +102,13 @@ SEARCH_KNOBS = (
 """The draft-then-verify settings this CLI passes to `bridge.config.SearchConfig` as they are."""
 COST_KNOBS = ("epochs", "background_update")
 """The online-training settings this CLI passes to our cost models' `bridge.config.CostModelConfig`."""
-MEASURE_KNOBS = ("artifact", "reuse_kernels", "build_nice")
+MEASURE_KNOBS = ("artifact", "reuse_kernels", "build_nice", "timer")
 """The measurement settings a variant may change (`bridge.config.MeasureConfig`): the job's build
 workers export each arm's builds as its `artifact` says (`PooledLocalBuilder.set_artifact`),
 compile a kernel compiled before again or not, as each arm's runner measures it again or not
 (`reuse_kernels`; `PooledLocalBuilder.set_compile_cache`), and build at the arm's CPU priority
-(`build_nice`; `PooledLocalBuilder.set_nice`)."""
+(`build_nice`; `PooledLocalBuilder.set_nice`); each arm's runner times as its `timer` says (the runner
+is the arm's own)."""
 
 
 def tasks_of(workload: str, target):
@@ -152,6 +153,7 @@ def measure_config(args) -> MeasureConfig:
         artifact=args.artifact,
         build_nice=args.build_nice,
         reuse_kernels=args.reuse_kernels,
+        timer=args.timer,
     )
 
 
@@ -366,6 +368,13 @@ def main(argv: list[str] | None = None) -> None:
     )
     reuse = _field(MeasureConfig, "reuse_kernels")
     p.add_argument("--reuse-kernels", type=bool, default=reuse.default, help=f"{reuse.metadata['help']}; every arm")
+    timer = _field(MeasureConfig, "timer")
+    p.add_argument(
+        "--timer",
+        choices=typing.get_args(typing.get_type_hints(MeasureConfig)["timer"]),
+        default=timer.default,
+        help=f"{timer.metadata['help']}; every arm",
+    )
     p.add_argument("--eager", action="store_true", help="also time the operators in torch eager mode")
     p.add_argument("--work", default="runs/suite", help="tuning work dirs")
     p.add_argument("--gpus", type=int, default=1, help="arms at once, one process per GPU, each on 1/N of the cores")

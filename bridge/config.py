@@ -271,6 +271,13 @@ class MeasureConfig:
         "0-19: the build workers run this many steps of nice lower in CPU priority, so the runner's launches "
         "and timings on a busy host do not queue behind compilers (0: off; not yet measured on a GPU)",
     )
+    timer: Literal["evaluator", "graph"] = _knob(
+        "evaluator",
+        "how a CUDA candidate is timed: 'evaluator', TVM's (launches from the host, one after another: a kernel "
+        "shorter than a launch reads the host's launch rate, 3.8 us on an idle H200 machine, 9.1 us on a busy one); "
+        "'graph', its launches captured as a CUDA graph and replayed, the kernel's own time (tvm_env.graph_timer; "
+        "--runner local only; not yet measured in tuning)",
+    )
     reuse_kernels: bool = _knob(
         False,
         "measure each distinct kernel once: a candidate whose generated code was measured already in this run "
@@ -296,6 +303,12 @@ class MeasureConfig:
             raise ValueError(f"--build-nice {self.build_nice!r} must be in 0-19 (0: off)")
         if self.artifact == "so" and self.runner != "local":
             raise ValueError("--artifact so needs --runner local: an RPC device links the .tar with its own compiler")
+        if self.timer not in ("evaluator", "graph"):
+            raise ValueError(f"--timer {self.timer!r} must be 'evaluator' or 'graph'")
+        if self.timer == "graph" and self.runner != "local":
+            raise ValueError(
+                "--timer graph needs --runner local: it drives the CUDA driver of the runner's own process"
+            )
 
 
 @dataclasses.dataclass

@@ -14,6 +14,7 @@ from typing import Any
 
 from bridge.config import CostModelConfig, MeasureConfig, SearchConfig
 from tvm_env import PooledLocalBuilder, StartedRunner, init_device, ms, parse_target, tvm, usable_cores
+from tvm_env.graph_timer import run_graph_evaluator
 
 __all__ = ["check_device", "make_runner", "start_workers", "walks_tir"]
 
@@ -43,9 +44,10 @@ def make_runner(measure: MeasureConfig, target: Any) -> Any:
     )
     if measure.runner == "local":  # its worker starts (imports TVM, opens the device) while the first search runs
         init = functools.partial(init_device, target.kind.name)
+        timer = run_graph_evaluator if measure.timer == "graph" else None  # None: the evaluator
         return StartedRunner(
             make=lambda: ms.runner.LocalRunner(
-                evaluator_config=evaluator, timeout_sec=measure.timeout, initializer=init
+                evaluator_config=evaluator, timeout_sec=measure.timeout, initializer=init, f_run_evaluator=timer
             )
         )
     host, port = measure.tracker.rsplit(":", 1)

@@ -427,7 +427,10 @@ def test_variants_take_typed_draft_knobs_and_name_the_bad_one():
     ]
     assert isinstance(got[0][1]["psa_weight"], float)
     assert _variants("pruner-so:artifact=so", "pruner") == [("pruner-so", {"artifact": "so"}), (None, {})]
-    assert _variants("pruner-bn:build_nice=10") == [("pruner-bn", {"build_nice": 10})]
+    assert _variants("pruner-bn:build_nice=10", "pruner-g:timer=graph") == [
+        ("pruner-bn", {"build_nice": 10}),
+        ("pruner-g", {"timer": "graph"}),
+    ]
     for spec, match in (
         ("v:quick_start=1", "quick_start: 1 is not a bool"),
         ("v:draft_rounds=true", "draft_rounds: True is not a int"),

@@ -9,6 +9,8 @@ on this package; it imports neither.
   may use, MetaSchedule's task loggers.
 * `tvm_env.builder`: `fast_build` and `PooledLocalBuilder` (workers that live across batches).
 * `tvm_env.runner`: `StartedRunner` (a runner whose worker starts while the first search runs).
+* `tvm_env.graph_timer`: `run_graph_evaluator`, a runner's timing of a CUDA kernel as a CUDA graph
+  (the kernel's own time, not the host's launch rate).
 * `tvm_env.kernel_reuse`: `kernel_key` (a build's generated code, hashed) and `ReusingRunner` (a
   runner that measures each distinct kernel once).
 * `tvm_env.compile_cache`: NVRTC's output kept by source, in a folder a build pool's workers share.

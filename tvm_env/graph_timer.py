@@ -1,0 +1,137 @@
+"""Time a CUDA kernel as a CUDA graph: the kernel's own time, not the host's launch rate.
+
+TVM's time evaluator (MetaSchedule's `LocalRunner`) times `number` launches made one after another by
+the host, between two CUDA events. A kernel that runs for less time than the host takes to launch
+the next one (the packed call, then `cuLaunchKernel`) leaves the GPU waiting in between, and the
+reading is the host's launch rate. On an H200 machine a kernel of 64 adds read 3.8 us that way with
+the host idle and 9.1 us with its cores busy, as a tuning run keeps them; the suite's depthwise
+conv and batch_matmul kernels, 2.4-3.1 us of GPU time, were read at 3.3-4.9 us, so a run could not
+tell them apart (docs/benchmarks.md, "The host's launch floor").
+
+`run_graph_evaluator` is a `LocalRunner` `f_run_evaluator` (it runs in the runner's worker process):
+it captures `GRAPH_LAUNCHES` launches of the candidate into a CUDA graph on a stream of its own
+(TVM launches on the stream `tvm_ffi.use_raw_stream` sets), replays the graph until one reading
+lasts `min_repeat_ms`, and returns each of `repeat` readings per launch, in seconds, as the
+evaluator does. The GPU launches a graph's kernels itself, so a reading is the kernel's time and the
+graph's gap between kernels (0.8-1.0 us for the 64-add kernel on the H200), idle host or busy. Other
+devices are timed by the evaluator, as before. It talks to the CUDA driver (`libcuda`) through
+ctypes: no torch in the runner's worker.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import math
+from typing import Any
+
+__all__ = ["GRAPH_LAUNCHES", "run_graph_evaluator"]
+
+GRAPH_LAUNCHES = 100
+"""Launches of the candidate captured in one graph (a replay of a 3 us kernel's graph takes 0.3 ms)."""
+
+MAX_REPLAYS = 100_000
+"""At most this many replays a reading, whatever `min_repeat_ms` asks."""
+
+_CAPTURE_THREAD_LOCAL = 1  # CU_STREAM_CAPTURE_MODE_THREAD_LOCAL
+_STREAM_NON_BLOCKING = 1  # CU_STREAM_NON_BLOCKING
+_driver: Any = None
+
+
+def _cuda() -> Any:
+    """libcuda, loaded once per process."""
+    global _driver
+    if _driver is None:
+        _driver = ctypes.CDLL("libcuda.so.1")
+    return _driver
+
+
+def _check(result: int, call: str) -> None:
+    if result != 0:
+        name = ctypes.c_char_p()
+        _cuda().cuGetErrorName(result, ctypes.byref(name))
+        raise RuntimeError(f"{call} failed: CUDA error {result} ({(name.value or b'?').decode()})")
+
+
+class _Graph:
+    """`launches` calls of `f(*args)` captured on a stream of their own, instantiated; `time` replays
+    it and reads the seconds a launch. Freed by `close`."""
+
+    def __init__(self, f, args, device, launches: int) -> None:
+        import tvm_ffi
+
+        cu = _cuda()
+        self.launches = launches
+        self.stream, self.graph, self.exec = ctypes.c_void_p(), ctypes.c_void_p(), ctypes.c_void_p()
+        self.events = [ctypes.c_void_p(), ctypes.c_void_p()]
+        _check(cu.cuStreamCreate(ctypes.byref(self.stream), _STREAM_NON_BLOCKING), "cuStreamCreate")
+        for event in self.events:
+            _check(cu.cuEventCreate(ctypes.byref(event), 0), "cuEventCreate")
+        with tvm_ffi.use_raw_stream(device, self.stream.value):
+            f(*args)  # loads the kernel into the context (not allowed while capturing) and warms it
+            _check(cu.cuStreamSynchronize(self.stream), "cuStreamSynchronize")
+            _check(cu.cuStreamBeginCapture_v2(self.stream, _CAPTURE_THREAD_LOCAL), "cuStreamBeginCapture")
+            try:
+                for _ in range(launches):
+                    f(*args)
+            finally:  # a failed launch still ends the capture, or the stream stays unusable
+                ended = cu.cuStreamEndCapture(self.stream, ctypes.byref(self.graph))
+            _check(ended, "cuStreamEndCapture")
+        _check(
+            cu.cuGraphInstantiateWithFlags(ctypes.byref(self.exec), self.graph, ctypes.c_ulonglong(0)),
+            "cuGraphInstantiate",
+        )
+
+    def time(self, replays: int) -> float:
+        """Seconds a launch, over `replays` replays of the graph."""
+        cu = _cuda()
+        start, end = self.events
+        _check(cu.cuEventRecord(start, self.stream), "cuEventRecord")
+        for _ in range(replays):
+            _check(cu.cuGraphLaunch(self.exec, self.stream), "cuGraphLaunch")
+        _check(cu.cuEventRecord(end, self.stream), "cuEventRecord")
+        _check(cu.cuEventSynchronize(end), "cuEventSynchronize")
+        ms = ctypes.c_float()
+        _check(cu.cuEventElapsedTime(ctypes.byref(ms), start, end), "cuEventElapsedTime")
+        return ms.value / 1e3 / (replays * self.launches)
+
+    def close(self) -> None:
+        cu = _cuda()
+        if self.exec.value:
+            cu.cuGraphExecDestroy(self.exec)
+        if self.graph.value:
+            cu.cuGraphDestroy(self.graph)
+        for event in self.events:
+            if event.value:
+                cu.cuEventDestroy_v2(event)
+        if self.stream.value:
+            cu.cuStreamDestroy_v2(self.stream)
+
+
+def replays_for(seconds_a_replay: float, min_repeat_ms: float) -> int:
+    """Replays that make one reading last `min_repeat_ms` (at least 1, at most `MAX_REPLAYS`)."""
+    if seconds_a_replay <= 0:
+        return MAX_REPLAYS
+    return max(1, min(MAX_REPLAYS, math.ceil(min_repeat_ms / 1e3 / seconds_a_replay)))
+
+
+def run_graph_evaluator(rt_mod, device, evaluator_config, repeated_args) -> list[float]:
+    """A `LocalRunner` `f_run_evaluator`: for a CUDA device, `evaluator_config.repeat` readings of each
+    argument set in `repeated_args`, each the seconds a launch over graph replays lasting
+    `min_repeat_ms` at least (`number` is the evaluator's, not used here); other devices go to the
+    evaluator (`run_evaluator_common`)."""
+    from tvm.s_tir.meta_schedule.runner.utils import run_evaluator_common
+
+    if device.dlpack_device_type() != 2:  # kDLCUDA
+        return run_evaluator_common(rt_mod, device, evaluator_config, repeated_args)
+    f = rt_mod[rt_mod.entry_name]
+    costs = []
+    for args in repeated_args:
+        device.sync()
+        graph = _Graph(f, args, device, GRAPH_LAUNCHES)
+        try:
+            first = graph.time(1)  # a replay's time, to size the readings
+            replays = replays_for(first * GRAPH_LAUNCHES, evaluator_config.min_repeat_ms or 0)
+            costs += [graph.time(replays) for _ in range(evaluator_config.repeat)]
+        finally:
+            graph.close()
+    return costs
