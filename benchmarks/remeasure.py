@@ -9,7 +9,9 @@ left out), builds them, and measures every one of them `--rounds` times on this 
 with the databases' candidates interleaved in each round (a round's order is the last one's,
 rotated) so that drift in the device falls on all alike. A candidate's figure is its median over the
 rounds; a workload's is its best candidate's. The table sets each workload's reported best (the
-database's) beside that re-measured best.
+database's) beside that re-measured best. With `--timer graph` each kernel is timed as a CUDA graph
+(`tvm_env.graph_timer`): its own time on the GPU, without the host's launches, which set the reading of
+a kernel of a few microseconds (docs/benchmarks.md, "The host's launch floor").
 
     python benchmarks/remeasure.py --databases "[runs/a/dense/pruner-s0,runs/a/dense/pruner-reuse-s0]" \\
         --target nvidia/nvidia-h100 --top 5 --rounds 5 --json remeasured.json
@@ -148,6 +150,13 @@ def main(argv: list[str] | None = None) -> dict[str, dict]:
     parser.add_argument("--top", type=int, default=5, help="the best N kernels of each workload")
     parser.add_argument("--rounds", type=int, default=5, help="measurements of each")
     parser.add_argument("--min-repeat-ms", type=int, default=100, help="as the runs measured (tune.py's default)")
+    parser.add_argument(
+        "--timer",
+        choices=["evaluator", "graph"],
+        default="evaluator",
+        help="how each kernel is timed (`tune.py --timer`): 'evaluator', as the runs measured; 'graph', as CUDA "
+        "graphs, the kernels' own time without the host's launches (a GPU only)",
+    )
     parser.add_argument("--json", default=None, help="write the figures here too")
     args = parser.parse_args(argv)
     if args.top < 1 or args.rounds < 1:
@@ -158,7 +167,9 @@ def main(argv: list[str] | None = None) -> dict[str, dict]:
 
     target = tvm_env.parse_target(args.target)
     tvm_env.setup(target)
-    out = remeasure(args.databases, target, args.top, args.rounds, MeasureConfig(min_repeat_ms=args.min_repeat_ms))
+    out = remeasure(
+        args.databases, target, args.top, args.rounds, MeasureConfig(min_repeat_ms=args.min_repeat_ms, timer=args.timer)
+    )
     rows = [
         f"| {db} | {workload} | {r['reported_us']:.3f} | {r['of_reported_best_us']:.3f} | {r['remeasured_us']:.3f} "
         f"| {r['remeasured_us'] / r['reported_us']:.3f} |"
