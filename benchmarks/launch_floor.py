@@ -37,21 +37,6 @@ FLOOR = "floor (64 adds)"
 """The name of the floor kernel's row."""
 
 
-def floor_kernel(target):
-    """The floor kernel: 64 adds, bound to one block of GPU threads on a GPU target."""
-    from tvm import te
-
-    from tvm_env import tvm
-
-    a = te.placeholder((64,), name="A")
-    b = te.compute((64,), lambda i: a[i] + 1.0, name="B")
-    sch = tvm.s_tir.Schedule(tvm.IRModule({"main": te.create_prim_func([a, b])}))
-    if target.kind.name != "llvm":
-        (loop,) = sch.get_loops(sch.get_sblock("B"))
-        sch.bind(loop, "threadIdx.x")
-    return sch
-
-
 def start_burners(n: int) -> list:
     """`n` processes that spin until `stop_burners` ends them (a host as busy as a tuning run's)."""
     return [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(n)]
@@ -78,26 +63,17 @@ class Kernel:
         (self.args,) = default_alloc_argument(device, info, 1)
         self.device = device
 
-    def evaluator_us(self, rounds: int, min_repeat_ms: int) -> list[float]:
-        """`rounds` readings of the runner's evaluator (number 3, `min_repeat_ms`), in microseconds."""
+    def evaluator_us(self, min_repeat_ms: int) -> float:
+        """One reading of the runner's evaluator (number 3, `min_repeat_ms`), in microseconds."""
         from tvm.s_tir.meta_schedule.runner.utils import run_evaluator_common
 
-        from tvm_env import ms
+        return run_evaluator_common(self.module, self.device, _config(min_repeat_ms), [self.args])[0] * 1e6
 
-        config = ms.runner.EvaluatorConfig(
-            number=3, repeat=rounds, min_repeat_ms=min_repeat_ms, enable_cpu_cache_flush=False
-        )
-        return [c * 1e6 for c in run_evaluator_common(self.module, self.device, config, [self.args])]
-
-    def graph_timer_us(self, rounds: int, min_repeat_ms: int) -> list[float]:
-        """`rounds` readings of `tvm_env.graph_timer` (what a run's runner reads with `--timer graph`)."""
-        from tvm_env import ms
+    def graph_timer_us(self, min_repeat_ms: int) -> float:
+        """One reading of `tvm_env.graph_timer` (what a run's runner reads with `--timer graph`)."""
         from tvm_env.graph_timer import run_graph_evaluator
 
-        config = ms.runner.EvaluatorConfig(
-            number=3, repeat=rounds, min_repeat_ms=min_repeat_ms, enable_cpu_cache_flush=False
-        )
-        return [c * 1e6 for c in run_graph_evaluator(self.module, self.device, config, [self.args])]
+        return run_graph_evaluator(self.module, self.device, _config(min_repeat_ms), [self.args])[0] * 1e6
 
     def graph_us(self, launches: int, replays: int) -> float:
         """The kernel's time a launch, in microseconds, from a CUDA graph of `launches` launches
@@ -123,18 +99,27 @@ class Kernel:
         return start.elapsed_time(end) * 1e3 / (launches * replays)
 
 
+def _config(min_repeat_ms: int):
+    from tvm_env import ms
+
+    return ms.runner.EvaluatorConfig(number=3, repeat=1, min_repeat_ms=min_repeat_ms, enable_cpu_cache_flush=False)
+
+
 def measure(kernels: list[Kernel], rounds: int, min_repeat_ms: int, launches: int, replays: int, graphs: bool) -> dict:
-    """name -> {"evaluator_us": [...], "graph_us": float or None, "graph_timer_us": [...] (a GPU only),
-    "graph_error": str (if it failed)}."""
-    out = {}
-    for k in kernels:
-        row = out[k.name] = {"evaluator_us": k.evaluator_us(rounds, min_repeat_ms), "graph_us": None}
-        if graphs:
-            try:
-                row["graph_us"] = k.graph_us(launches, replays)
-                row["graph_timer_us"] = k.graph_timer_us(rounds, min_repeat_ms)
-            except Exception as err:  # noqa: BLE001 - a kernel the graph cannot capture keeps its evaluator row
-                row["graph_error"] = f"{type(err).__name__}: {err}"
+    """name -> {"evaluator_us": [...], "graph_us": [...], "graph_timer_us": [...], "graph_error": str (if
+    it failed)}: a reading of each a round, the kernels in turn in every round (drift in the device or
+    the host falls on all alike); the graph readings on a GPU only (else empty)."""
+    out = {k.name: {"evaluator_us": [], "graph_us": [], "graph_timer_us": []} for k in kernels}
+    for _ in range(rounds):
+        for k in kernels:
+            row = out[k.name]
+            row["evaluator_us"].append(k.evaluator_us(min_repeat_ms))
+            if graphs and "graph_error" not in row:
+                try:
+                    row["graph_us"].append(k.graph_us(launches, replays))
+                    row["graph_timer_us"].append(k.graph_timer_us(min_repeat_ms))
+                except Exception as err:  # noqa: BLE001 - a kernel the graph cannot capture keeps its evaluator row
+                    row["graph_error"] = f"{type(err).__name__}: {err}"
     return out
 
 
@@ -145,7 +130,9 @@ def main(argv: list[str] | None = None) -> dict:
         "--target", default="nvidia/nvidia-h100", help="the target to build for (this machine's device)"
     )
     parser.add_argument("--top", type=int, default=2, help="the best N kernels of each workload")
-    parser.add_argument("--rounds", type=int, default=5, help="evaluator readings of each kernel, each state")
+    parser.add_argument(
+        "--rounds", type=int, default=5, help="rounds over the kernels, each state: a reading of each kernel and timer"
+    )
     parser.add_argument("--min-repeat-ms", type=int, default=100, help="as the runs measured (tune.py's default)")
     parser.add_argument("--graph-launches", type=int, default=1000, help="launches captured in a kernel's graph")
     parser.add_argument("--graph-replays", type=int, default=20, help="replays of the graph timed")
@@ -160,30 +147,33 @@ def main(argv: list[str] | None = None) -> dict:
     import tvm_env
     from benchmarks.remeasure import best_kernels
     from tvm_env import PooledLocalBuilder, ms, usable_cores
+    from tvm_env.builder import tiny_schedule
 
     target = tvm_env.parse_target(args.target)
     tvm_env.setup(target)
     gpu = target.kind.name not in ("llvm", "c")
     device = tvm_env.tvm.runtime.device(target.kind.name if gpu else "cpu", 0)
-    builder, paths = PooledLocalBuilder(), []
-    try:
-        floor = floor_kernel(target)
-        (built,) = builder.build([ms.builder.BuilderInput(floor.mod, target)])
-        if built.error_msg is not None:
-            raise RuntimeError(f"the floor kernel does not build: {built.error_msg}")
-        paths.append(built.artifact_path)
-        kernels = [Kernel(FLOOR, None, floor, built.artifact_path, device)]
-        for i, (db, workload, record, sch, path) in enumerate(best_kernels(args.databases, args.top, target, builder)):
-            paths.append(path)
-            kernels.append(Kernel(f"{db} {workload} #{i}", record.latency * 1e6, sch, path, device))
-    finally:
-        builder.shutdown()
     burn = usable_cores() if args.burn is None else args.burn
-    try:
-        idle = measure(kernels, args.rounds, args.min_repeat_ms, args.graph_launches, args.graph_replays, gpu)
+    builder, paths = PooledLocalBuilder(), []
+    try:  # every build made is removed, whatever fails
+        try:
+            floor = tiny_schedule(bind=gpu)
+            (built,) = builder.build([ms.builder.BuilderInput(floor.mod, target)])
+            if built.error_msg is not None:
+                raise RuntimeError(f"the floor kernel does not build: {built.error_msg}")
+            paths.append(built.artifact_path)
+            best = best_kernels(args.databases, args.top, target, builder)
+            paths += [path for *_, path in best]
+        finally:
+            builder.shutdown()
+        kernels = [Kernel(FLOOR, None, floor, built.artifact_path, device)]
+        for i, (db, workload, record, sch, path) in enumerate(best):
+            kernels.append(Kernel(f"{db} {workload} #{i}", record.latency * 1e6, sch, path, device))
+        settings = (args.rounds, args.min_repeat_ms, args.graph_launches, args.graph_replays, gpu)
+        idle = measure(kernels, *settings)
         burners = start_burners(burn)
         try:
-            loaded = measure(kernels, args.rounds, args.min_repeat_ms, args.graph_launches, args.graph_replays, gpu)
+            loaded = measure(kernels, *settings)
         finally:
             stop_burners(burners)
     finally:
@@ -191,8 +181,8 @@ def main(argv: list[str] | None = None) -> dict:
             ms.utils.remove_build_dir(path)
     out = {k.name: {"reported_us": k.reported_us, "idle": idle[k.name], "loaded": loaded[k.name]} for k in kernels}
 
-    def fmt(x):
-        return "-" if x is None else f"{x:.3f}"
+    def fmt(readings):
+        return f"{statistics.median(readings):.3f}" if readings else "-"
 
     print(
         f"| kernel | reported (us) | evaluator, idle | evaluator, {burn} spinning | graph, idle | graph, {burn} spinning "
@@ -200,12 +190,11 @@ def main(argv: list[str] | None = None) -> dict:
     )
     print("|---|---|---|---|---|---|---|---|")
     for name, row in out.items():
-        cells = [fmt(row["reported_us"])]
-        cells += [fmt(statistics.median(row[s]["evaluator_us"])) for s in ("idle", "loaded")]
-        cells += [fmt(row[s]["graph_us"]) for s in ("idle", "loaded")]
+        cells = [fmt([row["reported_us"]] if row["reported_us"] is not None else [])]
         cells += [
-            fmt(statistics.median(row[s]["graph_timer_us"]) if "graph_timer_us" in row[s] else None)
-            for s in ("idle", "loaded")
+            fmt(row[state][key])
+            for key in ("evaluator_us", "graph_us", "graph_timer_us")
+            for state in ("idle", "loaded")
         ]
         print(f"| {name} | " + " | ".join(cells) + " |")
     for name, row in out.items():

@@ -23,11 +23,13 @@ import json
 import math
 import statistics
 import sys
+import typing
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.cli import doc_parser
+from bridge.config import MeasureConfig
 
 SCAN = 20
 """`best_kernels` looks at a workload's best `SCAN` x `top` records at most (each is built to key it)."""
@@ -152,7 +154,7 @@ def main(argv: list[str] | None = None) -> dict[str, dict]:
     parser.add_argument("--min-repeat-ms", type=int, default=100, help="as the runs measured (tune.py's default)")
     parser.add_argument(
         "--timer",
-        choices=["evaluator", "graph"],
+        choices=typing.get_args(typing.get_type_hints(MeasureConfig)["timer"]),
         default="evaluator",
         help="how each kernel is timed (`tune.py --timer`): 'evaluator', as the runs measured; 'graph', as CUDA "
         "graphs, the kernels' own time without the host's launches (a GPU only)",
@@ -163,7 +165,6 @@ def main(argv: list[str] | None = None) -> dict[str, dict]:
         parser.error(f"--top ({args.top}) and --rounds ({args.rounds}) must be >= 1")
 
     import tvm_env
-    from bridge.config import MeasureConfig
 
     target = tvm_env.parse_target(args.target)
     tvm_env.setup(target)

@@ -173,8 +173,8 @@ def run_arm(
     job_nice = getattr(builder, "nice", args.build_nice)
     if args.artifact != job_artifact:  # a variant's artifact, for this arm only
         builder.set_artifact(args.artifact)
-    if args.build_nice != job_nice:  # a variant's priority: the arm's builds on workers started at it
-        builder.set_nice(args.build_nice)
+    if args.build_nice != job_nice:  # a variant's priority: the arm's builds on workers started at it,
+        builder.set_nice(args.build_nice, wait=True)  # before the arm's clock starts
     if args.reuse_kernels and hasattr(builder, "set_compile_cache"):  # the arm's builds: a compile cache of its own
         builder.set_compile_cache(True, fresh=True)
     elif args.reuse_kernels != job_cache:
@@ -185,7 +185,7 @@ def run_arm(
         if args.artifact != job_artifact:
             builder.set_artifact(job_artifact)
         if args.build_nice != job_nice:
-            builder.set_nice(job_nice)
+            builder.set_nice(job_nice, wait=True)
         if args.reuse_kernels != job_cache:  # a reuse arm's folder goes with it
             builder.set_compile_cache(job_cache, fresh=args.reuse_kernels)
     return result.rows

@@ -56,6 +56,7 @@ __all__ = [
     "fast_build",
     "one_build_thread",
     "tiny_kernel",
+    "tiny_schedule",
 ]
 
 ARTIFACTS = ("tar", "so")
@@ -96,14 +97,20 @@ def one_build_thread(nice: int = 0) -> None:
 
 def tiny_kernel() -> Any:
     """A 64-element add with its loop bound to CUDA threads: the smallest kernel a CUDA build takes."""
+    return tiny_schedule().mod
+
+
+def tiny_schedule(bind: bool = True) -> Any:
+    """The schedule of `tiny_kernel`, its loop bound to CUDA threads with `bind` (unbound, for a CPU)."""
     from tvm import te
 
     a = te.placeholder((64,), name="A")
     b = te.compute((64,), lambda i: a[i] + 1.0, name="B")
     sch = tvm.s_tir.Schedule(tvm.IRModule({"main": te.create_prim_func([a, b])}))
-    (loop,) = sch.get_loops(sch.get_sblock("B"))
-    sch.bind(loop, "threadIdx.x")
-    return sch.mod
+    if bind:
+        (loop,) = sch.get_loops(sch.get_sblock("B"))
+        sch.bind(loop, "threadIdx.x")
+    return sch
 
 
 def warm_worker(target_json: str | None) -> bool:
@@ -248,6 +255,7 @@ class PooledLocalBuilder(ms.builder.LocalBuilder._cls):
         )
         self.reuse_batches, self.max_source_kb, self._pool, self._batches = reuse_batches, max_source_kb, None, 0
         self.nice, self.compile_cache = nice, compile_cache
+        self._pool_nice, self._swap_due = nice, False  # the running pool's priority; a `set_nice` swap pending
         self._cache_folder: str | None = None  # made at the first batch, removed by `shutdown`
         self._spare: Future | None = None  # the next pool, started ahead (`SPARE_AHEAD`)
         self._target_json: str | None = None  # the target its workers warm up for (`warm_worker`)
@@ -277,29 +285,33 @@ class PooledLocalBuilder(ms.builder.LocalBuilder._cls):
         if folder is not None:  # a build still running when it goes only loses its entry
             shutil.rmtree(folder, ignore_errors=True)
 
-    def set_nice(self, nice: int) -> None:
+    def set_nice(self, nice: int, wait: bool = False) -> None:
         """Run the next batches' builds `nice` steps lower in CPU priority (as `__init__` takes it), so
         that a tuning suite's arms of either setting share one builder. A worker takes its priority when
         it starts (and may not raise it again), so a change replaces the pool: a new one starts now, in
         the background and warmed, and serves the next batch that finds no build in flight; the old one
-        ends then."""
+        ends then. With `wait`, this returns once the new pool has started (a suite's arm does not pay
+        the start in its budget). Back to the running pool's priority before that, no pool is replaced."""
         _check_nice(nice)
         with self._lock:
             if nice == self.nice:
                 return
             self.nice = nice
             spare, self._spare = self._spare, None  # started at the old priority
-            if self._pool is not None:
-                self._batches = self.reuse_batches  # the next batch swaps in the new pool (`submit`)
-                self._start_spare()
+            self._swap_due = self._pool is not None and nice != self._pool_nice
+            if self._swap_due:
+                self._start_spare()  # `submit` swaps it in
+            starting = self._spare
         if spare is not None:
             spare.add_done_callback(lambda f: f.exception() is None and end_pool(f.result()))
+        if wait and starting is not None:
+            starting.exception()  # started (or failed: the swap raises it)
 
-    def _new_pool(self, warm: bool) -> Any:
+    def _new_pool(self, warm: bool, nice: int) -> Any:
         from tvm.support.popen_pool import PopenPoolExecutor
 
         pool = PopenPoolExecutor(
-            max_workers=self.max_workers, timeout=self.timeout_sec, initializer=one_build_thread, initargs=(self.nice,)
+            max_workers=self.max_workers, timeout=self.timeout_sec, initializer=one_build_thread, initargs=(nice,)
         )
         if warm:
             self._warm(pool)
@@ -316,7 +328,8 @@ class PooledLocalBuilder(ms.builder.LocalBuilder._cls):
             spare, self._spare = self._spare, None
             self._pool = spare.result()
         else:
-            self._pool = self._new_pool(warm=False)
+            self._pool = self._new_pool(warm=False, nice=self.nice)
+        self._pool_nice, self._swap_due = self.nice, False  # a spare is always at the builder's nice
         if old is not None:
             self.restarts += 1
             threading.Thread(target=old.shutdown, name="build-pool-shutdown", daemon=True).start()
@@ -326,7 +339,7 @@ class PooledLocalBuilder(ms.builder.LocalBuilder._cls):
         """Start the next pool's workers in the background (an error surfaces at the swap); caller
         holds the lock."""
         executor = ThreadPoolExecutor(1, thread_name_prefix="build-pool-spare")
-        self._spare = executor.submit(self._new_pool, warm=True)
+        self._spare = executor.submit(self._new_pool, warm=True, nice=self.nice)
         executor.shutdown(wait=False)  # the thread ends once the pool has started
 
     def shutdown(self) -> None:
@@ -370,7 +383,7 @@ class PooledLocalBuilder(ms.builder.LocalBuilder._cls):
         from tvm.s_tir.meta_schedule.builder import local_builder
 
         with self._lock:
-            if self._pool is None or (self._batches >= self.reuse_batches and not self._running):
+            if self._pool is None or ((self._batches >= self.reuse_batches or self._swap_due) and not self._running):
                 self._fresh_pool()
             self._batches += 1
             if self._spare is None and self._batches >= self.reuse_batches - SPARE_AHEAD:

@@ -296,6 +296,12 @@ def test_set_nice_moves_the_next_batches_to_workers_at_the_new_priority(make_bui
     while any(os.path.exists(f"/proc/{pid}") for pid in old_pids) and time.monotonic() < deadline:
         time.sleep(0.1)  # the old pool ends in the background
     assert not any(os.path.exists(f"/proc/{pid}") for pid in old_pids)
-    builder.set_nice(0)
+    builder.set_nice(0, wait=True)  # returns with the new pool started: the next batch swaps it in at once
+    assert builder._spare.done()
     assert build_and_nices() == {own}
+    assert builder.restarts == 2
+    current = builder._pool
+    builder.set_nice(3)
+    builder.set_nice(0)  # back before any batch: the running pool stays, the spare at 3 goes
+    assert builder._spare is None and build_and_nices() == {own} and builder._pool is current
     assert builder.restarts == 2

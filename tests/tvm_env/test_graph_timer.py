@@ -12,7 +12,7 @@ from tvm.s_tir.meta_schedule.testing import te_workload
 from bridge.config import MeasureConfig
 from bridge.workers import make_runner
 from tvm_env import ms, parse_target, tvm
-from tvm_env.graph_timer import MAX_REPLAYS, replays_for
+from tvm_env.graph_timer import GRAPH_LAUNCHES, MAX_REPLAYS, launches_for, replays_for, run_graph_evaluator
 
 
 def test_a_graph_timed_runner_measures_a_cpu_build_with_the_evaluator(make_builder):
@@ -25,10 +25,23 @@ def test_a_graph_timed_runner_measures_a_cpu_build_with_the_evaluator(make_build
         args = ms.arg_info.ArgInfo.from_prim_func(mod["main"])
         (future,) = runner.run([ms.runner.RunnerInput(str(built.artifact_path), "cpu", args)])
         result = future.result()
+        assert runner._runner.result().f_run_evaluator is run_graph_evaluator  # what the worker times with
     finally:
         runner.shutdown()
+    default = make_runner(MeasureConfig(), target)
+    try:
+        assert default._runner.result().f_run_evaluator is None  # the evaluator, MetaSchedule's default
+    finally:
+        default.shutdown()
     assert result.error_msg is None, result.error_msg
     assert len(result.run_secs) == 2 and all(float(t) > 0 for t in result.run_secs)  # `repeat` readings
+
+
+def test_a_graph_holds_about_a_millisecond_of_launches_within_bounds():
+    assert launches_for(3e-6, GRAPH_LAUNCHES) == GRAPH_LAUNCHES  # a 3 us kernel: the most, 100
+    assert launches_for(1e-4, GRAPH_LAUNCHES) == 10
+    assert launches_for(0.01, GRAPH_LAUNCHES) == 1  # a slow kernel: one launch, timed like the evaluator
+    assert launches_for(0.0, GRAPH_LAUNCHES) == GRAPH_LAUNCHES
 
 
 def test_readings_last_min_repeat_ms_within_bounds():
