@@ -140,17 +140,13 @@ def main(argv: list[str] | None = None) -> dict:
         "--burn", type=int, default=None, help="spinning processes in the loaded state (default: a core each)"
     )
     parser.add_argument("--json", default=None, help="write the figures here too")
-    args = parser.parse_args(argv)
-    if args.top < 1 or args.rounds < 1:
-        parser.error(f"--top ({args.top}) and --rounds ({args.rounds}) must be >= 1")
+    from benchmarks.remeasure import best_kernels, parse_with_target
 
+    args, target = parse_with_target(parser, argv)
     import tvm_env
-    from benchmarks.remeasure import best_kernels
     from tvm_env import PooledLocalBuilder, ms, usable_cores
     from tvm_env.builder import tiny_schedule
 
-    target = tvm_env.parse_target(args.target)
-    tvm_env.setup(target)
     gpu = target.kind.name not in ("llvm", "c")
     device = tvm_env.tvm.runtime.device(target.kind.name if gpu else "cpu", 0)
     burn = usable_cores() if args.burn is None else args.burn

@@ -143,6 +143,19 @@ def remeasure(databases: list[str], target, top: int, rounds: int, measure) -> d
     return out
 
 
+def parse_with_target(parser, argv: list[str] | None):
+    """`parser`'s arguments (`--top` and `--rounds` checked) and their `--target`, parsed, with this
+    process set up for it (TVM imported here, after the parse)."""
+    args = parser.parse_args(argv)
+    if args.top < 1 or args.rounds < 1:
+        parser.error(f"--top ({args.top}) and --rounds ({args.rounds}) must be >= 1")
+    import tvm_env
+
+    target = tvm_env.parse_target(args.target)
+    tvm_env.setup(target)
+    return args, target
+
+
 def main(argv: list[str] | None = None) -> dict[str, dict]:
     parser = doc_parser(__doc__)
     parser.add_argument("--databases", type=list[str], required=True, help="tuning databases (folders)")
@@ -160,14 +173,7 @@ def main(argv: list[str] | None = None) -> dict[str, dict]:
         "graphs, the kernels' own time without the host's launches (a GPU only)",
     )
     parser.add_argument("--json", default=None, help="write the figures here too")
-    args = parser.parse_args(argv)
-    if args.top < 1 or args.rounds < 1:
-        parser.error(f"--top ({args.top}) and --rounds ({args.rounds}) must be >= 1")
-
-    import tvm_env
-
-    target = tvm_env.parse_target(args.target)
-    tvm_env.setup(target)
+    args, target = parse_with_target(parser, argv)
     out = remeasure(
         args.databases, target, args.top, args.rounds, MeasureConfig(min_repeat_ms=args.min_repeat_ms, timer=args.timer)
     )

@@ -355,26 +355,20 @@ def main(argv: list[str] | None = None) -> None:
         default=guard.default,
         help=f"{guard.metadata['help']}; every arm",
     )
-    artifact = _field(MeasureConfig, "artifact")
-    p.add_argument(
-        "--artifact",
-        choices=typing.get_args(typing.get_type_hints(MeasureConfig)["artifact"]),
-        default=artifact.default,
-        help=f"{artifact.metadata['help']}; every arm",
-    )
+    for name in ("artifact", "timer"):  # MeasureConfig's choices
+        field = _field(MeasureConfig, name)
+        p.add_argument(
+            f"--{name}",
+            choices=typing.get_args(typing.get_type_hints(MeasureConfig)[name]),
+            default=field.default,
+            help=f"{field.metadata['help']}; every arm",
+        )
     build_nice = _field(MeasureConfig, "build_nice")
     p.add_argument(
         "--build-nice", type=int, default=build_nice.default, help=f"{build_nice.metadata['help']}; every arm"
     )
     reuse = _field(MeasureConfig, "reuse_kernels")
     p.add_argument("--reuse-kernels", type=bool, default=reuse.default, help=f"{reuse.metadata['help']}; every arm")
-    timer = _field(MeasureConfig, "timer")
-    p.add_argument(
-        "--timer",
-        choices=typing.get_args(typing.get_type_hints(MeasureConfig)["timer"]),
-        default=timer.default,
-        help=f"{timer.metadata['help']}; every arm",
-    )
     p.add_argument("--eager", action="store_true", help="also time the operators in torch eager mode")
     p.add_argument("--work", default="runs/suite", help="tuning work dirs")
     p.add_argument("--gpus", type=int, default=1, help="arms at once, one process per GPU, each on 1/N of the cores")
