@@ -68,13 +68,26 @@ def best_kernels(databases: list[str], top: int, target, builder) -> list[tuple]
     `kernel_key` beside it) `top` a workload at a time, until each workload has `top` kernels or its
     best `SCAN` x `top` records were looked at; the kept builds are the ones measured, the others are
     removed. A record that does not build here is named and left out."""
-    from benchmarks.build_profile import replay
     from tvm_env import ms
-    from tvm_env.kernel_reuse import read_key
 
     queues = {(db, name): records[: SCAN * top] for db in databases for name, records in _workloads(db).items()}
     kept: dict[tuple, list] = {k: [] for k in queues}
     keys: dict[tuple, set] = {k: set() for k in queues}
+    try:
+        _keep_best(queues, kept, keys, top, target, builder)
+    except BaseException:  # the builds kept so far go with the failure
+        for candidate in (c for k in kept for c in kept[k]):
+            ms.utils.remove_build_dir(candidate[-1])
+        raise
+    return [candidate for k in kept for candidate in kept[k]]
+
+
+def _keep_best(queues: dict, kept: dict, keys: dict, top: int, target, builder) -> None:
+    """`best_kernels`' loop: builds each workload's next records until it has `top` kernels in `kept`."""
+    from benchmarks.build_profile import replay
+    from tvm_env import ms
+    from tvm_env.kernel_reuse import read_key
+
     while batch := _next_records(queues, kept, top):
         schs = [replay(record) for _, record in batch]
         built = builder.build([ms.builder.BuilderInput(sch.mod, target) for sch in schs])
@@ -90,7 +103,6 @@ def best_kernels(databases: list[str], top: int, target, builder) -> list[tuple]
                 continue
             keys[k].add(key)
             kept[k].append((*k, record, sch, str(b.artifact_path)))
-    return [candidate for k in kept for candidate in kept[k]]
 
 
 def remeasure(databases: list[str], target, top: int, rounds: int, measure) -> dict[str, dict]:

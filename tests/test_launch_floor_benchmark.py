@@ -1,8 +1,9 @@
 """benchmarks/launch_floor.py on the host (llvm): the floor kernel and a database's best kernels are
 built, loaded and read by the runner's evaluator with the host idle and with spinning processes. The
-CUDA-graph readings need a GPU; on the host they are left out (None)."""
+CUDA-graph readings need a GPU; on the host they are left out (empty)."""
 
 import json
+import signal
 from pathlib import Path
 
 from benchmark_files import load_benchmark
@@ -33,4 +34,4 @@ def test_burners_spin_until_stopped():
     burners = launch_floor.start_burners(2)
     assert all(p.poll() is None for p in burners)
     launch_floor.stop_burners(burners)
-    assert all(p.returncode is not None for p in burners)  # killed and reaped
+    assert all(p.returncode == -signal.SIGKILL for p in burners)  # killed and reaped

@@ -293,15 +293,19 @@ class PooledLocalBuilder(ms.builder.LocalBuilder._cls):
         ends then. With `wait`, this returns once the new pool has started (a suite's arm does not pay
         the start in its budget). Back to the running pool's priority before that, no pool is replaced."""
         _check_nice(nice)
+        spare = None
         with self._lock:
             if nice == self.nice:
-                return
-            self.nice = nice
-            spare, self._spare = self._spare, None  # started at the old priority
-            self._swap_due = self._pool is not None and nice != self._pool_nice
-            if self._swap_due:
-                self._start_spare()  # `submit` swaps it in
-            starting = self._spare
+                starting = self._spare if self._swap_due else None
+            else:
+                self.nice = nice
+                spare, self._spare = self._spare, None  # started at the old priority
+                self._swap_due = self._pool is not None and nice != self._pool_nice
+                if self._swap_due or (
+                    spare is not None and self._batches >= self.reuse_batches - SPARE_AHEAD
+                ):  # the swap's pool, or the restart's that was started ahead (`submit`), at the new priority
+                    self._start_spare()
+                starting = self._spare if self._swap_due else None
         if spare is not None:
             spare.add_done_callback(lambda f: f.exception() is None and end_pool(f.result()))
         if wait and starting is not None:

@@ -291,6 +291,8 @@ def test_set_nice_moves_the_next_batches_to_workers_at_the_new_priority(make_bui
     old_pids = [w._proc.pid for w in first._worker_map.values() if w._proc]
     builder.set_nice(7)
     assert builder.nice == 7 and builder._spare is not None  # the new pool starts now, ahead of the batch
+    builder.set_nice(7, wait=True)  # the same priority: waits for the pending pool all the same
+    assert builder._spare.done()
     assert build_and_nices() == {min(19, own + 7)} and builder._pool is not first
     deadline = time.monotonic() + 30
     while any(os.path.exists(f"/proc/{pid}") for pid in old_pids) and time.monotonic() < deadline:
