@@ -29,7 +29,7 @@ SLOW = 1.1
 """A measurement more than this times its kernel's fastest is counted as slow (`slow_share`)."""
 
 
-def repeats(database: str, target, limit: int) -> dict:
+def repeats(database: str, target, limit: int, fastest: int = 0) -> dict:
     """The first `limit` valid records of `database` (task by task, each in commit order; a trace
     stored twice counts once, as `data.records.read_records` reads it): how many repeat a kernel, the
     spread (max / min) of the latencies measured for each kernel measured more than once, the share
@@ -37,7 +37,8 @@ def repeats(database: str, target, limit: int) -> dict:
     task's best latency had every kernel counted only its first measurement (as a run with
     `--reuse-kernels` counts it), over its best of all measurements (a geometric mean over the tasks;
     1.0 for a run that reused every repeated kernel's measurement); a task is a workload (a network's
-    arm holds its tasks in one folder)."""
+    arm holds its tasks in one folder). `fastest`: also the `fastest` kernels of least latency, each
+    as its measurements, [record's place among the valid records in commit order, latency in us]."""
     from benchmarks.build_profile import replay
     from data.records import read_records
     from tvm_env import kernel_key, tvm
@@ -47,13 +48,15 @@ def repeats(database: str, target, limit: int) -> dict:
     kernels: dict[str, list[float]] = {}
     firsts: dict[str, dict[str, float]] = {}  # workload -> kernel -> its first measurement
     unbuilt = 0
-    for workload, record in records:
+    places: dict[str, list[list[float]]] = {}
+    for place, (workload, record) in enumerate(records):
         try:
             key = kernel_key(tvm.tirx.build(replay(record).mod, target))
         except Exception:  # a record whose trace no longer builds here: not counted
             unbuilt += 1
             continue
         kernels.setdefault(key, []).append(record.latency)
+        places.setdefault(key, []).append([place, round(record.latency * 1e6, 4)])
         firsts.setdefault(workload, {}).setdefault(key, record.latency)
     spreads = sorted(max(v) / min(v) for v in kernels.values() if len(v) > 1)
     again = [t / min(v) for v in kernels.values() if len(v) > 1 for t in v]  # measurements of repeated kernels
@@ -69,6 +72,7 @@ def repeats(database: str, target, limit: int) -> dict:
         "spread_max": spreads[-1] if spreads else float("nan"),
         "slow_share": sum(r > SLOW for r in again) / len(again) if again else float("nan"),
         "first_best": math.exp(statistics.fmean(math.log(g) for g in gains)) if gains else float("nan"),
+        "fastest": sorted(places.values(), key=lambda m: min(us for _, us in m))[:fastest],
     }
 
 
@@ -78,13 +82,16 @@ def main(argv: list[str] | None = None) -> dict[str, dict]:
     parser.add_argument("--target", default="nvidia/nvidia-h100", help="the target the records were built for")
     parser.add_argument("--records", type=int, default=300, help="the first N valid records of each")
     parser.add_argument("--json", default=None, help="write the figures here too")
+    parser.add_argument(
+        "--fastest", type=int, default=0, help="also print each database's N fastest kernels, every measurement of each"
+    )
     args = parser.parse_args(argv)
 
     import tvm_env
 
     target = tvm_env.parse_target(args.target)
     tvm_env.setup(target)
-    out = {db: repeats(db, target, args.records) for db in args.databases}
+    out = {db: repeats(db, target, args.records, args.fastest) for db in args.databases}
     print(
         "| database | trials | kernels | repeats | latency spread in a kernel: median / max "
         f"| a repeated kernel's measurements over {SLOW}x its fastest | best, first measurements only |"
@@ -96,6 +103,10 @@ def main(argv: list[str] | None = None) -> dict[str, dict]:
             f"| {r['spread_median']:.4f} / {r['spread_max']:.4f} | {100 * r['slow_share']:.0f}% "
             f"| {r['first_best']:.4f}x |"
         )
+    for db, r in out.items():
+        for i, measured in enumerate(r["fastest"]):
+            readings = ", ".join(f"{us:.3f} (#{place})" for place, us in measured)
+            print(f"{db} kernel {i}: {readings}")
     if args.json:
         Path(args.json).write_text(json.dumps(out, indent=1) + "\n")
     return out

@@ -110,6 +110,7 @@ def report(
     baseline_from: tuple[Path, ...] = (),
     sooner: float = 0.0,
     take: tuple[str, ...] = (),
+    reread: tuple[Path, ...] = (),
 ) -> str:
     """The markdown tables of every workload with a baseline arm; with `plot`, the figure too. `also`:
     more results folders read beside `results` (e.g. workloads or seeds that ran under the same settings
@@ -120,7 +121,10 @@ def report(
     `sooner`: a what-if, every other method's curve moved this many seconds earlier (what a first batch
     that much sooner would give, if the rest of the run followed it); the baseline's stays. `take`:
     "FOLDER:LABEL[=METHOD]", the arms of one label only from a folder, reported as METHOD (e.g. an A/B's
-    variant under the name its setting became the default of, beside later seeds of that default)."""
+    variant under the name its setting became the default of, beside later seeds of that default).
+    `reread`: `benchmarks/launch_floor.py` JSON files that re-read each arm's best kernel on one scale
+    (`reread_factors`): every arm's curve is multiplied by its factor, so that arms whose runs read
+    their kernels differently are compared on the re-read's scale; an arm without one is refused."""
     import json
 
     folders = [Path(results), *map(Path, also)]
@@ -145,6 +149,7 @@ def report(
                 if method != baseline:
                     for seed, rows in runs.items():
                         runs[seed] = [{**r, "elapsed_s": max(r["elapsed_s"] - sooner, _TOL)} for r in rows]
+    scaled = _rescale(data, reread_factors(*reread)) if reread else []
     eager: dict = {}
     for folder in reversed(folders):  # the first folder's time wins
         if (folder / "eager.json").exists():
@@ -227,10 +232,60 @@ def report(
     for reference in against:
         lines += _against(data, baseline, reference)
     lines += _per_seed(data, baseline)
+    lines += scaled
     if plot:
         _plot(data, plot)
         lines.append(f"- plot: {plot}")
     return "\n".join(lines)
+
+
+def reread_factors(*paths: Path) -> dict[tuple[str, str, int], float]:
+    """(workload slug, method, seed) -> the re-read's median over the reported latency of that arm's
+    best kernel, from `benchmarks/launch_floor.py --json` files. A kernel's name there starts with its
+    database, `.../<workload slug>/<method>-s<seed>` (a device's work folder or `suite_databases`). The
+    re-read is the median of its `--timer graph` readings (CUDA graphs; else torch's graphs, else the
+    evaluator's), idle and loaded. An arm read in two files, or twice in one, takes its best kernel's."""
+    import json
+    import statistics
+
+    best: dict[tuple[str, str, int], tuple[float, float]] = {}
+    for path in map(Path, paths):
+        kernels = json.loads(path.read_text()).get("kernels")
+        if not isinstance(kernels, dict):
+            raise ValueError(f"{path}: not a launch_floor.py JSON (no 'kernels' object)")
+        for name, entry in kernels.items():
+            if entry.get("reported_us") is None:
+                continue  # the floor kernel
+            database = Path(name.split(" ")[0])
+            method, sep, seed = database.name.rpartition("-s")
+            if not sep or not seed.isdigit():
+                raise ValueError(f"{path}: kernel {name!r} does not name a database <workload>/<method>-s<seed>")
+            for timer in ("graph_timer_us", "graph_us", "evaluator_us"):
+                readings = [x for state in ("idle", "loaded") for x in entry.get(state, {}).get(timer, [])]
+                if readings:
+                    break
+            else:
+                raise ValueError(f"{path}: kernel {name!r} has no readings")
+            key = (database.parent.name, method, int(seed))
+            reported = float(entry["reported_us"])
+            if key not in best or reported < best[key][0]:
+                best[key] = (reported, statistics.median(readings))
+    return {key: reread / reported for key, (reported, reread) in best.items()}
+
+
+def _rescale(data: dict, factors: dict[tuple[str, str, int], float]) -> list[str]:
+    """Multiply every arm's curve in `data` by its factor (`reread_factors`); the report's lines that
+    say so. An arm without a factor is refused: it would be compared on another scale."""
+    lines = ["- every curve rescaled by its best kernel's re-read over its reported latency (`--reread`):"]
+    for workload, methods in sorted(data.items()):
+        for method, runs in sorted(methods.items()):
+            for seed, rows in sorted(runs.items()):
+                factor = factors.get((workload, method, seed))
+                if factor is None:
+                    raise ValueError(f"--reread: no re-read of {method} seed {seed} of {workload}'s best kernel")
+                runs[seed] = [{**r, "estimated_ms": r["estimated_ms"] * factor} for r in rows]
+                lines.append(f"  {workload} {method} s{seed}: x{factor:.3f}")
+    return lines
 
 
 def _take(data: dict, spec: str) -> None:

@@ -100,7 +100,7 @@ SEARCH_KNOBS = (
     "first_verify_generations",
 )
 """The draft-then-verify settings this CLI passes to `bridge.config.SearchConfig` as they are."""
-COST_KNOBS = ("epochs", "background_update")
+COST_KNOBS = ("epochs", "background_update", "model_device")
 """The online-training settings this CLI passes to our cost models' `bridge.config.CostModelConfig`."""
 MEASURE_KNOBS = ("artifact", "reuse_kernels", "build_nice", "timer")
 """The measurement settings a variant may change (`bridge.config.MeasureConfig`): the job's build
@@ -304,6 +304,13 @@ def main(argv: list[str] | None = None) -> None:
         help="with --report: a what-if, every non-XGB curve moved this many seconds earlier (a first batch that "
         "much sooner)",
     )
+    p.add_argument(
+        "--reread",
+        nargs="+",
+        default=[],
+        help="with --report: benchmarks/launch_floor.py JSON files that re-read every arm's best kernel; each "
+        "arm's curve is rescaled by its best kernel's re-read over its reported latency (one scale for all)",
+    )
     p.add_argument("--workloads", nargs="+", default=list(WORKLOADS))
     p.add_argument("--arms", nargs="+", default=["xgb", "pruner", "moa"], choices=METHODS, help="methods to run")
     p.add_argument(
@@ -331,6 +338,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--epochs", type=int, default=epochs.default, help=f"{epochs.metadata['help']}; pruner, moa, mlp")
     background = _field(CostModelConfig, "background_update")
     p.add_argument("--background-update", type=bool, default=background.default, help=background.metadata["help"])
+    model_device = _field(CostModelConfig, "model_device")
+    p.add_argument("--model-device", default=None, help=f"{model_device.metadata['help']}; pruner, moa, mlp")
     p.add_argument("--psa-formula", default=DEFAULT_PSA_FORMULA, choices=PSA_FORMULAS, help="PSA formula of the draft")
     p.add_argument("--population", type=int, default=None, help="draft population (unset: the default)")
     p.add_argument("--potential", type=int, default=512, help="potential-space size of the draft")
@@ -411,6 +420,8 @@ def main(argv: list[str] | None = None) -> None:
         raise ValueError(f"--xgb-from {args.xgb_from}: folders of XGB arms to report against; it needs --report")
     if args.sooner and not args.report:
         raise ValueError(f"--sooner {args.sooner}: a what-if of the report; it needs --report")
+    if args.reread and not args.report:
+        raise ValueError(f"--reread {args.reread}: re-reads to rescale the report by; it needs --report")
     if args.take and not args.report:
         raise ValueError(f"--take {args.take}: arms to report on; it needs --report")
     if args.baseline != p.get_default("baseline") and not args.report:
@@ -428,6 +439,7 @@ def main(argv: list[str] | None = None) -> None:
                 baseline_from=tuple(args.xgb_from),
                 sooner=args.sooner,
                 take=tuple(args.take),
+                reread=tuple(args.reread),
             )
         )
         return

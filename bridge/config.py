@@ -14,6 +14,7 @@ ValueError naming the argument and its value.
 from __future__ import annotations
 
 import dataclasses
+import re
 from typing import Literal
 
 from pruner_models.blend import check_weight
@@ -235,9 +236,16 @@ class CostModelConfig:
         "pam-siamese-update: adapt the pretrained model after every this-many rounds (published: 4; every round "
         "reached XGB's final 1.19x sooner on the GPU suite, docs/benchmarks.md)",
     )
+    model_device: str | None = _knob(
+        None,
+        "torch device our cost models score and train on: cpu, cuda or cuda:N (unset: cuda when available, "
+        "else cpu; on a GPU target the model then shares the GPU with the runner's measurements)",
+    )
     seed: int = _knob(0, "seed of the cost model (the CLI's --seed sets it)", cli=False)
 
     def __post_init__(self) -> None:
+        if self.model_device is not None and not re.fullmatch(r"cpu|cuda(:\d+)?", self.model_device):
+            raise ValueError(f"--model-device {self.model_device!r}: give cpu, cuda or cuda:N")
         if self.epochs < 1:
             raise ValueError(f"--epochs {self.epochs!r} must be >= 1")
         if self.adapt_every < 1:

@@ -128,6 +128,7 @@ def make_cost_model(config: CostModelConfig, *, target: Any = None, cores: int =
         adapt_every=config.adapt_every,
         seed=config.seed,
         features=features,
+        device=config.model_device,
     )
 
 

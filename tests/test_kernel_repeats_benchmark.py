@@ -51,7 +51,12 @@ def test_a_repeated_kernel_is_counted_once_with_its_slow_measurement(tmp_path):
     target = parse_target({"kind": "llvm", "num-cores": 2})
     setup(target)
     twin_database(DB, tmp_path, target)
-    got = kernel_repeats.repeats(str(tmp_path), target, 10)
+    got = kernel_repeats.repeats(str(tmp_path), target, 10, fastest=5)
     assert (got["records"], got["kernels"], got["repeats"]) == (3, 2, 1)
+    first, second = got["fastest"]  # two kernels, the fastest first, each with its measurements in order
+    assert len(first) + len(second) == 3 and min(us for _, us in first) <= min(us for _, us in second)
+    assert sorted(place for m in got["fastest"] for place, _ in m) == [0, 1, 2]
+    (twice,) = [m for m in got["fastest"] if len(m) == 2]
+    assert twice[0][0] < twice[1][0] and max(us for _, us in twice) == pytest.approx(2 * min(us for _, us in twice))
     assert got["spread_max"] == pytest.approx(2.0) and got["slow_share"] == 0.5
     assert got["first_best"] == pytest.approx(2.0)  # counted by first measurements only, the best is 2 ms

@@ -264,6 +264,7 @@ def test_network_is_tuned_compiled_and_timed(tmp_path, capsys):
         (["--cost-model", "xgb", "--runner", "rpc"], "--runner rpc needs --tracker"),
         (["--cost-model", "xgb", "--psa", "v100"], "'v100' is not in the device table"),
         (["--psa", "h100", "--psa-formula", "traffic-stage"], "--psa-formula 'traffic-stage' must be one of"),
+        (["--model-device", "gpu"], "--model-device 'gpu': give cpu, cuda or cuda:N"),
     ],
 )
 def test_cli_errors_are_clear(tmp_path, extra, message):
@@ -300,3 +301,22 @@ def test_the_drafting_share_is_on_by_default_and_null_turns_it_off():
     assert parsed() == SearchConfig().redraft_share == 0.15
     assert parsed("--redraft-share", "null") is None and parsed("--redraft-share", "0.3") == 0.3
     assert pl.draft_verify("a100").redraft_share == 0.15
+
+
+def test_the_model_device_places_our_cost_models_and_unset_keeps_the_default():
+    """`--model-device` (CostModelConfig.model_device) is the torch device our cost models score and
+    train on: the CLI parses it, and the factory builds a PAM there (unset: cuda when available)."""
+    import torch
+
+    from bridge.factory import make_cost_model
+
+    parser = tune.build_parser()
+    args = parser.parse_args(["--target", TARGET, "--workload", WORKLOAD, "--out", "x", "--model-device", "cpu"])
+    assert args.model_device == "cpu" and CostModelConfig().model_device is None
+    assert make_cost_model(CostModelConfig(name="pam", model_device="cpu", epochs=1)).device == torch.device("cpu")
+    # built, not used: a device this host may lack shows that the setting, not the default, placed it
+    assert make_cost_model(CostModelConfig(name="pam", model_device="cuda:1", epochs=1)).device == torch.device(
+        "cuda:1"
+    )
+    default = make_cost_model(CostModelConfig(name="pam", epochs=1))
+    assert default.device.type == ("cuda" if torch.cuda.is_available() else "cpu")

@@ -140,6 +140,49 @@ def test_sooner_moves_every_curve_but_the_baselines_earlier(tmp_path):
         tuning.main(["--sooner", "5", "--results", str(tmp_path)])
 
 
+def _reread(path: Path, kernels: dict) -> Path:
+    """A launch_floor.py JSON: kernel name -> (reported_us, its --timer graph readings)."""
+    body = {"floor (64 adds)": {"reported_us": None, "idle": {"graph_timer_us": [0.9]}}}
+    for name, (reported, readings) in kernels.items():
+        body[name] = {
+            "reported_us": reported,
+            "idle": {"graph_timer_us": readings[:1]},
+            "loaded": {"graph_timer_us": readings[1:]},
+        }
+    path.write_text(json.dumps({"burn": 0, "kernels": body}))
+    return path
+
+
+def test_reread_puts_every_arm_on_its_best_kernels_rereads_scale(tmp_path):
+    # as run: pruner reaches XGB's final (20 us) at 40 s (2x). Re-read, pruner's best (18 us) is 20.7 us
+    # (x1.15: pruner's whole curve 1.15x slower) and XGB's 20 us is 20.2 (x1.01): pruner reaches 20.2 us
+    # (17.39 as run) only at 100 s (0.80x), behind XGB at equal time.
+    res = tmp_path / "res"
+    write_arm(res / "op" / "xgb-s0.csv", [(20, 16, 0.05), (80, 48, 0.02), (100, 64, 0.02)])
+    write_arm(res / "op" / "pruner-s0.csv", [(20, 16, 0.03), (40, 32, 0.02), (100, 64, 0.0174)])
+    assert "| op | pruner | 1 | 64 | 17.40 | 0.870 | 40 s | 32 | 2.00x |" in suite_report.report(res)
+    one = _reread(
+        tmp_path / "one.json",
+        {
+            "runs/lane0/op/pruner-s0 pruner-s0/1 #0": (17.4, [20.0, 20.01, 20.1]),  # median 20.01: x1.15
+            "runs/lane0/op/pruner-s0 pruner-s0/1 #1": (17.9, [99.0]),  # not the arm's best: not its factor
+        },
+    )
+    two = _reread(tmp_path / "two.json", {"benchmarks/results/x/op/xgb-s0 xgb-s0/1 #0": (20.0, [20.2])})
+    text = suite_report.report(res, reread=(one, two))
+    assert "| op | pruner | 1 | 64 | 20.01 | 0.991 | 100 s | 64 | 0.80x |" in text, text
+    assert "| op | xgb | 1 | 64 | 20.20 | 1.000 | 80 s | 48 | 1.00x |" in text, text
+    assert "  op pruner s0: x1.150" in text and "  op xgb s0: x1.010" in text, text
+    with pytest.raises(ValueError, match="no re-read of xgb seed 0 of op"):
+        suite_report.report(res, reread=(one,))
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"kernels": {"op/pruner kernel": {"reported_us": 1.0, "idle": {"graph_us": [1.0]}}}}))
+    with pytest.raises(ValueError, match="bad.json: kernel 'op/pruner kernel' does not name a database"):
+        suite_report.reread_factors(bad)
+    with pytest.raises(ValueError, match="needs --report"):
+        tuning.main(["--reread", str(one), "--results", str(res)])
+
+
 def test_a_geometric_mean_comes_with_its_t_interval():
     # logs 0.1, 0.2, 0.3: mean 0.2, sd 0.1, t(0.975, 2) = 4.303, half-width 4.303 * 0.1 / sqrt(3) = 0.2484
     assert suite_report.geomean_interval([0.1, 0.2, 0.3], 3) == "1.221x (geometric mean, 95% interval 0.953-1.566x)"
@@ -247,7 +290,9 @@ def test_the_draft_knobs_reach_the_search_config():
         0,
     )  # none a default
     knobs = dict(zip(tuning.SEARCH_KNOBS, values, strict=True))
-    args = types.SimpleNamespace(psa="h100", seed_value=1, epochs=7, background_update=False, **knobs)
+    args = types.SimpleNamespace(
+        psa="h100", seed_value=1, epochs=7, background_update=False, model_device="cpu", **knobs
+    )
     cost_model, search = tuning.configs("pruner", args)
     assert (search.redraft_every, search.redraft_stall, search.psa_formula) == (2, 0, "published")
     assert search.redraft_backoff is True and search.redraft_min_samples == 16 and search.redraft_share == 0.2
@@ -259,9 +304,9 @@ def test_the_draft_knobs_reach_the_search_config():
     assert search.build_apart is True and search.first_verify_ahead is False and search.first_verify_generations == 0
     assert search.draft_nice == 7
     assert cost_model.name == "pam" and cost_model.seed == 1 and cost_model.epochs == 7
-    assert cost_model.background_update is False  # the default is True
+    assert cost_model.background_update is False and cost_model.model_device == "cpu"  # defaults: True, None
     mlp = tuning.configs("mlp", args)[0]
-    assert mlp.epochs == 7 and mlp.background_update is False
+    assert mlp.epochs == 7 and mlp.background_update is False and mlp.model_device == "cpu"
     with pytest.raises(ValueError, match="needs --checkpoint"):
         tuning.configs("moa", types.SimpleNamespace(**{**vars(args), "checkpoint": None}))
 
