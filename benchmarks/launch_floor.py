@@ -15,7 +15,11 @@ This measures, on this machine's GPU:
   kernels; the floor kernel's graph reading is that gap), and as `tvm_env.graph_timer` reads it (what
   a run's runner reads with `--timer graph`: the same idea without torch);
 - all of it with the host idle, and again with `--burn` processes spinning on the cores this process
-  may use (default: one a core), as a tuning run keeps them busy while its runner measures.
+  may use (default: one a core), as a tuning run keeps them busy while its runner measures; with
+  `--gpu-burn`, the loaded state also has a process training a small network on the device without
+  pause, as Pruner's verifier trains on the GPU while the runner measures;
+- with `--fresh-args`, each kernel's arguments allocated afresh every round (the earlier ones kept,
+  so that the new land elsewhere in memory), as a run's runner allocates them for each candidate.
 
     python benchmarks/launch_floor.py --databases "[benchmarks/results/suite_databases/ablations/suite_local/depthwise_conv2d_1x28x28x240x5x1x2/xgb-s2]" \\
         --target nvidia/nvidia-h100 --top 2 --json floor.json
@@ -42,6 +46,34 @@ def start_burners(n: int) -> list:
     return [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(n)]
 
 
+GPU_BURNER = """
+import sys, torch
+device = sys.argv[1]
+torch.manual_seed(0)
+net = torch.nn.Sequential(torch.nn.Linear(164, 256), torch.nn.ReLU(), torch.nn.Linear(256, 256), torch.nn.ReLU(),
+                          torch.nn.Linear(256, 1)).to(device)
+opt = torch.optim.Adam(net.parameters(), lr=1e-3)
+x, y = torch.randn(512, 164, device=device), torch.randn(512, 1, device=device)
+print("training", flush=True)
+while True:
+    opt.zero_grad(set_to_none=True)
+    torch.nn.functional.mse_loss(net(x), y).backward()
+    opt.step()
+"""
+"""A process that trains a network of PAM's scale (a batch of 512) on `argv[1]` until it is killed."""
+
+
+def start_gpu_burner(device: str) -> subprocess.Popen:
+    """A process training `GPU_BURNER`'s network on `device` ("cuda" or "cpu"), started and training
+    when this returns; `stop_burners([it])` ends it."""
+    p = subprocess.Popen([sys.executable, "-c", GPU_BURNER, device], stdout=subprocess.PIPE, text=True)
+    if p.stdout.readline().strip() != "training":
+        p.kill()
+        p.wait()
+        raise RuntimeError(f"the --gpu-burn process did not start training on {device} (exit {p.poll()})")
+    return p
+
+
 def stop_burners(burners: list) -> None:
     for p in burners:
         p.kill()
@@ -60,8 +92,16 @@ class Kernel:
         self.name, self.reported_us = name, reported_us
         self.module = tvm.runtime.load_module(path)
         info = [a.as_json() for a in ms.arg_info.ArgInfo.from_entry_func(sch.mod, remove_preproc=True)]
+        self.info, self.device, self.kept = info, device, []
         (self.args,) = default_alloc_argument(device, info, 1)
-        self.device = device
+
+    def fresh_args(self) -> None:
+        """Allocate the arguments again, as the runner does for each candidate; the earlier ones are
+        kept (until the kernel is dropped), so that the new ones land elsewhere in memory."""
+        from tvm.s_tir.meta_schedule.runner.local_runner import default_alloc_argument
+
+        self.kept.append(self.args)
+        (self.args,) = default_alloc_argument(self.device, self.info, 1)
 
     def evaluator_us(self, min_repeat_ms: int) -> float:
         """One reading of the runner's evaluator (number 3, `min_repeat_ms`), in microseconds."""
@@ -105,14 +145,19 @@ def _config(min_repeat_ms: int):
     return ms.runner.EvaluatorConfig(number=3, repeat=1, min_repeat_ms=min_repeat_ms, enable_cpu_cache_flush=False)
 
 
-def measure(kernels: list[Kernel], rounds: int, min_repeat_ms: int, launches: int, replays: int, graphs: bool) -> dict:
+def measure(
+    kernels: list[Kernel], rounds: int, min_repeat_ms: int, launches: int, replays: int, graphs: bool, fresh: bool
+) -> dict:
     """name -> {"evaluator_us": [...], "graph_us": [...], "graph_timer_us": [...], "graph_error": str (if
     it failed)}: a reading of each a round, the kernels in turn in every round (drift in the device or
     the host falls on all alike), after a round whose readings are left out (on an H200 the first
-    kernels a call read came out up to 7% low); the graph readings on a GPU only (else empty)."""
+    kernels a call read came out up to 7% low); the graph readings on a GPU only (else empty). With
+    `fresh`, each kept round reads each kernel on arguments allocated afresh (`Kernel.fresh_args`)."""
     out = {k.name: {"evaluator_us": [], "graph_us": [], "graph_timer_us": []} for k in kernels}
     for kept in [False] + [True] * rounds:  # a first round left out: it read a call's first kernels low
         for k in kernels:
+            if kept and fresh:
+                k.fresh_args()
             row = out[k.name] if kept else {"evaluator_us": [], "graph_us": [], "graph_timer_us": []}
             row["evaluator_us"].append(k.evaluator_us(min_repeat_ms))
             if graphs and "graph_error" not in row:
@@ -140,6 +185,14 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument(
         "--burn", type=int, default=None, help="spinning processes in the loaded state (default: a core each)"
     )
+    parser.add_argument(
+        "--gpu-burn", action="store_true", help="the loaded state also trains a small network on the device"
+    )
+    parser.add_argument(
+        "--fresh-args",
+        action="store_true",
+        help="allocate each kernel's arguments afresh every round, as a runner does",
+    )
     parser.add_argument("--json", default=None, help="write the figures here too")
     from benchmarks.remeasure import best_kernels, parse_with_target
 
@@ -166,10 +219,12 @@ def main(argv: list[str] | None = None) -> dict:
         kernels = [Kernel(FLOOR, None, floor, built.artifact_path, device)]
         for i, (db, workload, record, sch, path) in enumerate(best):
             kernels.append(Kernel(f"{db} {workload} #{i}", record.latency * 1e6, sch, path, device))
-        settings = (args.rounds, args.min_repeat_ms, args.graph_launches, args.graph_replays, gpu)
+        settings = (args.rounds, args.min_repeat_ms, args.graph_launches, args.graph_replays, gpu, args.fresh_args)
         idle = measure(kernels, *settings)
         burners = start_burners(burn)
         try:
+            if args.gpu_burn:
+                burners.append(start_gpu_burner("cuda" if gpu else "cpu"))
             loaded = measure(kernels, *settings)
         finally:
             stop_burners(burners)
@@ -181,9 +236,10 @@ def main(argv: list[str] | None = None) -> dict:
     def fmt(readings):
         return f"{statistics.median(readings):.3f}" if readings else "-"
 
+    loaded_name = f"{burn} spinning" + (" + training" if args.gpu_burn else "")
     print(
-        f"| kernel | reported (us) | evaluator, idle | evaluator, {burn} spinning | graph, idle | graph, {burn} spinning "
-        f"| --timer graph, idle | --timer graph, {burn} spinning |"
+        f"| kernel | reported (us) | evaluator, idle | evaluator, {loaded_name} | graph, idle | graph, {loaded_name} "
+        f"| --timer graph, idle | --timer graph, {loaded_name} |"
     )
     print("|---|---|---|---|---|---|---|---|")
     for name, row in out.items():
@@ -199,7 +255,8 @@ def main(argv: list[str] | None = None) -> dict:
             if "graph_error" in row[state]:
                 print(f"{name}, {state}: no graph: {row[state]['graph_error']}", file=sys.stderr)
     if args.json:
-        Path(args.json).write_text(json.dumps({"burn": burn, "kernels": out}, indent=1) + "\n")
+        body = {"burn": burn, "gpu_burn": args.gpu_burn, "fresh_args": args.fresh_args, "kernels": out}
+        Path(args.json).write_text(json.dumps(body, indent=1) + "\n")
     return out
 
 

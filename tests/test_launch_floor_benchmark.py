@@ -26,7 +26,12 @@ def test_the_floor_and_the_best_kernels_are_read_idle_and_loaded(tmp_path, capsy
             assert row[state]["graph_us"] == row[state]["graph_timer_us"] == []  # no GPU here
     # the floor kernel (64 adds) reads faster than the matmul
     assert max(out[launch_floor.FLOOR]["idle"]["evaluator_us"]) < min(out[best]["idle"]["evaluator_us"])
-    assert json.loads((tmp_path / "f.json").read_text()) == {"burn": 1, "kernels": out}
+    assert json.loads((tmp_path / "f.json").read_text()) == {
+        "burn": 1,
+        "gpu_burn": False,
+        "fresh_args": False,
+        "kernels": out,
+    }
     assert "| kernel | reported (us) | evaluator, idle | evaluator, 1 spinning |" in capsys.readouterr().out
 
 
@@ -35,3 +40,38 @@ def test_burners_spin_until_stopped():
     assert all(p.poll() is None for p in burners)
     launch_floor.stop_burners(burners)
     assert all(p.returncode == -signal.SIGKILL for p in burners)  # killed and reaped
+
+
+def test_fresh_arguments_land_elsewhere_and_a_training_process_loads_the_device(tmp_path, capsys):
+    """`--fresh-args` reads each kernel on arguments allocated anew every kept round, the earlier kept
+    alive (so new addresses); `--gpu-burn` trains a network beside the loaded readings (on the CPU
+    here)."""
+    out = launch_floor.main(
+        ["--databases", f"[{DB}]", "--target", '{"kind": "llvm", "num-cores": 1}', "--top", "1", "--rounds", "2",
+         "--min-repeat-ms", "1", "--burn", "0", "--fresh-args", "--gpu-burn", "--json", str(tmp_path / "f.json")]
+    )  # fmt: skip
+    assert all(len(row[state]["evaluator_us"]) == 2 for row in out.values() for state in ("idle", "loaded"))
+    body = json.loads((tmp_path / "f.json").read_text())
+    assert body["gpu_burn"] is True and body["fresh_args"] is True
+    assert "| evaluator, 0 spinning + training |" in capsys.readouterr().out
+
+    from tvm_env import tvm
+    from tvm_env.builder import tiny_schedule
+
+    sch = tiny_schedule(bind=False)
+    built = tvm.tirx.build(sch.mod, tvm.target.Target({"kind": "llvm"}))
+    path = str(tmp_path / "tiny.so")
+    built.export_library(path)
+    kernel = launch_floor.Kernel("tiny", None, sch, path, tvm.runtime.device("cpu", 0))
+    seen = {tuple(a.data_ptr for a in kernel.args)}
+    for _ in range(3):
+        kernel.fresh_args()
+        seen.add(tuple(a.data_ptr for a in kernel.args))
+    assert len(seen) == 4 and len(kernel.kept) == 3  # four sets of arguments, all alive, none at one address
+
+
+def test_the_training_process_trains_until_stopped():
+    burner = launch_floor.start_gpu_burner("cpu")
+    assert burner.poll() is None
+    launch_floor.stop_burners([burner])
+    assert burner.returncode == -signal.SIGKILL
