@@ -38,7 +38,8 @@ def repeats(database: str, target, limit: int, fastest: int = 0) -> dict:
     `--reuse-kernels` counts it), over its best of all measurements (a geometric mean over the tasks;
     1.0 for a run that reused every repeated kernel's measurement); a task is a workload (a network's
     arm holds its tasks in one folder). `fastest`: also the `fastest` kernels of least latency, each
-    as its measurements, [record's place among the valid records in commit order, latency in us]."""
+    as its measurements, [record's place among the valid records in commit order, from 0; latency in
+    us] (printed as "us (#place)")."""
     from benchmarks.build_profile import replay
     from data.records import read_records
     from tvm_env import kernel_key, tvm
@@ -86,6 +87,8 @@ def main(argv: list[str] | None = None) -> dict[str, dict]:
         "--fastest", type=int, default=0, help="also print each database's N fastest kernels, every measurement of each"
     )
     args = parser.parse_args(argv)
+    if args.fastest < 0:
+        parser.error(f"--fastest {args.fastest}: a count of kernels, >= 0")
 
     import tvm_env
 

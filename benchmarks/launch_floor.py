@@ -18,8 +18,9 @@ This measures, on this machine's GPU:
   may use (default: one a core), as a tuning run keeps them busy while its runner measures; with
   `--gpu-burn`, the loaded state also has a process training a small network on the device without
   pause, as Pruner's verifier trains on the GPU while the runner measures;
-- with `--fresh-args`, each kernel's arguments allocated afresh every round (the earlier ones kept,
-  so that the new land elsewhere in memory), as a run's runner allocates them for each candidate.
+- with `--fresh-args`, each kernel's arguments allocated afresh every round, the earlier ones kept so
+  that the new land elsewhere in memory (a run's runner allocates them for each candidate too, but
+  frees the earlier ones, so its allocations may land where the last did).
 
     python benchmarks/launch_floor.py --databases "[benchmarks/results/suite_databases/ablations/suite_local/depthwise_conv2d_1x28x28x240x5x1x2/xgb-s2]" \\
         --target nvidia/nvidia-h100 --top 2 --json floor.json
@@ -54,13 +55,19 @@ net = torch.nn.Sequential(torch.nn.Linear(164, 256), torch.nn.ReLU(), torch.nn.L
                           torch.nn.Linear(256, 1)).to(device)
 opt = torch.optim.Adam(net.parameters(), lr=1e-3)
 x, y = torch.randn(512, 164, device=device), torch.randn(512, 1, device=device)
-print("training", flush=True)
-while True:
+def step():
     opt.zero_grad(set_to_none=True)
     torch.nn.functional.mse_loss(net(x), y).backward()
     opt.step()
+step()  # cuBLAS and autograd start up before the readings do
+if device == "cuda":
+    torch.cuda.synchronize()
+print("training", flush=True)
+while True:
+    step()
 """
-"""A process that trains a network of PAM's scale (a batch of 512) on `argv[1]` until it is killed."""
+"""A process that trains a small MLP (a batch of 512 rows of 164 features, as a verifier's training
+takes them) on `argv[1]` until it is killed; it says "training" once its first step is done."""
 
 
 def start_gpu_burner(device: str) -> subprocess.Popen:
@@ -96,7 +103,7 @@ class Kernel:
         (self.args,) = default_alloc_argument(device, info, 1)
 
     def fresh_args(self) -> None:
-        """Allocate the arguments again, as the runner does for each candidate; the earlier ones are
+        """Allocate the arguments again (the runner does so for each candidate); the earlier ones are
         kept (until the kernel is dropped), so that the new ones land elsewhere in memory."""
         from tvm.s_tir.meta_schedule.runner.local_runner import default_alloc_argument
 

@@ -20,6 +20,7 @@ import math
 from collections import defaultdict
 from pathlib import Path
 
+from benchmarks.suite_reread import reread_factors, rescale
 from bridge.curve import build_per_round, device_idle_share, drafting_share, idle_between_batches
 from bridge.search_log import read_rounds
 
@@ -122,9 +123,9 @@ def report(
     that much sooner would give, if the rest of the run followed it); the baseline's stays. `take`:
     "FOLDER:LABEL[=METHOD]", the arms of one label only from a folder, reported as METHOD (e.g. an A/B's
     variant under the name its setting became the default of, beside later seeds of that default).
-    `reread`: `benchmarks/launch_floor.py` JSON files that re-read each arm's best kernel on one scale
-    (`reread_factors`): every arm's curve is multiplied by its factor, so that arms whose runs read
-    their kernels differently are compared on the re-read's scale; an arm without one is refused."""
+    `reread`: `benchmarks/launch_floor.py` JSON files that re-read each arm's best kernel: every arm's
+    curve is multiplied by its best kernel's re-read over its reported latency, so that the arms are
+    compared on one scale (`benchmarks.suite_reread`, which says what it refuses)."""
     import json
 
     folders = [Path(results), *map(Path, also)]
@@ -149,7 +150,7 @@ def report(
                 if method != baseline:
                     for seed, rows in runs.items():
                         runs[seed] = [{**r, "elapsed_s": max(r["elapsed_s"] - sooner, _TOL)} for r in rows]
-    scaled = _rescale(data, reread_factors(*reread)) if reread else []
+    scaled = rescale(data, reread_factors(*reread), baseline) if reread else []
     eager: dict = {}
     for folder in reversed(folders):  # the first folder's time wins
         if (folder / "eager.json").exists():
@@ -232,60 +233,11 @@ def report(
     for reference in against:
         lines += _against(data, baseline, reference)
     lines += _per_seed(data, baseline)
-    lines += scaled
+    lines[:0] = scaled + [""] if scaled else []  # said before the tables it changed
     if plot:
         _plot(data, plot)
         lines.append(f"- plot: {plot}")
     return "\n".join(lines)
-
-
-def reread_factors(*paths: Path) -> dict[tuple[str, str, int], float]:
-    """(workload slug, method, seed) -> the re-read's median over the reported latency of that arm's
-    best kernel, from `benchmarks/launch_floor.py --json` files. A kernel's name there starts with its
-    database, `.../<workload slug>/<method>-s<seed>` (a device's work folder or `suite_databases`). The
-    re-read is the median of its `--timer graph` readings (CUDA graphs; else torch's graphs, else the
-    evaluator's), idle and loaded. An arm read in two files, or twice in one, takes its best kernel's."""
-    import json
-    import statistics
-
-    best: dict[tuple[str, str, int], tuple[float, float]] = {}
-    for path in map(Path, paths):
-        kernels = json.loads(path.read_text()).get("kernels")
-        if not isinstance(kernels, dict):
-            raise ValueError(f"{path}: not a launch_floor.py JSON (no 'kernels' object)")
-        for name, entry in kernels.items():
-            if entry.get("reported_us") is None:
-                continue  # the floor kernel
-            database = Path(name.split(" ")[0])
-            method, sep, seed = database.name.rpartition("-s")
-            if not sep or not seed.isdigit():
-                raise ValueError(f"{path}: kernel {name!r} does not name a database <workload>/<method>-s<seed>")
-            for timer in ("graph_timer_us", "graph_us", "evaluator_us"):
-                readings = [x for state in ("idle", "loaded") for x in entry.get(state, {}).get(timer, [])]
-                if readings:
-                    break
-            else:
-                raise ValueError(f"{path}: kernel {name!r} has no readings")
-            key = (database.parent.name, method, int(seed))
-            reported = float(entry["reported_us"])
-            if key not in best or reported < best[key][0]:
-                best[key] = (reported, statistics.median(readings))
-    return {key: reread / reported for key, (reported, reread) in best.items()}
-
-
-def _rescale(data: dict, factors: dict[tuple[str, str, int], float]) -> list[str]:
-    """Multiply every arm's curve in `data` by its factor (`reread_factors`); the report's lines that
-    say so. An arm without a factor is refused: it would be compared on another scale."""
-    lines = ["- every curve rescaled by its best kernel's re-read over its reported latency (`--reread`):"]
-    for workload, methods in sorted(data.items()):
-        for method, runs in sorted(methods.items()):
-            for seed, rows in sorted(runs.items()):
-                factor = factors.get((workload, method, seed))
-                if factor is None:
-                    raise ValueError(f"--reread: no re-read of {method} seed {seed} of {workload}'s best kernel")
-                runs[seed] = [{**r, "estimated_ms": r["estimated_ms"] * factor} for r in rows]
-                lines.append(f"  {workload} {method} s{seed}: x{factor:.3f}")
-    return lines
 
 
 def _take(data: dict, spec: str) -> None:

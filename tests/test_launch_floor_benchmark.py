@@ -42,15 +42,29 @@ def test_burners_spin_until_stopped():
     assert all(p.returncode == -signal.SIGKILL for p in burners)  # killed and reaped
 
 
-def test_fresh_arguments_land_elsewhere_and_a_training_process_loads_the_device(tmp_path, capsys):
+def test_fresh_arguments_land_elsewhere_and_a_training_process_loads_the_device(tmp_path, capsys, monkeypatch):
     """`--fresh-args` reads each kernel on arguments allocated anew every kept round, the earlier kept
-    alive (so new addresses); `--gpu-burn` trains a network beside the loaded readings (on the CPU
-    here)."""
+    alive (so at new addresses); `--gpu-burn` starts one training process (on the CPU here) for the
+    loaded state, and stops it."""
+    fresh, burners = [], []
+    real_fresh, real_start, real_stop = (
+        launch_floor.Kernel.fresh_args,
+        launch_floor.start_gpu_burner,
+        launch_floor.stop_burners,
+    )
+    monkeypatch.setattr(launch_floor.Kernel, "fresh_args", lambda k: (fresh.append(k.name), real_fresh(k)))
+    monkeypatch.setattr(
+        launch_floor, "start_gpu_burner", lambda device: burners.append(real_start(device)) or burners[-1]
+    )
+    stopped = []
+    monkeypatch.setattr(launch_floor, "stop_burners", lambda ps: (stopped.extend(ps), real_stop(ps)))
     out = launch_floor.main(
         ["--databases", f"[{DB}]", "--target", '{"kind": "llvm", "num-cores": 1}', "--top", "1", "--rounds", "2",
          "--min-repeat-ms", "1", "--burn", "0", "--fresh-args", "--gpu-burn", "--json", str(tmp_path / "f.json")]
     )  # fmt: skip
     assert all(len(row[state]["evaluator_us"]) == 2 for row in out.values() for state in ("idle", "loaded"))
+    assert sorted(fresh) == sorted(list(out) * 4)  # 2 kept rounds x 2 states, each kernel
+    assert len(burners) == 1 and burners[0] in stopped and burners[0].returncode == -signal.SIGKILL
     body = json.loads((tmp_path / "f.json").read_text())
     assert body["gpu_burn"] is True and body["fresh_args"] is True
     assert "| evaluator, 0 spinning + training |" in capsys.readouterr().out

@@ -1,0 +1,103 @@
+"""The tuning suite's arms on one scale: each curve rescaled by its best kernel's re-read.
+
+A run's best latency is the least of its readings, and the readings of one kernel can spread (under
+Pruner with `--timer graph` they fell in two groups about 9% apart, docs/benchmarks.md), so an arm
+that measured 2,000 trials reports a best further below its kernel's time than one that measured
+100. `benchmarks/launch_floor.py --json` reads each arm's best kernels again, all on one machine, in
+rounds. `tuning.py --report --reread FILE...` multiplies every arm's curve by its best kernel's
+re-read over its reported latency, so that the arms are compared on the re-read's scale. That assumes
+a run's whole curve is off by as much as its best, which is conservative for the arm with the most
+trials.
+
+A re-read is the median of a kernel's `--timer graph` readings (`graph_timer_us`: the timer a run's
+runner uses with `--timer graph`), idle and loaded, or idle only in a file whose loaded state trained
+a network on the GPU (`--gpu-burn`). A kernel read in several files pools its readings. A kernel
+without such readings (its graph failed, or the file is from a host without a GPU) is refused, as is
+an arm whose database holds several workloads (a network's: its kernels are of different tasks, and
+its curve is their sum) and a re-read whose reported latency is not the curve's best (another run's
+database of the same name).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+from pathlib import Path
+
+__all__ = ["reread_factors", "rescale"]
+
+TIMER = "graph_timer_us"
+"""The readings a re-read is the median of."""
+
+
+def _arm(path: Path, name: str) -> tuple[tuple[str, str, int], str]:
+    """((workload slug, method, seed), the record's workload) of a kernel named "DB WORKLOAD #i", DB
+    ending in `<workload slug>/<method>-s<seed>`."""
+    database, workload, *_ = name.split(" ") + ["", ""]
+    folder = Path(database)
+    method, sep, seed = folder.name.rpartition("-s")
+    if not sep or not seed.isdigit() or not workload:
+        raise ValueError(f"{path}: kernel {name!r} does not name a database <workload>/<method>-s<seed> and a workload")
+    return (folder.parent.name, method, int(seed)), workload
+
+
+def reread_factors(*paths: Path) -> dict[tuple[str, str, int], tuple[float, float]]:
+    """(workload slug, method, seed) -> (the reported latency of that arm's best kernel in us, its
+    re-read over that), from `benchmarks/launch_floor.py --json` files (the module's docstring says
+    which readings count, and what is refused)."""
+    readings: dict[tuple[str, str, int], dict[float, list[float]]] = {}
+    workloads: dict[tuple[str, str, int], set[str]] = {}
+    for path in map(Path, paths):
+        body = json.loads(Path(path).read_text())
+        kernels = body.get("kernels") if isinstance(body, dict) else None
+        if not isinstance(kernels, dict):
+            raise ValueError(f"{path}: not a launch_floor.py JSON (no 'kernels' object)")
+        states = ("idle",) if body.get("gpu_burn") else ("idle", "loaded")
+        for name, entry in kernels.items():
+            if entry.get("reported_us") is None:
+                continue  # the floor kernel
+            key, workload = _arm(path, name)
+            read = [x for state in states for x in entry.get(state, {}).get(TIMER, [])]
+            if not read:
+                raise ValueError(f"{path}: kernel {name!r} has no {TIMER} readings (its graph failed, or no GPU)")
+            workloads.setdefault(key, set()).add(workload)
+            readings.setdefault(key, {}).setdefault(float(entry["reported_us"]), []).extend(read)
+    out = {}
+    for key, by_reported in readings.items():
+        if len(workloads[key]) > 1:
+            raise ValueError(
+                f"--reread: {key[1]} seed {key[2]} of {key[0]} holds kernels of {len(workloads[key])} workloads "
+                "(a network's arm): its curve is their sum, which one kernel's re-read does not rescale"
+            )
+        reported = min(by_reported)
+        out[key] = (reported, statistics.median(by_reported[reported]) / reported)
+    return out
+
+
+def rescale(data: dict, factors: dict[tuple[str, str, int], tuple[float, float]], baseline: str) -> list[str]:
+    """Multiply the curve of every arm of `data` (workload -> method -> seed -> rows) on a workload
+    with a `baseline` arm (the ones the report shows) by its factor; the report's lines that say so.
+
+    Raises:
+        ValueError: an arm without a re-read, or whose re-read kernel's reported latency is not the
+            curve's best (the re-read is of another run).
+    """
+    lines = [f"- every curve rescaled by its best kernel's re-read ({TIMER} medians) over its reported latency:"]
+    for workload, methods in sorted(data.items()):
+        if baseline not in methods:
+            continue
+        for method, runs in sorted(methods.items()):
+            for seed, rows in sorted(runs.items()):
+                if (workload, method, seed) not in factors:
+                    raise ValueError(f"--reread: no re-read of {method} seed {seed} of {workload}'s best kernel")
+                reported, factor = factors[workload, method, seed]
+                best = min(r["estimated_ms"] for r in rows) * 1e3
+                if not math.isclose(best, reported, rel_tol=1e-6):
+                    raise ValueError(
+                        f"--reread: {method} seed {seed} of {workload}: the re-read kernel was reported at "
+                        f"{reported:.4f} us, the curve's best is {best:.4f} us (a re-read of another run)"
+                    )
+                runs[seed] = [{**r, "estimated_ms": r["estimated_ms"] * factor} for r in rows]
+                lines.append(f"  {workload} {method} s{seed}: x{factor:.3f}")
+    return lines
