@@ -111,7 +111,7 @@ def main(argv: Sequence[str] | None = None) -> Any:
     script's entry point turns it into an `error:` line and exit status 2)."""
     from rich.console import Console
 
-    from bridge.report import print_report, summary, write_summary
+    from bridge.report import launch_floor_note, print_report, summary, write_summary
     from bridge.tuning import CURVE_CSV, CURVE_PNG, target_label, target_spec, tune_tasks
     from bridge.workers import start_workers, walks_tir
     from data import zoo
@@ -166,6 +166,9 @@ def main(argv: Sequence[str] | None = None) -> Any:
         **configs,
     )
     print_report(result, console, total_tasks=total_tasks)
+    floor = launch_floor_note(result, target.kind.name, configs["measure"].timer)
+    if floor is not None:
+        console.print(f"note: {floor}", soft_wrap=True, markup=False)
     times: dict[str, float | None] = {}
     if args.network and args.compile:
         if configs["measure"].runner != "local":
@@ -184,6 +187,8 @@ def main(argv: Sequence[str] | None = None) -> Any:
         psa_formula=search.psa_formula if search.psa else None,
         verify_gate=search.verify_gate,
         psa_weight=search.psa_weight if search.psa else None,
+        timer=configs["measure"].timer,
+        launch_floor_note=floor,
         **times,
     )
     write_summary(f"{out}/summary.json", data)

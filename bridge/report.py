@@ -9,6 +9,8 @@
   trials, one line per task from its first valid measurement on; a single point is drawn as a
   visible marker. Titled with the workload, target and cost model.
 * `plot_curves`: several runs' estimated-total curves in one figure (benchmarks/tuning.py).
+* `launch_floor_note`: a warning for CUDA tasks that ended near the host's launch rate, where TVM's
+  time evaluator reads the launches, not the kernel.
 All files are written atomically (data.atomic).
 """
 
@@ -24,7 +26,12 @@ import numpy as np
 
 from data.atomic import atomic_path, atomic_write_text
 
-__all__ = ["plot_curves", "plot_tuning", "print_report", "summary", "write_summary"]
+__all__ = ["launch_floor_note", "plot_curves", "plot_tuning", "print_report", "summary", "write_summary"]
+
+NEAR_FLOOR_US = 5.0
+"""A CUDA task whose best reading is under this many microseconds ended near the host's launch rate:
+TVM's time evaluator read a kernel of 64 adds at 3.5-3.8 us on an idle H200 machine and at 7-9 us on a
+busy one (docs/benchmarks.md, "The host's launch floor")."""
 
 
 def _ms(seconds: float | None) -> float | None:
@@ -38,6 +45,23 @@ def coverage_note(tuned: int, total: int | None) -> str:
     return (
         f"sum over the {tuned} tuned task(s) of the network's {total} only (weight x best latency); "
         "the untuned tasks are not in it, so it is below the end-to-end time"
+    )
+
+
+def launch_floor_note(result: Any, target_kind: str, timer: str) -> str | None:
+    """A note when a CUDA run timed by the evaluator (`timer` "evaluator") has tasks whose best is
+    under `NEAR_FLOOR_US`: their readings are mostly the host's launches, so two such kernels a few
+    percent apart are not told apart, and `--timer graph` times them as CUDA graphs. None otherwise."""
+    if target_kind != "cuda" or timer != "evaluator":
+        return None
+    near = [t.name for t in result.tasks if math.isfinite(t.best_s) and t.best_s * 1e6 < NEAR_FLOOR_US]
+    if not near:
+        return None
+    return (
+        f"{len(near)} of {len(result.tasks)} task(s) ended under {NEAR_FLOOR_US:g} us ({', '.join(near[:3])}"
+        f"{', ...' if len(near) > 3 else ''}), near the host's launch rate: the time evaluator reads the "
+        "launches there, not the kernel (a kernel of 64 adds reads 3.5-9 us on an H200 machine). "
+        "--timer graph times each candidate as a CUDA graph instead."
     )
 
 

@@ -154,6 +154,9 @@ def test_cli_resumes_from_the_work_dir(tmp_path, capsys):
     assert row["host_cpu_s"] > 0 and row["host_cores"] == usable_cores() and 0 < busy <= 1.05
     assert busy == pytest.approx(row["host_cpu_s"] / (row["elapsed_s"] * row["host_cores"]))
     assert f"host CPU: {100 * busy:.0f}% of the cores busy" in out
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["timer"] == "evaluator" and summary["launch_floor_note"] is None  # an llvm run: no note
+    assert "near the host's launch rate" not in out
     second = tune.main([*args, "--trials", "6"])
     assert second.tasks[0].trials == 6
     assert [r["total_trials"] for r in second.rows] == [3, 6]  # the curve continues
@@ -320,3 +323,26 @@ def test_the_model_device_places_our_cost_models_and_unset_keeps_the_default():
     )
     default = make_cost_model(CostModelConfig(name="pam", epochs=1))
     assert default.device.type == ("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def test_cuda_tasks_near_the_launch_floor_get_a_note():
+    """`bridge.report.launch_floor_note`: a CUDA run timed by the evaluator whose tasks ended under
+    5 us is told their readings are mostly launches; over it, with the graph timer, on another device
+    or with no valid trial, nothing is said."""
+    from bridge.report import launch_floor_note
+    from bridge.tuning import TaskResult, TuneResult
+
+    def result(*best_us):
+        tasks = [TaskResult(f"t{i}", 1.0, 1e6, 16, us * 1e-6) for i, us in enumerate(best_us)]
+        return TuneResult(tasks=tasks, rows=[], search_s=1.0, database=None)
+
+    note = launch_floor_note(result(3.6, 12.0, 4.9), "cuda", "evaluator")
+    assert (
+        note.startswith("2 of 3 task(s) ended under 5 us (t0, t2), near the host's launch rate")
+        and "--timer graph" in note
+    )
+    assert launch_floor_note(result(3.6, 12.0, 4.9), "cuda", "graph") is None  # timed as graphs already
+    assert launch_floor_note(result(3.6), "llvm", "evaluator") is None
+    assert launch_floor_note(result(5.0, math.inf), "cuda", "evaluator") is None  # at 5 us, or nothing valid
+    many = launch_floor_note(result(1, 2, 3, 4), "cuda", "evaluator")
+    assert "(t0, t1, t2, ...)" in many
