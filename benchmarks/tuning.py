@@ -420,6 +420,7 @@ def main(argv: list[str] | None = None) -> None:
         raise ValueError(f"--xgb-from {args.xgb_from}: folders of XGB arms to report against; it needs --report")
     if args.sooner and not args.report:
         raise ValueError(f"--sooner {args.sooner}: a what-if of the report; it needs --report")
+    CostModelConfig(model_device=args.model_device)  # a bad --model-device fails here, not in the first arm
     if args.reread and not args.report:
         raise ValueError(f"--reread {args.reread}: re-reads to rescale the report by; it needs --report")
     if args.take and not args.report:

@@ -179,6 +179,8 @@ def test_reread_puts_every_arm_on_its_best_kernels_rereads_scale(tmp_path, capsy
     assert "| op | pruner | 1 | 64 | 20.01 | 0.991 | 100 s | 64 | 0.80x |" in capsys.readouterr().out
     with pytest.raises(ValueError, match="needs --report"):
         tuning.main(["--reread", str(one), "--results", str(res)])
+    with pytest.raises(ValueError, match="--model-device 'gpu0': give cpu, cuda or cuda:N"):
+        tuning.main(["--model-device", "gpu0", "--results", str(res)])
 
 
 def test_a_geometric_mean_comes_with_its_t_interval():
