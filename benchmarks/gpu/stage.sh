@@ -44,7 +44,7 @@ case "${1:-}" in
           else paths+=("$r"); fi
         done
         for f in benchmarks/*.py benchmarks/gpu/*; do
-          case "$f" in benchmarks/tuning.py|benchmarks/eager.py|benchmarks/suite_report.py|benchmarks/suite_variants.py|benchmarks/suite_shards.py|benchmarks/suite_eager.py|benchmarks/__init__.py|\
+          case "$f" in benchmarks/tuning.py|benchmarks/eager.py|benchmarks/suite_report.py|benchmarks/suite_reread.py|benchmarks/suite_variants.py|benchmarks/suite_shards.py|benchmarks/suite_eager.py|benchmarks/__init__.py|\
             benchmarks/gpu/suite.sh|benchmarks/gpu/lanes.sh|benchmarks/gpu/pylib.sh|benchmarks/gpu/stage.sh|benchmarks/gpu/lean_check.py) ;; *) paths+=("$f") ;; esac
         done
         paths+=(data/h200 data/collect.py data/collect_pipeline.py data/shards.py data/datamodule.py data/task_batches.py
