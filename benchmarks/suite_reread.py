@@ -15,7 +15,9 @@ a network on the GPU (`--gpu-burn`). A kernel read in several files pools its re
 without such readings (its graph failed, or the file is from a host without a GPU) is refused, as is
 an arm whose database holds several workloads (a network's: its kernels are of different tasks, and
 its curve is their sum) and a re-read whose reported latency is not the curve's best (another run's
-database of the same name).
+database of the same name). Arms are matched by their database folder's name, `<method>-s<seed>`: an
+arm that `--take FOLDER:LABEL=METHOD` renamed is looked for under METHOD, and so is not found.
+The plot (`--plot`) draws the rescaled curves.
 """
 
 from __future__ import annotations
@@ -83,7 +85,10 @@ def rescale(data: dict, factors: dict[tuple[str, str, int], tuple[float, float]]
         ValueError: an arm without a re-read, or whose re-read kernel's reported latency is not the
             curve's best (the re-read is of another run).
     """
-    lines = [f"- every curve rescaled by its best kernel's re-read ({TIMER} medians) over its reported latency:"]
+    lines = [
+        f"- every curve (and the plot's) rescaled by its best kernel's re-read ({TIMER} medians) over its "
+        "reported latency:"
+    ]
     for workload, methods in sorted(data.items()):
         if baseline not in methods:
             continue
@@ -96,7 +101,8 @@ def rescale(data: dict, factors: dict[tuple[str, str, int], tuple[float, float]]
                 if not math.isclose(best, reported, rel_tol=1e-6):
                     raise ValueError(
                         f"--reread: {method} seed {seed} of {workload}: the re-read kernel was reported at "
-                        f"{reported:.4f} us, the curve's best is {best:.4f} us (a re-read of another run)"
+                        f"{reported:.4f} us, the curve's best is {best:.4f} us (a re-read of another run, or the "
+                        "best kernel was not re-read: it did not build there)"
                     )
                 runs[seed] = [{**r, "estimated_ms": r["estimated_ms"] * factor} for r in rows]
                 lines.append(f"  {workload} {method} s{seed}: x{factor:.3f}")

@@ -31,7 +31,8 @@ __all__ = ["launch_floor_note", "plot_curves", "plot_tuning", "print_report", "s
 NEAR_FLOOR_US = 5.0
 """A CUDA task whose best reading is under this many microseconds ended near the host's launch rate:
 TVM's time evaluator read a kernel of 64 adds at 3.5-3.8 us on an idle H200 machine and at 7-9 us on a
-busy one (docs/benchmarks.md, "The host's launch floor")."""
+busy one (docs/benchmarks.md, "The host's launch floor"). The threshold is the idle floor's: on a busy
+host, kernels read up to 9 us may be near it too, and get no note."""
 
 
 def _ms(seconds: float | None) -> float | None:
@@ -59,8 +60,8 @@ def launch_floor_note(result: Any, target_kind: str, timer: str) -> str | None:
         return None
     return (
         f"{len(near)} of {len(result.tasks)} task(s) ended under {NEAR_FLOOR_US:g} us ({', '.join(near[:3])}"
-        f"{', ...' if len(near) > 3 else ''}), near the host's launch rate: the time evaluator reads the "
-        "launches there, not the kernel (a kernel of 64 adds reads 3.5-9 us on an H200 machine). "
+        f"{', ...' if len(near) > 3 else ''}), near the host's launch rate: the time evaluator reads mostly "
+        "the launches there, not the kernel (a kernel of 64 adds reads 3.5-9 us on an H200 machine). "
         "--timer graph times each candidate as a CUDA graph instead."
     )
 

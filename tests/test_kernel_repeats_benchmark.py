@@ -60,3 +60,9 @@ def test_a_repeated_kernel_is_counted_once_with_its_slow_measurement(tmp_path):
     assert twice[0][0] < twice[1][0] and max(us for _, us in twice) == pytest.approx(2 * min(us for _, us in twice))
     assert got["spread_max"] == pytest.approx(2.0) and got["slow_share"] == 0.5
     assert got["first_best"] == pytest.approx(2.0)  # counted by first measurements only, the best is 2 ms
+
+
+def test_a_negative_count_of_fastest_kernels_is_refused(capsys):
+    with pytest.raises(SystemExit):
+        kernel_repeats.main(["--databases", f"[{DB}]", "--fastest", "-1"])
+    assert "--fastest -1: a count of kernels, >= 0" in capsys.readouterr().err
