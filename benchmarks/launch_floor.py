@@ -18,6 +18,7 @@ This measures, on this machine's GPU:
   may use (default: one a core), as a tuning run keeps them busy while its runner measures; with
   `--gpu-burn`, the loaded state also has a process training a small network on the device without
   pause, as Pruner's verifier trains on the GPU while the runner measures;
+- on a GPU, the SM clock `nvidia-smi` reports right after each `--timer graph` reading (`sm_mhz`);
 - with `--fresh-args`, each kernel's arguments allocated afresh every round, the earlier ones kept so
   that the new land elsewhere in memory (a run's runner allocates them for each candidate too, but
   frees the earlier ones, so its allocations may land where the last did).
@@ -29,6 +30,7 @@ This measures, on this machine's GPU:
 from __future__ import annotations
 
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -79,6 +81,18 @@ def start_gpu_burner(device: str) -> subprocess.Popen:
         p.wait()
         raise RuntimeError(f"the --gpu-burn process did not start training on {device} (exit {p.poll()})")
     return p
+
+
+def sm_clock_mhz() -> float | None:
+    """The GPU's SM clock now, in MHz, as `nvidia-smi` reports it for the first visible GPU; None
+    where there is no `nvidia-smi` or it fails."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES", "0").split(",")[0].strip() or "0"
+    command = ["nvidia-smi", "--query-gpu=clocks.sm", "--format=csv,noheader,nounits", "-i", visible]
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=10, check=True)
+        return float(done.stdout.split()[0])
+    except (OSError, subprocess.SubprocessError, ValueError, IndexError):
+        return None
 
 
 def stop_burners(burners: list) -> None:
@@ -158,19 +172,22 @@ def measure(
     """name -> {"evaluator_us": [...], "graph_us": [...], "graph_timer_us": [...], "graph_error": str (if
     it failed)}: a reading of each a round, the kernels in turn in every round (drift in the device or
     the host falls on all alike), after a round whose readings are left out (on an H200 the first
-    kernels a call read came out up to 7% low); the graph readings on a GPU only (else empty). With
-    `fresh`, each kept round reads each kernel on arguments allocated afresh (`Kernel.fresh_args`)."""
-    out = {k.name: {"evaluator_us": [], "graph_us": [], "graph_timer_us": []} for k in kernels}
+    kernels a call read came out up to 7% low); the graph readings on a GPU only (else empty), each
+    `--timer graph` reading with the SM clock `nvidia-smi` gave right after it ("sm_mhz", None if
+    none). With `fresh`, each kept round reads each kernel on arguments allocated afresh
+    (`Kernel.fresh_args`)."""
+    out = {k.name: {"evaluator_us": [], "graph_us": [], "graph_timer_us": [], "sm_mhz": []} for k in kernels}
     for kept in [False] + [True] * rounds:  # a first round left out: it read a call's first kernels low
         for k in kernels:
             if kept and fresh:
                 k.fresh_args()
-            row = out[k.name] if kept else {"evaluator_us": [], "graph_us": [], "graph_timer_us": []}
+            row = out[k.name] if kept else {"evaluator_us": [], "graph_us": [], "graph_timer_us": [], "sm_mhz": []}
             row["evaluator_us"].append(k.evaluator_us(min_repeat_ms))
             if graphs and "graph_error" not in row:
                 try:
                     row["graph_us"].append(k.graph_us(launches, replays))
                     row["graph_timer_us"].append(k.graph_timer_us(min_repeat_ms))
+                    row["sm_mhz"].append(sm_clock_mhz())
                 except Exception as err:  # noqa: BLE001 - a kernel the graph cannot capture keeps its evaluator row
                     row["graph_error"] = f"{type(err).__name__}: {err}"
     return out

@@ -23,7 +23,7 @@ def test_the_floor_and_the_best_kernels_are_read_idle_and_loaded(tmp_path, capsy
     for row in out.values():
         for state in ("idle", "loaded"):
             assert len(row[state]["evaluator_us"]) == 2 and all(t > 0 for t in row[state]["evaluator_us"])
-            assert row[state]["graph_us"] == row[state]["graph_timer_us"] == []  # no GPU here
+            assert row[state]["graph_us"] == row[state]["graph_timer_us"] == row[state]["sm_mhz"] == []  # no GPU
     # the floor kernel (64 adds) reads faster than the matmul
     assert max(out[launch_floor.FLOOR]["idle"]["evaluator_us"]) < min(out[best]["idle"]["evaluator_us"])
     assert json.loads((tmp_path / "f.json").read_text()) == {
@@ -89,3 +89,18 @@ def test_the_training_process_trains_until_stopped():
     assert burner.poll() is None
     launch_floor.stop_burners([burner])
     assert burner.returncode == -signal.SIGKILL
+
+
+def test_the_sm_clock_comes_from_nvidia_smi_and_is_none_without_it(tmp_path, monkeypatch):
+    """`sm_clock_mhz` runs `nvidia-smi` for the first visible GPU: a stand-in on PATH that prints a
+    clock only for the index it is asked about, then none on PATH at all."""
+    tool = tmp_path / "nvidia-smi"
+    tool.write_text('#!/bin/sh\n[ "$3" = "-i" ] && [ "$4" = "3" ] && echo 1755 && exit 0\nexit 1\n')
+    tool.chmod(0o755)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3,1")
+    assert launch_floor.sm_clock_mhz() == 1755.0
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
+    assert launch_floor.sm_clock_mhz() is None  # it failed for that GPU
+    monkeypatch.setenv("PATH", str(tmp_path / "none"))
+    assert launch_floor.sm_clock_mhz() is None
