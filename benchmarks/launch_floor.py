@@ -106,23 +106,26 @@ class Kernel:
     """One built kernel loaded on `device`, with its arguments allocated as the runner does."""
 
     def __init__(self, name: str, reported_us: float | None, sch, path: str, device) -> None:
-        from tvm.s_tir.meta_schedule.runner.local_runner import default_alloc_argument
-
         from tvm_env import ms, tvm
 
         self.name, self.reported_us = name, reported_us
         self.module = tvm.runtime.load_module(path)
         info = [a.as_json() for a in ms.arg_info.ArgInfo.from_entry_func(sch.mod, remove_preproc=True)]
         self.info, self.device, self.kept = info, device, []
-        (self.args,) = default_alloc_argument(device, info, 1)
+        self.args = self._alloc()
+
+    def _alloc(self) -> list:
+        """One set of the kernel's arguments, allocated and filled as the runner does."""
+        from tvm.s_tir.meta_schedule.runner.local_runner import default_alloc_argument
+
+        (args,) = default_alloc_argument(self.device, self.info, 1)
+        return args
 
     def fresh_args(self) -> None:
         """Allocate the arguments again (the runner does so for each candidate); the earlier ones are
         kept (until the kernel is dropped), so that the new ones land elsewhere in memory."""
-        from tvm.s_tir.meta_schedule.runner.local_runner import default_alloc_argument
-
         self.kept.append(self.args)
-        (self.args,) = default_alloc_argument(self.device, self.info, 1)
+        self.args = self._alloc()
 
     def evaluator_us(self, min_repeat_ms: int) -> float:
         """One reading of the runner's evaluator (number 3, `min_repeat_ms`), in microseconds."""
@@ -215,7 +218,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument(
         "--fresh-args",
         action="store_true",
-        help="allocate each kernel's arguments afresh every round, as a runner does",
+        help="allocate each kernel's arguments afresh every round, keeping the old ones alive",
     )
     parser.add_argument("--json", default=None, help="write the figures here too")
     from benchmarks.remeasure import best_kernels, parse_with_target

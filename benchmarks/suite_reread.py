@@ -1,7 +1,8 @@
 """The tuning suite's arms on one scale: each curve rescaled by its best kernel's re-read.
 
-A run's best latency is the least of its readings, and the readings of one kernel can spread (under
-Pruner with `--timer graph` they fell in two groups about 9% apart, docs/benchmarks.md), so an arm
+A run's best latency is the least of its readings, and the readings of one kernel can spread (with
+`--timer graph` they fell in two groups 0.17-0.20 us a launch apart, 5-10% of a 2-4 us kernel,
+docs/benchmarks.md), so an arm
 that measured 2,000 trials reports a best further below its kernel's time than one that measured
 100. `benchmarks/launch_floor.py --json` reads each arm's best kernels again, all on one machine, in
 rounds. `tuning.py --report --reread FILE...` multiplies every arm's curve by its best kernel's

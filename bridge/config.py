@@ -285,7 +285,8 @@ class MeasureConfig:
         "how a CUDA candidate is timed: 'evaluator', TVM's (launches from the host, one after another: a kernel "
         "shorter than a launch reads the host's launch rate, 3.8 us on an idle H200 machine, 9.1 us on a busy one); "
         "'graph', its launches captured as a CUDA graph and replayed, the kernel's own time (tvm_env.graph_timer; "
-        "--runner local only; not yet measured in tuning)",
+        "--runner local only; off until its readings are understood: in tuning runs on two H200s one kernel's "
+        "readings fell in two groups 0.17-0.20 us a launch apart, docs/benchmarks.md)",
     )
     reuse_kernels: bool = _knob(
         False,
