@@ -16,8 +16,10 @@ This measures, on this machine's GPU:
   a run's runner reads with `--timer graph`: the same idea without torch);
 - all of it with the host idle, and again with `--burn` processes spinning on the cores this process
   may use (default: one a core), as a tuning run keeps them busy while its runner measures; with
-  `--gpu-burn`, the loaded state also has a process training a small network on the device without
-  pause, as Pruner's verifier trains on the GPU while the runner measures;
+  `--gpu-burn`, the loaded state also has a process training a small network on the device, as
+  Pruner's verifier trains on the GPU while the runner measures: without pause, or for `--gpu-duty` of
+  every half second (0: it only holds its CUDA context and memory, as the tuning process does between
+  its verifier's updates);
 - on a GPU, the SM clock `nvidia-smi` reports right after each `--timer graph` reading (`sm_mhz`);
 - with `--fresh-args`, each kernel's arguments allocated afresh every round, the earlier ones kept so
   that the new land elsewhere in memory (a run's runner allocates them for each candidate too, but
@@ -50,8 +52,8 @@ def start_burners(n: int) -> list:
 
 
 GPU_BURNER = """
-import sys, torch
-device = sys.argv[1]
+import sys, time, torch
+device, duty = sys.argv[1], float(sys.argv[2])
 torch.manual_seed(0)
 net = torch.nn.Sequential(torch.nn.Linear(164, 256), torch.nn.ReLU(), torch.nn.Linear(256, 256), torch.nn.ReLU(),
                           torch.nn.Linear(256, 1)).to(device)
@@ -61,21 +63,35 @@ def step():
     opt.zero_grad(set_to_none=True)
     torch.nn.functional.mse_loss(net(x), y).backward()
     opt.step()
+def sync():
+    if device == "cuda":
+        torch.cuda.synchronize()
 step()  # cuBLAS and autograd start up before the readings do
-if device == "cuda":
-    torch.cuda.synchronize()
+sync()
 print("training", flush=True)
-while True:
-    step()
+if duty >= 1:
+    while True:
+        step()
+period = 0.5
+while True:  # a burst of training, `duty` of each period, then a pause with the context and memory kept
+    start = time.perf_counter()
+    while time.perf_counter() - start < duty * period:
+        step()
+        sync()
+    time.sleep(period - (time.perf_counter() - start) if duty > 0 else period)
 """
 """A process that trains a small MLP (a batch of 512 rows of 164 features, as a verifier's training
-takes them) on `argv[1]` until it is killed; it says "training" once its first step is done."""
+takes them) on `argv[1]` until it is killed, for `argv[2]` (the duty) of every half second: 1 without
+pause; 0 not after its first step, holding its CUDA context and memory (as a tuning process whose
+verifier is on the device does between its updates). It says "training" once its first step is done."""
 
 
-def start_gpu_burner(device: str) -> subprocess.Popen:
-    """A process training `GPU_BURNER`'s network on `device` ("cuda" or "cpu"), started and training
-    when this returns; `stop_burners([it])` ends it."""
-    p = subprocess.Popen([sys.executable, "-c", GPU_BURNER, device], stdout=subprocess.PIPE, text=True)
+def start_gpu_burner(device: str, duty: float = 1.0) -> subprocess.Popen:
+    """A process training `GPU_BURNER`'s network on `device` ("cuda" or "cpu") for `duty` of every half
+    second, started and trained once when this returns; `stop_burners([it])` ends it."""
+    if not 0 <= duty <= 1:
+        raise ValueError(f"the training's duty is a share of its time, from 0 to 1: {duty}")
+    p = subprocess.Popen([sys.executable, "-c", GPU_BURNER, device, str(duty)], stdout=subprocess.PIPE, text=True)
     if p.stdout.readline().strip() != "training":
         p.kill()
         p.wait()
@@ -216,6 +232,13 @@ def main(argv: list[str] | None = None) -> dict:
         "--gpu-burn", action="store_true", help="the loaded state also trains a small network on the device"
     )
     parser.add_argument(
+        "--gpu-duty",
+        type=float,
+        default=1.0,
+        help="with --gpu-burn, the share of every half second it trains (1: without pause; 0: it only holds "
+        "its CUDA context and memory)",
+    )
+    parser.add_argument(
         "--fresh-args",
         action="store_true",
         help="allocate each kernel's arguments afresh every round, keeping the old ones alive",
@@ -251,7 +274,7 @@ def main(argv: list[str] | None = None) -> dict:
         burners = start_burners(burn)
         try:
             if args.gpu_burn:
-                burners.append(start_gpu_burner("cuda" if gpu else "cpu"))
+                burners.append(start_gpu_burner("cuda" if gpu else "cpu", args.gpu_duty))
             loaded = measure(kernels, *settings)
         finally:
             stop_burners(burners)
@@ -263,7 +286,8 @@ def main(argv: list[str] | None = None) -> dict:
     def fmt(readings):
         return f"{statistics.median(readings):.3f}" if readings else "-"
 
-    loaded_name = f"{burn} spinning" + (" + training" if args.gpu_burn else "")
+    training = "training" if args.gpu_duty >= 1 else f"training {args.gpu_duty:g} of the time"
+    loaded_name = f"{burn} spinning" + (f" + {training}" if args.gpu_burn else "")
     print(
         f"| kernel | reported (us) | evaluator, idle | evaluator, {loaded_name} | graph, idle | graph, {loaded_name} "
         f"| --timer graph, idle | --timer graph, {loaded_name} |"
@@ -283,6 +307,8 @@ def main(argv: list[str] | None = None) -> dict:
                 print(f"{name}, {state}: no graph: {row[state]['graph_error']}", file=sys.stderr)
     if args.json:
         body = {"burn": burn, "gpu_burn": args.gpu_burn, "fresh_args": args.fresh_args, "kernels": out}
+        if args.gpu_burn:
+            body["gpu_duty"] = args.gpu_duty
         Path(args.json).write_text(json.dumps(body, indent=1) + "\n")
     return out
 

@@ -6,6 +6,8 @@ import json
 import signal
 from pathlib import Path
 
+import pytest
+
 from benchmark_files import load_benchmark
 
 launch_floor = load_benchmark("launch_floor")
@@ -54,7 +56,7 @@ def test_fresh_arguments_land_elsewhere_and_a_training_process_loads_the_device(
     )
     monkeypatch.setattr(launch_floor.Kernel, "fresh_args", lambda k: (fresh.append(k.name), real_fresh(k)))
     monkeypatch.setattr(
-        launch_floor, "start_gpu_burner", lambda device: burners.append(real_start(device)) or burners[-1]
+        launch_floor, "start_gpu_burner", lambda device, duty: burners.append(real_start(device, duty)) or burners[-1]
     )
     stopped = []
     monkeypatch.setattr(launch_floor, "stop_burners", lambda ps: (stopped.extend(ps), real_stop(ps)))
@@ -66,7 +68,7 @@ def test_fresh_arguments_land_elsewhere_and_a_training_process_loads_the_device(
     assert sorted(fresh) == sorted(list(out) * 4)  # 2 kept rounds x 2 states, each kernel
     assert len(burners) == 1 and burners[0] in stopped and burners[0].returncode == -signal.SIGKILL
     body = json.loads((tmp_path / "f.json").read_text())
-    assert body["gpu_burn"] is True and body["fresh_args"] is True
+    assert body["gpu_burn"] is True and body["fresh_args"] is True and body["gpu_duty"] == 1.0
     assert "| evaluator, 0 spinning + training |" in capsys.readouterr().out
 
     from tvm_env import tvm
@@ -89,6 +91,27 @@ def test_the_training_process_trains_until_stopped():
     assert burner.poll() is None
     launch_floor.stop_burners([burner])
     assert burner.returncode == -signal.SIGKILL
+
+
+def test_a_training_process_at_duty_zero_only_holds_its_memory(tmp_path):
+    """At duty 0 the process trains once and then idles; at duty 1 it trains without pause: their CPU
+    seconds over the same second, read from /proc, tell them apart. A duty outside 0-1 is refused."""
+    import time
+
+    from bridge.host_cpu import cpu_seconds
+
+    used = {}
+    for duty in (0.0, 1.0):
+        burner = launch_floor.start_gpu_burner("cpu", duty)
+        try:
+            before = cpu_seconds(burner.pid)
+            time.sleep(1.5)
+            used[duty] = cpu_seconds(burner.pid) - before
+        finally:
+            launch_floor.stop_burners([burner])
+    assert used[0.0] < 0.2 < 0.6 < used[1.0], used
+    with pytest.raises(ValueError, match="from 0 to 1: 1.5"):
+        launch_floor.start_gpu_burner("cpu", 1.5)
 
 
 def test_the_sm_clock_comes_from_nvidia_smi_and_is_none_without_it(tmp_path, monkeypatch):
