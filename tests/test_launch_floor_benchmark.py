@@ -7,7 +7,6 @@ import signal
 from pathlib import Path
 
 import pytest
-
 from benchmark_files import load_benchmark
 
 launch_floor = load_benchmark("launch_floor")
