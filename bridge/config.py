@@ -285,8 +285,15 @@ class MeasureConfig:
         "how a CUDA candidate is timed: 'evaluator', TVM's (launches from the host, one after another: a kernel "
         "shorter than a launch reads the host's launch rate, 3.8 us on an idle H200 machine, 9.1 us on a busy one); "
         "'graph', its launches captured as a CUDA graph and replayed, the kernel's own time (tvm_env.graph_timer; "
-        "--runner local only; off until its readings are understood: in tuning runs on two H200s one kernel's "
-        "readings fell in two groups 0.17-0.20 us a launch apart, docs/benchmarks.md)",
+        "--runner local only; off by default: while our cost model works on the same GPU in bursts, a run's "
+        "readings of one kernel fall in two groups about 0.18 us a launch apart, the lower from those bursts, "
+        "docs/benchmarks.md; --reread-top reads the finals again with the device quiet)",
+    )
+    reread_top: int | None = _knob(
+        None,
+        "after the search, measure each task's best N records again, 3 rounds each with the device quiet; the "
+        "report gives both finals and a network compiles with the re-read best (bridge.reread; unset: 3 on a GPU, "
+        "0 on a CPU; 0: off)",
     )
     reuse_kernels: bool = _knob(
         False,
@@ -313,6 +320,8 @@ class MeasureConfig:
             raise ValueError(f"--build-nice {self.build_nice!r} must be in 0-19 (0: off)")
         if self.artifact == "so" and self.runner != "local":
             raise ValueError("--artifact so needs --runner local: an RPC device links the .tar with its own compiler")
+        if self.reread_top is not None and self.reread_top < 0:
+            raise ValueError(f"--reread-top {self.reread_top!r} must be >= 0 (0: off)")
         if self.timer not in ("evaluator", "graph"):
             raise ValueError(f"--timer {self.timer!r} must be 'evaluator' or 'graph'")
         if self.timer == "graph" and self.runner != "local":

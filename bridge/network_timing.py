@@ -7,7 +7,8 @@ Every timing runs in a child process (`tvm.support.popen_pool.PopenWorker`): a k
 on this machine (a database tuned for another CPU, whose code traps with SIGILL) fails the call with
 a RuntimeError instead of killing the caller.
 
-* tuned: `compile_relax` with the output dir's database, relax VM `time_evaluator` mean.
+* tuned: `compile_relax` with the output dir's database (its re-read records first, `bridge.reread`),
+  relax VM `time_evaluator` mean.
 * untuned: the same compile with an EMPTY database (llvm: TVM's default lowering of each operator;
   GPU targets: DLight's default schedules, which compile_relax applies to functions without records).
 * torch eager: the same torch module and input on the same device (CPU with the target's cores as
@@ -32,6 +33,7 @@ def _time_network(
     """Child process: compile with the database of `work_dir` (None: an empty one) and time the relax VM."""
     from tvm import relax
 
+    from bridge.reread import tuned_database
     from data.zoo.sources import load_network
 
     target = parse_target(target_json)
@@ -39,7 +41,7 @@ def _time_network(
     if work_dir is None:
         database = ms.database.MemoryDatabase()
     else:
-        database = ms.database.JSONDatabase(work_dir=work_dir, module_equality="structural")
+        database = tuned_database(work_dir)  # the re-read records first, where the run left them
     loaded = load_network(network, size)  # the unfused module: compile_relax fuses like extraction did
     executable = ms.relax_integration.compile_relax(database, loaded.mod, target, params=None)
     dev = tvm.cpu() if target.kind.name == "llvm" else tvm.device(target.kind.name, 0)

@@ -26,7 +26,15 @@ import numpy as np
 
 from data.atomic import atomic_path, atomic_write_text
 
-__all__ = ["launch_floor_note", "plot_curves", "plot_tuning", "print_report", "summary", "write_summary"]
+__all__ = [
+    "launch_floor_note",
+    "plot_curves",
+    "plot_tuning",
+    "print_report",
+    "reread_total",
+    "summary",
+    "write_summary",
+]
 
 NEAR_FLOOR_US = 5.0
 """A CUDA task whose best reading is under this many microseconds ended near the host's launch rate:
@@ -101,7 +109,24 @@ def summary(result: Any, *, total_tasks: int | None = None, **context: Any) -> d
         "builds": {k: (v if math.isfinite(v) else None) for k, v in result.builds.items()},
         "host_cpu_busy": result.host_cpu_busy if math.isfinite(result.host_cpu_busy) else None,
         "skipped_database_lines": list(result.skipped_lines),
+        "reread": {
+            name: {
+                "reported_us": r.reported_s * 1e6,
+                "reread_us": r.reread_s * 1e6,
+                "ratio": r.ratio,
+                "candidates_us": [[a * 1e6, b * 1e6] for a, b in r.candidates],
+            }
+            for name, r in result.reread.items()
+        },
+        "estimated_total_reread_ms": _ms(reread_total(result)) if result.reread else None,
     }
+
+
+def reread_total(result: Any) -> float:
+    """`estimated_s` with each re-read task's re-read final in place of its best reading."""
+    return float(
+        sum(t.weight * (result.reread[t.name].reread_s if t.name in result.reread else t.best_s) for t in result.tasks)
+    )
 
 
 def write_summary(path: str | os.PathLike, data: Mapping[str, Any]) -> None:
@@ -138,6 +163,17 @@ def print_report(result: Any, console: Any, *, total_tasks: int | None = None) -
         else "estimated total latency: n/a (a task has no valid run)"
     )
     console.print(f"search time: {result.search_s:.1f} s over {sum(t.trials for t in result.tasks)} trials")
+    from bridge.reread import ROUNDS
+
+    for name, r in result.reread.items():
+        console.print(
+            f"re-read with the device quiet: {name} {r.reread_s * 1e6:.2f} us, the run's best reading "
+            f"{r.reported_s * 1e6:.2f} us (x{r.ratio:.3f}; its best {len(r.candidates)} records, {ROUNDS} rounds each)",
+            soft_wrap=True,
+            markup=False,
+        )
+    if result.reread and math.isfinite(total := reread_total(result)):
+        console.print(f"estimated total latency, re-read: {total * 1e3:.4f} ms")
     idle = result.device_idle
     if math.isfinite(idle["idle"]):
         console.print(

@@ -35,6 +35,7 @@ from bridge.config import CostModelConfig, MeasureConfig, SearchConfig, TuneConf
 from bridge.database import open_database
 from bridge.factory import load_state, make_cost_model, make_strategy, save_state
 from bridge.report import plot_tuning
+from bridge.reread import clear_reread, reread_best, reread_count
 from bridge.workers import check_device, make_runner, start_workers, walks_tir
 from data.replay import ReplayMemo
 from tvm_env import (
@@ -95,6 +96,7 @@ class TuneResult:
     database: Any
     skipped_lines: list[str] = dataclasses.field(default_factory=list)
     build_workers: int = 0
+    reread: dict = dataclasses.field(default_factory=dict)
 
     @property
     def estimated_s(self) -> float:
@@ -289,6 +291,7 @@ def tune_tasks(
                 catch_up(model, context, database, replays)
         remaining = config.trials - spent
         if remaining > 0:
+            clear_reread(out)  # the run may find better schedules than the last re-read's
             bar, advance = _progress(config.trials, spent, progress)
 
             def after_round(row: dict) -> None:
@@ -327,6 +330,8 @@ def tune_tasks(
         else:
             log.info("the output dir already holds %d trials (budget %d): nothing to tune", spent, config.trials)
         after = records_by_task(database, tasks)
+        top = reread_count(measure.reread_top, target)
+        reread = reread_best(database, tasks, target, builder=builder, runner=runner, top=top, out=out) if top else {}
         rows = [*previous_rows, *search_log.rows]
         plot_tuning(
             rows, out / CURVE_PNG, title=title(label or ", ".join(t.name for t in tasks), target, cost_model, search)
@@ -338,4 +343,5 @@ def tune_tasks(
             database=database,
             skipped_lines=skipped,
             build_workers=int(getattr(builder, "max_workers", 0) or 0),
+            reread=reread,
         )

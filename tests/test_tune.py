@@ -248,12 +248,15 @@ def test_network_is_tuned_compiled_and_timed(tmp_path, capsys):
             "3",
             "--trials-per-round",
             "3",
+            "--reread-top",
+            "1",
             "--work-dir",
             str(tmp_path),
             *QUICK,
         ]
     )
     assert len(result.tasks) == 1 and result.tasks[0].trials == 3
+    assert list(result.reread) == [result.tasks[0].name]  # the compile below takes the re-read record first
     out = capsys.readouterr().out
     line = next(x for x in out.splitlines() if "end-to-end mean inference time" in x)
     assert float(line.split(":")[1].split("ms")[0]) > 0
@@ -268,6 +271,7 @@ def test_network_is_tuned_compiled_and_timed(tmp_path, capsys):
         (["--cost-model", "xgb", "--psa", "v100"], "'v100' is not in the device table"),
         (["--psa", "h100", "--psa-formula", "traffic-stage"], "--psa-formula 'traffic-stage' must be one of"),
         (["--model-device", "gpu"], "--model-device 'gpu': give cpu, cuda or cuda:N"),
+        (["--reread-top", "-1"], "--reread-top -1 must be >= 0"),
     ],
 )
 def test_cli_errors_are_clear(tmp_path, extra, message):
