@@ -19,6 +19,10 @@ its curve is their sum) and a re-read whose reported latency is not the curve's 
 database of the same name). Arms are matched by their database folder's name, `<method>-s<seed>`: an
 arm that `--take FOLDER:LABEL=METHOD` renamed is looked for under METHOD, and so is not found.
 The plot (`--plot`) draws the rescaled curves.
+
+An arm's own re-read (`<method>-s<seed>.reread.json` beside its CSV: a run re-reads its best records
+once its search has stopped, `bridge.reread`, by default on a GPU) counts too: its factor is the
+best re-read of the arm's best records over its best reading. An arm re-read both ways is refused.
 """
 
 from __future__ import annotations
@@ -51,11 +55,16 @@ def reread_factors(*paths: Path) -> dict[tuple[str, str, int], tuple[float, floa
     which readings count, and what is refused)."""
     readings: dict[tuple[str, str, int], dict[float, list[float]]] = {}
     workloads: dict[tuple[str, str, int], set[str]] = {}
+    own: dict[tuple[str, str, int], tuple[float, float]] = {}  # from the arms' own re-reads
     for path in map(Path, paths):
         body = json.loads(Path(path).read_text())
+        if isinstance(body, dict) and isinstance(body.get("reread"), dict):
+            key, entry = _own_reread(path, body["reread"])
+            own[key] = (entry["reported_us"], entry["reread_us"] / entry["reported_us"])
+            continue
         kernels = body.get("kernels") if isinstance(body, dict) else None
         if not isinstance(kernels, dict):
-            raise ValueError(f"{path}: not a launch_floor.py JSON (no 'kernels' object)")
+            raise ValueError(f"{path}: not a launch_floor.py JSON (no 'kernels' object) nor an arm's re-read")
         states = ("idle",) if body.get("gpu_burn") else ("idle", "loaded")
         for name, entry in kernels.items():
             if entry.get("reported_us") is None:
@@ -75,7 +84,25 @@ def reread_factors(*paths: Path) -> dict[tuple[str, str, int], tuple[float, floa
             )
         reported = min(by_reported)
         out[key] = (reported, statistics.median(by_reported[reported]) / reported)
-    return out
+    if both := sorted(set(out) & set(own)):
+        raise ValueError(f"--reread: {both[0][1]} seed {both[0][2]} of {both[0][0]} is re-read in an arm's own file "
+                         "and in a launch_floor.py file: give one")  # fmt: skip
+    return {**out, **own}
+
+
+def _own_reread(path: Path, tasks: dict) -> tuple[tuple[str, str, int], dict]:
+    """(workload slug, method, seed) and the one task's entry of an arm's own re-read,
+    `<workload slug>/<method>-s<seed>.reread.json` (`benchmarks/tuning.py`)."""
+    method, sep, seed = path.name.removesuffix(".reread.json").rpartition("-s")
+    if not path.name.endswith(".reread.json") or not sep or not seed.isdigit():
+        raise ValueError(f"{path}: an arm's re-read is named <method>-s<seed>.reread.json")
+    if len(tasks) != 1:
+        raise ValueError(
+            f"--reread: {path} holds {len(tasks)} tasks (a network's arm): its curve is their sum, which one "
+            "kernel's re-read does not rescale"
+        )
+    (entry,) = tasks.values()
+    return (path.parent.name, method, int(seed)), entry
 
 
 def rescale(data: dict, factors: dict[tuple[str, str, int], tuple[float, float]], baseline: str) -> list[str]:

@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import json
 import math
 import os
 import shutil
@@ -154,13 +155,24 @@ def measure_config(args) -> MeasureConfig:
         build_nice=args.build_nice,
         reuse_kernels=args.reuse_kernels,
         timer=args.timer,
+        reread_top=getattr(args, "reread_top", None),
     )
 
 
 def run_arm(
-    workload: str, method: str, seed: int, args, builder, walk_pool=None, label: str | None = None, settings=None
+    workload: str,
+    method: str,
+    seed: int,
+    args,
+    builder,
+    walk_pool=None,
+    label: str | None = None,
+    settings=None,
+    reread_to: Path | None = None,
 ) -> list[dict]:
-    """One arm; `label` names its files (None: the method), `settings` override the job's knobs."""
+    """One arm; `label` names its files (None: the method), `settings` override the job's knobs. With
+    `reread_to`, the arm's re-read finals (`bridge.reread`: its best records measured again once its
+    search stopped; a GPU's default) are written there as JSON, when it re-read any."""
     args = copy.copy(args)
     for knob, value in (settings or {}).items():
         setattr(args, knob, value)
@@ -188,7 +200,17 @@ def run_arm(
             builder.set_nice(job_nice, wait=True)
         if args.reuse_kernels != job_cache:  # a reuse arm's folder goes with it
             builder.set_compile_cache(job_cache, fresh=args.reuse_kernels)
+    if reread_to is not None and getattr(result, "reread", None):
+        from bridge.report import reread_summary
+
+        reread_to.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(reread_to, json.dumps({"reread": reread_summary(result)}, indent=1) + "\n")
     return result.rows
+
+
+def reread_path(csv: Path) -> Path:
+    """Where an arm's re-read finals go: beside its CSV, `<arm>-s<seed>.reread.json`."""
+    return csv.with_name(f"{csv.stem}.reread.json")
 
 
 def _tune_arm(workload: str, seed: int, args, builder, walk_pool, cost_model, search, work: Path):
@@ -376,6 +398,13 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument(
         "--build-nice", type=int, default=build_nice.default, help=f"{build_nice.metadata['help']}; every arm"
     )
+    reread = _field(MeasureConfig, "reread_top")
+    p.add_argument(
+        "--reread-top",
+        type=typing.get_type_hints(MeasureConfig)["reread_top"],
+        default=reread.default,
+        help=f"{reread.metadata['help']}; every arm, its re-read finals in <arm>-s<seed>.reread.json beside its CSV",
+    )
     reuse = _field(MeasureConfig, "reuse_kernels")
     p.add_argument("--reuse-kernels", type=bool, default=reuse.default, help=f"{reuse.metadata['help']}; every arm")
     p.add_argument("--eager", action="store_true", help="also time the operators in torch eager mode")
@@ -502,7 +531,7 @@ def main(argv: list[str] | None = None) -> None:
             print(f"stopping: {left:.0f} s left in this call, an arm needs about {args.budget_s * 1.1 + 15:.0f}")
             return
         t0 = time.perf_counter()
-        rows = run_arm(workload, method, seed, args, builder, walk_pool, label, settings)
+        rows = run_arm(workload, method, seed, args, builder, walk_pool, label, settings, reread_to=reread_path(path))
         path.parent.mkdir(parents=True, exist_ok=True)
         write_rows(path, rows)
         best = min((r["best_us"] for r in rows), default=math.inf) if rows else math.inf

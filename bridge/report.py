@@ -109,16 +109,22 @@ def summary(result: Any, *, total_tasks: int | None = None, **context: Any) -> d
         "builds": {k: (v if math.isfinite(v) else None) for k, v in result.builds.items()},
         "host_cpu_busy": result.host_cpu_busy if math.isfinite(result.host_cpu_busy) else None,
         "skipped_database_lines": list(result.skipped_lines),
-        "reread": {
-            name: {
-                "reported_us": r.reported_s * 1e6,
-                "reread_us": r.reread_s * 1e6,
-                "ratio": r.ratio,
-                "candidates_us": [[a * 1e6, b * 1e6] for a, b in r.candidates],
-            }
-            for name, r in result.reread.items()
-        },
+        "reread": reread_summary(result),
         "estimated_total_reread_ms": _ms(reread_total(result)) if result.reread else None,
+    }
+
+
+def reread_summary(result: Any) -> dict:
+    """Task -> its re-read (`bridge.reread.Reread`) in microseconds: `reported_us`, `reread_us`, `ratio`
+    and `candidates_us` ([reported, re-read] a record); {} for a run that re-read nothing."""
+    return {
+        name: {
+            "reported_us": r.reported_s * 1e6,
+            "reread_us": r.reread_s * 1e6,
+            "ratio": r.ratio,
+            "candidates_us": [[a * 1e6, b * 1e6] for a, b in r.candidates],
+        }
+        for name, r in result.reread.items()
     }
 
 

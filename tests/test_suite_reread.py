@@ -68,3 +68,30 @@ def test_rescale_checks_the_reread_is_of_this_run_and_skips_what_the_report_does
     fresh = {"op": {"xgb": {0: rows}, "pruner": {0: rows}}}
     with pytest.raises(ValueError, match="xgb seed 0 of op: the re-read kernel was reported at 2.5000 us, the curve's"):
         suite_reread.rescale(fresh, other_run, "xgb")
+
+
+def test_an_arms_own_reread_gives_its_factor_and_is_refused_twice_or_for_a_network(tmp_path):
+    """`<method>-s<seed>.reread.json` beside an arm's CSV (what `tuning.py` writes from a run's
+    `bridge.reread`): its best re-read over its best reading, keyed by its folder and name."""
+    own = tmp_path / "op" / "pruner-s1.reread.json"
+    own.parent.mkdir()
+    own.write_text(json.dumps({"reread": {"op_task": {"reported_us": 2.0, "reread_us": 2.16, "ratio": 1.08}}}))
+    floor = _file(tmp_path / "f.json", {"d/op/xgb-s1 xgb-s1/1 #0": (4.0, [4.4], [4.4])})
+    factors = suite_reread.reread_factors(own, floor)
+    assert sorted(factors) == [("op", "pruner", 1), ("op", "xgb", 1)]
+    assert factors["op", "pruner", 1] == pytest.approx((2.0, 1.08)) and factors["op", "xgb", 1] == pytest.approx(
+        (4.0, 1.1)
+    )
+    twice = _file(tmp_path / "g.json", {"d/op/pruner-s1 pruner-s1/1 #0": (2.0, [2.1], [2.1])})
+    with pytest.raises(ValueError, match="pruner seed 1 of op is re-read in an arm's own file and in a launch_floor"):
+        suite_reread.reread_factors(own, twice)
+    net = tmp_path / "net" / "moa-s0.reread.json"
+    net.parent.mkdir()
+    net.write_text(
+        json.dumps({"reread": {"a": {"reported_us": 1, "reread_us": 1}, "b": {"reported_us": 1, "reread_us": 1}}})
+    )
+    with pytest.raises(ValueError, match="moa-s0.reread.json holds 2 tasks"):
+        suite_reread.reread_factors(net)
+    misnamed = _write(tmp_path / "op" / "pruner.json", json.dumps({"reread": {}}))
+    with pytest.raises(ValueError, match="named <method>-s<seed>.reread.json"):
+        suite_reread.reread_factors(misnamed)

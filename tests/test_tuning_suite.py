@@ -584,3 +584,31 @@ def test_a_variants_artifact_and_compile_cache_hold_for_its_arm_only(tmp_path, m
     assert builder.compile_cache
     builder.shutdown()
     assert not os.path.exists(folders[3])
+
+
+def test_an_arms_reread_goes_beside_its_csv_and_rescales_it_in_the_report(tmp_path, monkeypatch):
+    """`run_arm(reread_to=...)` writes the run's re-read finals (`bridge.reread`) as JSON, which
+    `suite_reread` (the report's `--reread`) reads as the arm's factor; an arm that re-read nothing
+    writes none. (The tuning is replaced here; `tests/test_reread.py` re-reads a real run.)"""
+    from benchmark_files import load_benchmark
+
+    from bridge.reread import Reread
+
+    suite_reread = load_benchmark("suite_reread")
+    reread = {"dense_1x8x8": Reread(2e-6, 2.2e-6, [(2e-6, 2.3e-6), (2.1e-6, 2.2e-6)])}
+    results = iter(
+        [types.SimpleNamespace(rows=[{"seed": 0}], reread=reread), types.SimpleNamespace(rows=[], reread={})]
+    )
+    monkeypatch.setattr(tuning, "_tune_arm", lambda *a: next(results))
+    args = types.SimpleNamespace(work=str(tmp_path / "work"), artifact="tar", reuse_kernels=False, build_nice=0)
+    csv = tuning.arm_path(tmp_path / "res", 0, "dense:1,8,8", "xgb")
+    path = tuning.reread_path(csv)
+    assert path == csv.parent / "xgb-s0.reread.json"
+    assert tuning.run_arm("dense:1,8,8", "xgb", 0, args, None, reread_to=path) == [{"seed": 0}]
+    written = json.loads(path.read_text())["reread"]["dense_1x8x8"]
+    assert written["reread_us"] == pytest.approx(2.2)
+    assert sum(written["candidates_us"], []) == pytest.approx([2, 2.3, 2.1, 2.2])
+    assert suite_reread.reread_factors(path)["dense_1x8x8", "xgb", 0] == pytest.approx((2.0, 1.1))
+    nothing = tuning.reread_path(tuning.arm_path(tmp_path / "res", 1, "dense:1,8,8", "xgb"))
+    tuning.run_arm("dense:1,8,8", "xgb", 1, args, None, reread_to=nothing)
+    assert not nothing.exists()
