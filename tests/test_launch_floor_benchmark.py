@@ -108,7 +108,7 @@ def test_a_training_process_at_duty_zero_only_holds_its_memory(tmp_path):
             used[duty] = cpu_seconds(burner.pid) - before
         finally:
             launch_floor.stop_burners([burner])
-    assert used[0.0] < 0.2 < 0.6 < used[1.0], used
+    assert used[0.0] < 0.1 < 0.3 < used[1.0], used  # 1.5 s of a core at duty 1, less on a loaded host
     with pytest.raises(ValueError, match="from 0 to 1: 1.5"):
         launch_floor.start_gpu_burner("cpu", 1.5)
 
