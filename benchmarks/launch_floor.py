@@ -78,7 +78,7 @@ while True:  # a burst of training, `duty` of each period, then a pause with the
     while time.perf_counter() - start < duty * period:
         step()
         sync()
-    time.sleep(period - (time.perf_counter() - start) if duty > 0 else period)
+    time.sleep(max(0.0, period - (time.perf_counter() - start)) if duty > 0 else period)
 """
 """A process that trains a small MLP (a batch of 512 rows of 164 features, as a verifier's training
 takes them) on `argv[1]` until it is killed, for `argv[2]` (the duty) of every half second: 1 without

@@ -110,8 +110,8 @@ def remeasure(databases: list[str], target, top: int, rounds: int, measure) -> d
     database's best, the best median over the rounds of its `top` best kernels (`best_kernels`), the
     median of the record it reported best, and each kernel's reported latency and readings, round by
     round (the spread of a kernel's readings is the re-measurement's own noise)."""
+    from bridge.reread import measure_rounds
     from bridge.workers import make_runner
-    from data.labels import mean_latency
     from tvm_env import PooledLocalBuilder, ms
 
     builder, runner, candidates = PooledLocalBuilder(), make_runner(measure, target), []
@@ -122,16 +122,10 @@ def remeasure(databases: list[str], target, top: int, rounds: int, measure) -> d
             ms.runner.RunnerInput(path, device, ms.arg_info.ArgInfo.from_entry_func(sch.mod, remove_preproc=True))
             for *_, sch, path in candidates
         ]
-        readings: list[list[float]] = [[] for _ in candidates]
-        order = list(range(len(candidates)))
-        for _ in range(rounds):
-            futures = runner.run([inputs[i] for i in order])
-            for i, future in zip(order, futures):
-                result = future.result()
-                if result.error_msg is not None:
-                    raise RuntimeError(f"{candidates[i][2].source}: its measurement failed here: {result.error_msg}")
-                readings[i].append(mean_latency(result.run_secs))
-            order = order[1:] + order[:1]
+        readings = measure_rounds(runner, inputs, rounds)
+        for candidate, read in zip(candidates, readings):
+            if not all(math.isfinite(x) for x in read):
+                raise RuntimeError(f"{candidate[2].source}: its measurement failed here")
     finally:
         builder.shutdown()
         if hasattr(runner, "shutdown"):

@@ -21,8 +21,11 @@ arm that `--take FOLDER:LABEL=METHOD` renamed is looked for under METHOD, and so
 The plot (`--plot`) draws the rescaled curves.
 
 An arm's own re-read (`<method>-s<seed>.reread.json` beside its CSV: a run re-reads its best records
-once its search has stopped, `bridge.reread`, by default on a GPU) counts too: its factor is the
-best re-read of the arm's best records over its best reading. An arm re-read both ways is refused.
+once its search has stopped, `bridge.reread`, by default on a GPU) counts instead: its factor is the
+least median re-read of the arm's best records over its best reading, read with the arm's own timer,
+so it corrects the run's conditions without changing the timer's scale. One report takes either the
+arms' own re-reads or launch_floor.py files, not both (their scales differ when the arms were timed
+by the evaluator).
 """
 
 from __future__ import annotations
@@ -60,6 +63,8 @@ def reread_factors(*paths: Path) -> dict[tuple[str, str, int], tuple[float, floa
         body = json.loads(Path(path).read_text())
         if isinstance(body, dict) and isinstance(body.get("reread"), dict):
             key, entry = _own_reread(path, body["reread"])
+            if key in own:
+                raise ValueError(f"--reread: {key[1]} seed {key[2]} of {key[0]} has two own re-reads; give one")
             own[key] = (entry["reported_us"], entry["reread_us"] / entry["reported_us"])
             continue
         kernels = body.get("kernels") if isinstance(body, dict) else None
@@ -84,10 +89,12 @@ def reread_factors(*paths: Path) -> dict[tuple[str, str, int], tuple[float, floa
             )
         reported = min(by_reported)
         out[key] = (reported, statistics.median(by_reported[reported]) / reported)
-    if both := sorted(set(out) & set(own)):
-        raise ValueError(f"--reread: {both[0][1]} seed {both[0][2]} of {both[0][0]} is re-read in an arm's own file "
-                         "and in a launch_floor.py file: give one")  # fmt: skip
-    return {**out, **own}
+    if out and own:  # an arm's own re-read is on its own timer's scale, a launch_floor.py file's on the graph's
+        raise ValueError(
+            "--reread: give the arms' own re-reads (<method>-s<seed>.reread.json) or launch_floor.py files, not "
+            "both: an arm's own is read with its run's timer, a launch_floor.py re-read as a CUDA graph"
+        )
+    return out or own
 
 
 def _own_reread(path: Path, tasks: dict) -> tuple[tuple[str, str, int], dict]:
@@ -114,8 +121,8 @@ def rescale(data: dict, factors: dict[tuple[str, str, int], tuple[float, float]]
             curve's best (the re-read is of another run).
     """
     lines = [
-        f"- every curve (and the plot's) rescaled by its best kernel's re-read ({TIMER} medians) over its "
-        "reported latency:"
+        f"- every curve (and the plot's) rescaled by its best kernel's re-read ({TIMER} medians of launch_floor.py "
+        "files, or the arms' own re-reads) over its reported latency:"
     ]
     for workload, methods in sorted(data.items()):
         if baseline not in methods:

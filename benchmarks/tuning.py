@@ -180,6 +180,8 @@ def run_arm(
     cost_model, search = configs(method, args)
     work = Path(args.work) / slug(workload) / f"{arm_name(method, label)}-s{seed}"
     shutil.rmtree(work, ignore_errors=True)  # an arm cut off by the call's end starts again
+    if reread_to is not None:
+        reread_to.unlink(missing_ok=True)  # a cut-off run's, which this one may not replace
     job_artifact = getattr(builder, "artifact", args.artifact)
     job_cache = getattr(builder, "compile_cache", args.reuse_kernels)
     job_nice = getattr(builder, "nice", args.build_nice)

@@ -110,7 +110,8 @@ def summary(result: Any, *, total_tasks: int | None = None, **context: Any) -> d
         "host_cpu_busy": result.host_cpu_busy if math.isfinite(result.host_cpu_busy) else None,
         "skipped_database_lines": list(result.skipped_lines),
         "reread": reread_summary(result),
-        "estimated_total_reread_ms": _ms(reread_total(result)) if result.reread else None,
+        "estimated_total_reread_ms": _ms(reread_total(result)),
+        "reread_s": result.reread_s,
     }
 
 
@@ -129,10 +130,11 @@ def reread_summary(result: Any) -> dict:
 
 
 def reread_total(result: Any) -> float:
-    """`estimated_s` with each re-read task's re-read final in place of its best reading."""
-    return float(
-        sum(t.weight * (result.reread[t.name].reread_s if t.name in result.reread else t.best_s) for t in result.tasks)
-    )
+    """`estimated_s` with every task's re-read final in place of its best reading; inf unless every
+    task was re-read (a sum of re-read and run's readings would be on two scales)."""
+    if not result.reread or any(t.name not in result.reread for t in result.tasks):
+        return math.inf
+    return float(sum(t.weight * result.reread[t.name].reread_s for t in result.tasks))
 
 
 def write_summary(path: str | os.PathLike, data: Mapping[str, Any]) -> None:
@@ -174,12 +176,16 @@ def print_report(result: Any, console: Any, *, total_tasks: int | None = None) -
     for name, r in result.reread.items():
         console.print(
             f"re-read with the device quiet: {name} {r.reread_s * 1e6:.2f} us, the run's best reading "
-            f"{r.reported_s * 1e6:.2f} us (x{r.ratio:.3f}; its best {len(r.candidates)} records, {ROUNDS} rounds each)",
+            f"{r.reported_s * 1e6:.2f} us (x{r.ratio:.3f}; {len(r.candidates)} of its best records, {ROUNDS} rounds each)",
             soft_wrap=True,
             markup=False,
         )
     if result.reread and math.isfinite(total := reread_total(result)):
-        console.print(f"estimated total latency, re-read: {total * 1e3:.4f} ms")
+        console.print(
+            f"estimated total latency, re-read: {total * 1e3:.4f} ms (the re-read took {result.reread_s:.1f} s)"
+        )
+    elif result.reread:
+        console.print(f"the re-read took {result.reread_s:.1f} s; not every task was re-read (no total on its scale)")
     idle = result.device_idle
     if math.isfinite(idle["idle"]):
         console.print(

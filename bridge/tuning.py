@@ -26,6 +26,7 @@ import contextlib
 import dataclasses
 import logging
 import math
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -88,6 +89,8 @@ class TuneResult:
     Attributes:
         skipped_lines: database lines skipped as torn or corrupt on opening (`file:line: reason`).
         build_workers: the builder's parallel builds (0: not known, e.g. a caller's own builder).
+        reread: task name -> its `bridge.reread.Reread` ({}: none asked for, or it failed).
+        reread_s: the re-read's seconds, after the search (not in `search_s`).
     """
 
     tasks: list[TaskResult]
@@ -97,6 +100,7 @@ class TuneResult:
     skipped_lines: list[str] = dataclasses.field(default_factory=list)
     build_workers: int = 0
     reread: dict = dataclasses.field(default_factory=dict)
+    reread_s: float = 0.0
 
     @property
     def estimated_s(self) -> float:
@@ -330,8 +334,7 @@ def tune_tasks(
         else:
             log.info("the output dir already holds %d trials (budget %d): nothing to tune", spent, config.trials)
         after = records_by_task(database, tasks)
-        top = reread_count(measure.reread_top, target)
-        reread = reread_best(database, tasks, target, builder=builder, runner=runner, top=top, out=out) if top else {}
+        reread, reread_s = _reread(model, database, tasks, target, builder, runner, measure, out, cost_model.name)
         rows = [*previous_rows, *search_log.rows]
         plot_tuning(
             rows, out / CURVE_PNG, title=title(label or ", ".join(t.name for t in tasks), target, cost_model, search)
@@ -344,4 +347,25 @@ def tune_tasks(
             skipped_lines=skipped,
             build_workers=int(getattr(builder, "max_workers", 0) or 0),
             reread=reread,
+            reread_s=reread_s,
         )
+
+
+def _reread(model, database, tasks, target, builder, runner, measure, out: Path, name: str) -> tuple[dict, float]:
+    """The run's re-read (`bridge.reread`; `MeasureConfig.reread_top`) and its seconds. Our cost model's
+    training in the background is waited for first (a resume's catch-up may have started one), so the
+    device is quiet. A re-read that fails is said in the log, and the run's results stand without it;
+    with none asked for, an earlier run's re-read is removed (the compile then takes the run's own best)."""
+    top = reread_count(measure.reread_top, target)
+    if not top:
+        clear_reread(out)
+        return {}, 0.0
+    save_state(model, out, name)  # waits for a training in the background
+    start = time.perf_counter()
+    try:
+        found = reread_best(database, tasks, target, builder=builder, runner=runner, top=top, out=out)
+    except Exception as err:  # noqa: BLE001 - the search's results stand; only the re-read is lost
+        log.warning("the re-read of the best records failed, the run's own readings stand: %s", err)
+        clear_reread(out)
+        found = {}
+    return found, time.perf_counter() - start

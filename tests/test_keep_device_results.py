@@ -37,6 +37,9 @@ def _device_call(
     (arm / "database_workload.json").write_text('["w"]\n')
     (arm / "database_tuning_record.json").write_text('[0, ["r"]]\n')
     (arm / "tuning_curve.png").write_bytes(b"png")  # not kept
+    (arm / "reread").mkdir()  # the arm's re-read records (bridge.reread): kept as its .reread.json only
+    (arm / "reread" / "database_tuning_record.json").write_text('[0, ["reread"]]\n')
+    (stage / RES / "dense_8x8x8" / "moa-s0.reread.json").write_text('{"reread": {}}\n')
     if earlier_arm:
         old = stage / "runs" / lane / "conv_1x1" / "pruner-s0"
         old.mkdir(parents=True)
@@ -58,7 +61,8 @@ def test_a_call_is_merged_once_and_keeps_what_the_tree_has(tmp_path):
     (root / RES / "eager.json").write_text(json.dumps({"matmul:8,8,8": 1.0}))
     first = _device_call(tmp_path, {"dense:8,8,8": 2.0}, "task,round\nd,1\n")
     report = keep_module.keep(first, label="call1", root=root)
-    assert not report["conflicts"]
+    assert not report["conflicts"] and not report["skipped"]  # the arm's reread/ is neither kept nor an arm
+    assert (root / RES / "dense_8x8x8" / "moa-s0.reread.json").read_text() == '{"reread": {}}\n'
     assert json.loads((root / RES / "eager.json").read_text()) == {"matmul:8,8,8": 1.0, "dense:8,8,8": 2.0}
     assert (root / RES / "dense_8x8x8" / "moa-s0.csv").read_text() == "task,round\nd,1\n"
     db = root / "benchmarks/results/suite_databases/ablations/gate/dense_8x8x8/moa-s0"

@@ -70,21 +70,25 @@ def test_rescale_checks_the_reread_is_of_this_run_and_skips_what_the_report_does
         suite_reread.rescale(fresh, other_run, "xgb")
 
 
-def test_an_arms_own_reread_gives_its_factor_and_is_refused_twice_or_for_a_network(tmp_path):
+def test_an_arms_own_reread_gives_its_factor_and_what_it_refuses(tmp_path):
     """`<method>-s<seed>.reread.json` beside an arm's CSV (what `tuning.py` writes from a run's
-    `bridge.reread`): its best re-read over its best reading, keyed by its folder and name."""
+    `bridge.reread`): its best re-read over its best reading, keyed by its folder and name; never
+    beside launch_floor.py files (another timer's scale), never twice for one arm, never a network's."""
     own = tmp_path / "op" / "pruner-s1.reread.json"
     own.parent.mkdir()
     own.write_text(json.dumps({"reread": {"op_task": {"reported_us": 2.0, "reread_us": 2.16, "ratio": 1.08}}}))
-    floor = _file(tmp_path / "f.json", {"d/op/xgb-s1 xgb-s1/1 #0": (4.0, [4.4], [4.4])})
-    factors = suite_reread.reread_factors(own, floor)
+    other = tmp_path / "op" / "xgb-s1.reread.json"
+    other.write_text(json.dumps({"reread": {"op_task": {"reported_us": 4.0, "reread_us": 4.0, "ratio": 1.0}}}))
+    factors = suite_reread.reread_factors(own, other)
     assert sorted(factors) == [("op", "pruner", 1), ("op", "xgb", 1)]
     assert factors["op", "pruner", 1] == pytest.approx((2.0, 1.08)) and factors["op", "xgb", 1] == pytest.approx(
-        (4.0, 1.1)
+        (4.0, 1.0)
     )
-    twice = _file(tmp_path / "g.json", {"d/op/pruner-s1 pruner-s1/1 #0": (2.0, [2.1], [2.1])})
-    with pytest.raises(ValueError, match="pruner seed 1 of op is re-read in an arm's own file and in a launch_floor"):
-        suite_reread.reread_factors(own, twice)
+    floor = _file(tmp_path / "f.json", {"d/op/moa-s1 moa-s1/1 #0": (4.0, [4.4], [4.4])})
+    with pytest.raises(ValueError, match="give the arms' own re-reads .* or launch_floor.py files, not both"):
+        suite_reread.reread_factors(own, floor)
+    with pytest.raises(ValueError, match="pruner seed 1 of op has two own re-reads"):
+        suite_reread.reread_factors(own, own)
     net = tmp_path / "net" / "moa-s0.reread.json"
     net.parent.mkdir()
     net.write_text(

@@ -102,6 +102,8 @@ def _database_home(res: Path) -> Path:
 def _merge_databases(unpacked: Path, home: Path, root: Path, report: dict, arms: set[tuple[str, str]]) -> None:
     for record in sorted(unpacked.rglob("database_tuning_record.json")):
         arm_dir = record.parent  # WORK/<workload>/<arm>
+        if arm_dir.name == "reread":  # WORK/<workload>/<arm>/reread: the arm's re-read, in <arm>-s<seed>.reread.json
+            continue
         if (arm_dir.parent.name, arm_dir.name) not in arms:  # an earlier call's, on a warm machine
             report["skipped"].append(f"{arm_dir.parent.name}/{arm_dir.name}: no arm of the call's results")
             continue
