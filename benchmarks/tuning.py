@@ -381,13 +381,17 @@ def main(argv: list[str] | None = None) -> None:
         default=30.0,
         help="seconds a candidate may take to build (then it is a failed build)",
     )
-    guard = _field(MeasureConfig, "max_source_kb")
-    p.add_argument(
-        "--max-source-kb",
-        type=typing.get_type_hints(MeasureConfig)["max_source_kb"],
-        default=guard.default,
-        help=f"{guard.metadata['help']}; every arm",
-    )
+    for name, note in (
+        ("max_source_kb", ""),
+        ("reread_top", ", its re-read finals in <arm>-s<seed>.reread.json beside its CSV"),
+    ):  # MeasureConfig's fields, as typed there
+        field = _field(MeasureConfig, name)
+        p.add_argument(
+            f"--{name.replace('_', '-')}",
+            type=typing.get_type_hints(MeasureConfig)[name],
+            default=field.default,
+            help=f"{field.metadata['help']}; every arm{note}",
+        )
     for name in ("artifact", "timer"):  # MeasureConfig's choices
         field = _field(MeasureConfig, name)
         p.add_argument(
@@ -399,13 +403,6 @@ def main(argv: list[str] | None = None) -> None:
     build_nice = _field(MeasureConfig, "build_nice")
     p.add_argument(
         "--build-nice", type=int, default=build_nice.default, help=f"{build_nice.metadata['help']}; every arm"
-    )
-    reread = _field(MeasureConfig, "reread_top")
-    p.add_argument(
-        "--reread-top",
-        type=typing.get_type_hints(MeasureConfig)["reread_top"],
-        default=reread.default,
-        help=f"{reread.metadata['help']}; every arm, its re-read finals in <arm>-s<seed>.reread.json beside its CSV",
     )
     reuse = _field(MeasureConfig, "reuse_kernels")
     p.add_argument("--reuse-kernels", type=bool, default=reuse.default, help=f"{reuse.metadata['help']}; every arm")
