@@ -31,6 +31,7 @@ __all__ = [
     "plot_curves",
     "plot_tuning",
     "print_report",
+    "reread_summary",
     "reread_total",
     "summary",
     "write_summary",

@@ -123,7 +123,7 @@ def _picks(database: Any, tasks: Sequence[Any], top: int) -> tuple[list[tuple[st
 
     picks, best = [], {}
     for task in tasks:
-        valid = [(mean_latency_of(r), r) for r in task_records(database, task.mod)]
+        valid = [(_latency(r), r) for r in task_records(database, task.mod)]
         valid = [(latency, r) for latency, r in valid if math.isfinite(latency)]
         valid.sort(key=lambda pair: pair[0])
         if valid:
@@ -195,11 +195,11 @@ def reread_best(
             )
         task = found.setdefault(name, Reread(best[name], seconds, []))
         task.reread_s = min(task.reread_s, seconds)
-        task.candidates.append((mean_latency_of(record), seconds))
+        task.candidates.append((_latency(record), seconds))
     return found
 
 
-def mean_latency_of(record: Any) -> float:
+def _latency(record: Any) -> float:
     """A database record's mean latency in seconds (inf: failed or implausible)."""
     from data.labels import mean_latency
 
