@@ -23,7 +23,9 @@ The plot (`--plot`) draws the rescaled curves.
 An arm's own re-read (`<method>-s<seed>.reread.json` beside its CSV: a run re-reads its best records
 once its search has stopped, `bridge.reread`, by default on a GPU) counts instead: its factor is the
 least median re-read of the arm's best records over its best reading, read with the arm's own timer,
-so it corrects the run's conditions without changing the timer's scale. One report takes either the
+so it corrects the run's conditions without changing the timer's scale. When the best record itself
+did not rebuild, the factor is another kernel's re-read (the one the arm's compile takes) over the
+best reading, and the check that the re-read is of the curve's best cannot tell. One report takes either the
 arms' own re-reads or launch_floor.py files, not both (their scales differ when the arms were timed
 by the evaluator).
 """

@@ -360,7 +360,7 @@ def _reread(model, database, tasks, target, builder, runner, measure, out: Path,
     if not top:
         clear_reread(out)
         return {}, 0.0
-    save_state(model, out, name)  # waits for a training in the background
+    getattr(model, "trained", None)  # our cost models: waits for a training in the background
     start = time.perf_counter()
     try:
         found = reread_best(database, tasks, target, builder=builder, runner=runner, top=top, out=out)

@@ -47,10 +47,10 @@ def test_a_run_re_reads_its_best_records_and_a_compile_takes_the_re_read_best(tm
     assert isinstance(database, ms.database.OrderedUnionDatabase)
     best = database.query_tuning_record(zoo.operator_task(WORKLOAD).mod, parse_target(TARGET), "main")
     assert mean_latency(best.run_secs) == pytest.approx(reread.reread_s)
-    # a record that failed (MetaSchedule's 1e10) or reads implausibly (0 s) is never taken for a re-read
+    # a record that reads implausibly (0 s, 1e-12 s: MetaSchedule's own top-k takes them first) is never re-read
     run_db = ms.database.JSONDatabase(work_dir=str(tmp_path))
     worst = max(run_db.get_all_tuning_records(), key=lambda r: mean_latency(r.run_secs))
-    for secs in ([0.0], [1e10]):
+    for secs in ([0.0], [1e-12]):
         run_db.commit_tuning_record(
             ms.database.TuningRecord(worst.trace, worst.workload, secs, target=worst.target, args_info=worst.args_info)
         )
@@ -76,3 +76,18 @@ def test_unset_re_reads_on_a_gpu_only_and_zero_turns_it_off(tmp_path):
         reread_best(result.database, [], parse_target(TARGET), builder=None, runner=None, top=2, rounds=0)
     untuned = zoo.operator_task("matmul:32,32,32")  # a task without records is left out
     assert reread_best(result.database, [untuned], parse_target(TARGET), builder=None, runner=None, top=2) == {}
+
+
+def test_a_partial_re_read_gives_no_total():
+    """`reread_total` (summary.json's `estimated_total_reread_ms`) sums re-read finals only when every
+    task has one: a sum of re-read and run's readings would mix two scales."""
+    from bridge.report import reread_total, summary
+    from bridge.reread import Reread
+    from bridge.tuning import TaskResult, TuneResult
+
+    tasks = [TaskResult("a", 2.0, 1e6, 4, 1e-5), TaskResult("b", 1.0, 1e6, 4, 3e-5)]
+    both = TuneResult(tasks, [], 1.0, None, reread={"a": Reread(1e-5, 1.1e-5, []), "b": Reread(3e-5, 3e-5, [])})
+    assert reread_total(both) == pytest.approx(2 * 1.1e-5 + 3e-5)
+    one = TuneResult(tasks, [], 1.0, None, reread={"a": Reread(1e-5, 1.1e-5, [])})
+    assert math.isinf(reread_total(one)) and summary(one)["estimated_total_reread_ms"] is None
+    assert summary(one)["reread"]["a"]["ratio"] == pytest.approx(1.1)
