@@ -91,3 +91,33 @@ def test_a_partial_re_read_gives_no_total():
     one = TuneResult(tasks, [], 1.0, None, reread={"a": Reread(1e-5, 1.1e-5, [])})
     assert math.isinf(reread_total(one)) and summary(one)["estimated_total_reread_ms"] is None
     assert summary(one)["reread"]["a"]["ratio"] == pytest.approx(1.1)
+
+
+def test_a_record_whose_trace_no_longer_applies_is_left_out_and_the_next_taken(tmp_path, caplog, builder, runner):
+    """A record of the task whose trace names a block its module lacks (here a conv2d's, read the
+    fastest) is said in the log and passed over; the task's next best records are re-read instead,
+    and its final stays the best valid reading."""
+    import logging
+
+    from tvm_env import tvm
+
+    result = tune.main([*ARGS, "--trials", "4", "--reread-top", "0", "--work-dir", str(tmp_path), *QUICK])
+    database = ms.database.JSONDatabase(work_dir=str(tmp_path))
+    (record, *_) = sorted(database.get_all_tuning_records(), key=lambda r: mean_latency(r.run_secs))
+    conv = tvm.s_tir.Schedule(zoo.operator_task("conv2d:1,8,8,8,8,3,1,1").mod)
+    conv.get_sblock("conv2d_nhwc")  # the trace: one instruction, for a block the matmul does not have
+    fastest = mean_latency(record.run_secs) / 2
+    database.commit_tuning_record(
+        ms.database.TuningRecord(
+            conv.trace, record.workload, [fastest], target=record.target, args_info=record.args_info
+        )
+    )
+    task = zoo.operator_task(WORKLOAD)
+    with caplog.at_level(logging.WARNING, logger="bridge.reread"):
+        found = reread_best(database, [task], parse_target(TARGET), builder=builder, runner=runner, top=2)
+    assert "a record's trace no longer applies, not re-read" in caplog.text
+    reread = found[task.name]
+    assert len(reread.candidates) == 2 and reread.reported_s == fastest  # the run's best reading, though not re-read
+    assert [a for a, _ in reread.candidates] == sorted(
+        mean_latency(r.run_secs) for r in result.database.get_all_tuning_records()
+    )[:2]
