@@ -195,12 +195,16 @@ def measure(
     `--timer graph` reading with the SM clock `nvidia-smi` gave right after it ("sm_mhz", None if
     none). With `fresh`, each kept round reads each kernel on arguments allocated afresh
     (`Kernel.fresh_args`)."""
-    out = {k.name: {"evaluator_us": [], "graph_us": [], "graph_timer_us": [], "sm_mhz": []} for k in kernels}
+
+    def readings() -> dict:
+        return {"evaluator_us": [], "graph_us": [], "graph_timer_us": [], "sm_mhz": []}
+
+    out = {k.name: readings() for k in kernels}
     for kept in [False] + [True] * rounds:  # a first round left out: it read a call's first kernels low
         for k in kernels:
             if kept and fresh:
                 k.fresh_args()
-            row = out[k.name] if kept else {"evaluator_us": [], "graph_us": [], "graph_timer_us": [], "sm_mhz": []}
+            row = out[k.name] if kept else readings()
             row["evaluator_us"].append(k.evaluator_us(min_repeat_ms))
             if graphs and "graph_error" not in row:
                 try:

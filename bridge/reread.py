@@ -31,6 +31,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from data.labels import mean_latency
+
 __all__ = [
     "REREAD_DIR",
     "ROUNDS",
@@ -99,7 +101,6 @@ def measure_rounds(runner: Any, inputs: Sequence[Any], rounds: int) -> list[list
     """Each of `inputs` (MetaSchedule `RunnerInput`s) measured `rounds` times by `runner`, all of them in
     each round, in an order rotated by one each round so that drift in the device falls on all alike:
     their mean latencies in seconds, a list an input, inf for a measurement that failed."""
-    from data.labels import mean_latency
 
     readings: list[list[float]] = [[] for _ in inputs]
     order = list(range(len(inputs)))
@@ -123,7 +124,7 @@ def _picks(database: Any, tasks: Sequence[Any], top: int) -> tuple[list[tuple[st
 
     picks, best = [], {}
     for task in tasks:
-        valid = [(_latency(r), r) for r in task_records(database, task.mod)]
+        valid = [(mean_latency(r.run_secs), r) for r in task_records(database, task.mod)]
         valid = [(latency, r) for latency, r in valid if math.isfinite(latency)]
         valid.sort(key=lambda pair: pair[0])
         if valid:
@@ -195,12 +196,5 @@ def reread_best(
             )
         task = found.setdefault(name, Reread(best[name], seconds, []))
         task.reread_s = min(task.reread_s, seconds)
-        task.candidates.append((_latency(record), seconds))
+        task.candidates.append((mean_latency(record.run_secs), seconds))
     return found
-
-
-def _latency(record: Any) -> float:
-    """A database record's mean latency in seconds (inf: failed or implausible)."""
-    from data.labels import mean_latency
-
-    return mean_latency(None if record.run_secs is None else [float(x) for x in record.run_secs])

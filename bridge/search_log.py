@@ -270,9 +270,7 @@ class SearchLog:
         tasks = list(task_scheduler.tasks_)
         task = str(tasks[task_id].ctx.task_name)
         latencies = [
-            mean_latency(None if r.run_secs is None else [float(s) for s in r.run_secs])
-            if b.error_msg is None
-            else math.inf
+            mean_latency(r.run_secs) if b.error_msg is None else math.inf
             for b, r in zip(builder_results, runner_results)
         ]
         if latencies and min(latencies) < self.best.get(task, math.inf):

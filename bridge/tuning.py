@@ -149,7 +149,7 @@ def records_by_task(database: Any, tasks: Sequence[Any]) -> dict[str, tuple[int,
             continue
         workload = database.commit_workload(task.mod)
         mine = [r for r in records if r.workload.same_as(workload)]
-        lat = [mean_latency(None if r.run_secs is None else [float(s) for s in r.run_secs]) for r in mine]
+        lat = [mean_latency(r.run_secs) for r in mine]
         out[task.name] = (len(mine), min(lat, default=math.inf))
     return out
 
