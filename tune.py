@@ -85,8 +85,9 @@ def _parse(argv: Sequence[str] | None) -> tuple[Any, dict]:
     return args, configs
 
 
-def _network_times(args: Any, out: str, target: Any, console: Any) -> dict[str, float | None]:
-    """Tuned, untuned and torch eager times (ms) of the network; a failure leaves its entry None."""
+def _network_times(args: Any, out: str, target: Any, console: Any) -> dict[str, Any]:
+    """Tuned, untuned and torch eager times (ms) of the network, and how many of the compiled
+    network's kernels took a tuned schedule; a failure leaves its entry None."""
     from bridge.network_timing import measure_network, time_torch_eager
 
     size = args.input_size
@@ -95,14 +96,21 @@ def _network_times(args: Any, out: str, target: Any, console: Any) -> dict[str, 
         "untuned_ms": ("untuned baseline (empty database)", measure_network, (None,)),
         "torch_eager_ms": ("torch eager on the same device", time_torch_eager, ()),
     }
-    times: dict[str, float | None] = {}
+    times: dict[str, Any] = {}
     for key, (what, function, first) in runs.items():
         try:
-            times[key] = function(*first, args.network, size, target) * 1e3
-            console.print(f"{what}: {times[key]:.4f} ms")
+            timed = function(*first, args.network, size, target)
         except (RuntimeError, ValueError) as err:
             times[key] = None
             console.print(f"{what}: failed ({err})", markup=False)
+            continue
+        seconds = timed if isinstance(timed, float) else timed.seconds
+        times[key] = seconds * 1e3
+        line = f"{what}: {times[key]:.4f} ms"
+        if key == "end_to_end_ms":
+            times["tuned_kernels"], times["kernels"] = timed.tuned_kernels, timed.kernels
+            line += f" (tuned schedules for {timed.tuned_kernels} of its {timed.kernels} kernels, the rest untuned)"
+        console.print(line, soft_wrap=True)
     return times
 
 

@@ -8,11 +8,17 @@ on this machine (a database tuned for another CPU, whose code traps with SIGILL)
 a RuntimeError instead of killing the caller.
 
 * tuned: `compile_relax` with the output dir's database (its re-read records first, `bridge.reread`),
-  relax VM `time_evaluator` mean.
+  relax VM `time_evaluator` mean. The module is prepared as the tasks were extracted from it
+  (`data.zoo.inference_module`), so that the compile's kernels are the tuned tasks; the timing also
+  counts the kernels that found a tuned schedule (`NetworkTime.tuned_kernels`).
 * untuned: the same compile with an EMPTY database (llvm: TVM's default lowering of each operator;
   GPU targets: DLight's default schedules, which compile_relax applies to functions without records).
 * torch eager: the same torch module and input on the same device (CPU with the target's cores as
   torch threads, or CUDA), mean of `repeat` runs of `number` calls after a warm-up.
+
+Time a tuned output dir again (a GPU machine, after `tune.py --network ... --out DIR`):
+
+    python -m bridge.network_timing "[DIR1, DIR2]" resnet_18 nvidia/nvidia-h100 --json_out times.json
 """
 
 from __future__ import annotations
@@ -20,20 +26,65 @@ from __future__ import annotations
 import json
 import os
 import time
-from typing import Any
+from typing import Any, NamedTuple
 
 from tvm_env import ms, parse_target, setup, tvm, usable_cores
 
-__all__ = ["measure_network", "time_torch_eager"]
+__all__ = ["NetworkTime", "compiled_kernels", "measure_network", "time_torch_eager", "tuned_kernels"]
+
+
+class NetworkTime(NamedTuple):
+    """One compiled network's timing: mean seconds a call, and how many of its kernels (fused
+    PrimFuncs, as the compile looks them up) took a tuned schedule from the database."""
+
+    seconds: float
+    tuned_kernels: int
+    kernels: int
+
+
+def compiled_kernels(mod: tvm.IRModule, target: Any) -> dict[str, Any]:
+    """Kernel name -> fused PrimFunc, as `compile_relax` looks them up in the database: its own
+    passes before `MetaScheduleApplyDatabase` (TVM 0.27 `relax_integration.compile_relax`: the
+    target's library dispatch, LegalizeOps, AnnotateTIROpPattern, FoldConstant, FuseOps, FuseTIR)."""
+    from tvm import relax
+    from tvm.relax import pipeline
+
+    try:
+        dispatch = list(pipeline.library_dispatch_passes(target))
+    except (ValueError, AttributeError):
+        dispatch = []
+    passes = [
+        *dispatch,
+        relax.transform.LegalizeOps(),
+        relax.transform.AnnotateTIROpPattern(),
+        relax.transform.FoldConstant(),
+        relax.transform.FuseOps(),
+        relax.transform.FuseTIR(),
+    ]
+    with target, tvm.transform.PassContext(opt_level=3):
+        fused = tvm.transform.Sequential(passes)(mod)
+    return {gv.name_hint: f for gv, f in fused.functions.items() if isinstance(f, tvm.tirx.PrimFunc)}
+
+
+def tuned_kernels(database: Any, mod: tvm.IRModule, target: Any) -> tuple[int, int]:
+    """(kernels with a tuning record in `database`, kernels) of `mod` compiled for `target`."""
+    kernels = compiled_kernels(mod, target)
+    found = 0
+    for name, func in kernels.items():
+        key = tvm.IRModule({"main": func.with_attr("global_symbol", "main")})
+        found += database.has_workload(key) and database.query_tuning_record(key, target, name) is not None
+    return found, len(kernels)
 
 
 def _time_network(
     work_dir: str | None, network: str, size: int | None, target_json: str, number: int, repeat: int
-) -> float:
-    """Child process: compile with the database of `work_dir` (None: an empty one) and time the relax VM."""
+) -> tuple[float, int, int]:
+    """Child process: compile with the database of `work_dir` (None: an empty one) and time the relax
+    VM; (mean seconds, kernels with a tuned schedule, kernels)."""
     from tvm import relax
 
     from bridge.reread import tuned_database
+    from data.zoo import inference_module
     from data.zoo.sources import load_network
 
     target = parse_target(target_json)
@@ -42,12 +93,15 @@ def _time_network(
         database = ms.database.MemoryDatabase()
     else:
         database = tuned_database(work_dir)  # the re-read records first, where the run left them
-    loaded = load_network(network, size)  # the unfused module: compile_relax fuses like extraction did
-    executable = ms.relax_integration.compile_relax(database, loaded.mod, target, params=None)
+    # the unfused module, prepared as the tasks were extracted from it: compile_relax fuses as extraction did
+    loaded = load_network(network, size)
+    mod = inference_module(loaded.mod, target)
+    tuned, kernels = tuned_kernels(database, mod, target)
+    executable = ms.relax_integration.compile_relax(database, mod, target, params=None)
     dev = tvm.cpu() if target.kind.name == "llvm" else tvm.device(target.kind.name, 0)
     vm = relax.VirtualMachine(executable, dev)
     inputs = [tvm.runtime.tensor(x, dev) for x in loaded.inputs]
-    return float(vm.time_evaluator("main", dev, number=number, repeat=repeat)(*inputs).mean)
+    return float(vm.time_evaluator("main", dev, number=number, repeat=repeat)(*inputs).mean), tuned, kernels
 
 
 def _time_eager(network: str, size: int | None, device: str, threads: int, number: int, repeat: int) -> float:
@@ -74,13 +128,13 @@ def _time_eager(network: str, size: int | None, device: str, threads: int, numbe
     return float(sum(means) / len(means))
 
 
-def _in_child(function: Any, args: tuple, what: str, timeout: float) -> float:
+def _in_child(function: Any, args: tuple, what: str, timeout: float) -> Any:
     from tvm.support.popen_pool import PopenWorker
 
     worker = PopenWorker()
     try:
         worker.send(function, args, timeout=timeout)
-        return float(worker.recv())
+        return worker.recv()
     except (ChildProcessError, TimeoutError) as err:
         raise RuntimeError(f"{what} failed in its child process ({type(err).__name__}: {err})") from err
     finally:
@@ -95,9 +149,10 @@ def measure_network(
     number: int = 20,
     repeat: int = 5,
     timeout: float = 600.0,
-) -> float:
+) -> NetworkTime:
     """Mean inference time (s) of the network compiled with the best schedules of `work_dir`'s
-    database (None: untuned, an empty database), timed in a child process.
+    database (None: untuned, an empty database), timed in a child process, with the count of its
+    kernels that took a tuned schedule.
 
     Raises:
         RuntimeError: the compile or the run failed or crashed in the child (a SIGILL included).
@@ -108,7 +163,7 @@ def measure_network(
     what = f"timing the {'untuned' if work_dir is None else 'tuned'} {network}"
     directory = None if work_dir is None else str(work_dir)
     args = (directory, network, size, json.dumps(target_spec(target)), number, repeat)
-    return _in_child(_time_network, args, what, timeout)
+    return NetworkTime(*_in_child(_time_network, args, what, timeout))
 
 
 def time_torch_eager(
@@ -130,4 +185,51 @@ def time_torch_eager(
     if device is None:
         raise ValueError(f"torch eager timing supports llvm and cuda targets, not {kind!r}")
     threads = int(target.export().get("num-cores", usable_cores()))
-    return _in_child(_time_eager, (network, size, device, threads, number, repeat), f"timing torch {network}", timeout)
+    return float(_in_child(_time_eager, (network, size, device, threads, number, repeat), f"timing torch {network}", timeout))
+
+
+def time_work_dirs(
+    work_dirs: list[str],
+    network: str,
+    target: str,
+    size: int | None = None,
+    number: int = 20,
+    repeat: int = 5,
+    json_out: str | None = None,
+) -> dict[str, Any]:
+    """Time a network compiled with each tuned output dir's database, untuned, and in torch eager
+    mode, on this machine's device, one after another; print each and return them (and write JSON).
+
+    Args:
+        work_dirs: tune.py output dirs (`--out`) of this network and target.
+        network: the network they tuned (a zoo name or your own model, as tune.py's --network).
+        target: the target they tuned for (a tag or a JSON dict).
+        size: the network's input size, as tune.py's --input-size.
+        number: calls a measurement.
+        repeat: measurements (their mean is reported).
+        json_out: write the times here as JSON.
+    """
+    from data.atomic import atomic_write_text
+
+    times: dict[str, Any] = {"network": network, "target": target, "tuned": {}}
+    for work_dir in work_dirs:
+        timed = measure_network(work_dir, network, size, target, number, repeat)
+        times["tuned"][work_dir] = {"ms": timed.seconds * 1e3, "tuned_kernels": timed.tuned_kernels, "kernels": timed.kernels}
+        print(f"{work_dir}: {timed.seconds * 1e3:.4f} ms (tuned schedules for {timed.tuned_kernels} of {timed.kernels} kernels)")
+    times["untuned_ms"] = measure_network(None, network, size, target, number, repeat).seconds * 1e3
+    print(f"untuned: {times['untuned_ms']:.4f} ms")
+    try:
+        times["torch_eager_ms"] = time_torch_eager(network, size, target, number, repeat) * 1e3
+        print(f"torch eager: {times['torch_eager_ms']:.4f} ms")
+    except ValueError as err:  # an ONNX or relax network: no torch module
+        times["torch_eager_ms"] = None
+        print(f"torch eager: n/a ({err})")
+    if json_out:
+        atomic_write_text(json_out, json.dumps(times, indent=2) + "\n")
+    return times
+
+
+if __name__ == "__main__":
+    from jsonargparse import auto_cli
+
+    auto_cli(time_work_dirs)

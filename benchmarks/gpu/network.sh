@@ -6,6 +6,8 @@
 # is skipped, and a method is not started unless LIMIT leaves DEADLINE plus TAIL seconds (the re-read,
 # the two compiles and torch eager after the search).
 #   NETWORK=resnet_18 METHODS="pruner xgb" DEADLINE=330 LIMIT=580 bash benchmarks/gpu/network.sh
+# RETIME names runs already in $RES to compile and time again (python -m bridge.network_timing), no tuning:
+#   NETWORK=resnet_18 RETIME="pruner-s0 xgb-s0" bash benchmarks/gpu/network.sh
 # Methods: pruner (`--cost-model pam --psa auto`, Pruner online), moa (`--cost-model pam-siamese-update
 # --psa auto`, the shipped pretrained PAM that tune.py picks for the target), xgb (`--cost-model xgb`,
 # MetaSchedule's evolution with XGBoost), mlp (`--cost-model mlp --psa auto`).
@@ -25,6 +27,20 @@ DEADLINE=${DEADLINE:-330}
 TAIL=${TAIL:-200}
 SEED=${SEED:-0}
 TARGET=${TARGET:-nvidia/nvidia-h100}
+if [ -n "${RETIME:-}" ]; then  # time the compiled network again from the databases in $RES, no tuning
+  dirs=()
+  for name in $RETIME; do  # e.g. RETIME="pruner-s0 xgb-s0"
+    work=runs/network/$NETWORK/$name; rm -rf "$work"; mkdir -p "$work/reread"
+    for f in "$RES/$NETWORK/$name"/*database_*.json.xz; do
+      n=$(basename "$f" .xz); case $n in reread-*) xz -dc "$f" > "$work/reread/${n#reread-}" ;; *) xz -dc "$f" > "$work/$n" ;; esac
+    done
+    dirs+=("$work")
+  done
+  list=$(IFS=,; echo "${dirs[*]}")
+  python3 -m bridge.network_timing "[$list]" "$NETWORK" "$TARGET" --json_out "$OUT/$NETWORK-retime.json" 2>&1 \
+    | grep -v -i warning | tee "$OUT/$NETWORK-retime.log"
+  echo "total $(( $(date +%s) - T0 )) s"; exit 0
+fi
 for method in ${METHODS:-pruner xgb}; do
   name=$method-s$SEED
   [ -f "$RES/$NETWORK/$name/summary.json" ] && { echo "network.sh: $name done already"; continue; }
@@ -46,7 +62,8 @@ for method in ${METHODS:-pruner xgb}; do
     --trials 20000 --trials-per-round 16 --seed "$SEED" --deadline "$DEADLINE" --no-progress 2>&1 \
     | grep -v -i warning | tee "$back-tune.log" | tail -40
   for f in summary.json tuning_curve.csv; do [ -f "$work/$f" ] && cp "$work/$f" "$back-$f"; done
-  for f in "$work"/database_*.json; do [ -f "$f" ] && xz -T0 -9 -c "$f" > "$back-$(basename "$f").xz"; done
+  for f in "$work"/database_*.json "$work"/reread/database_*.json; do  # reread/X as reread-X: flat
+    n=${f#"$work"/}; [ -f "$f" ] && xz -T0 -9 -c "$f" > "$back-${n//\//-}.xz"; done
   echo "network.sh: $name ended at $(( $(date +%s) - T0 )) s"
 done
 echo "total $(( $(date +%s) - T0 )) s"

@@ -15,7 +15,15 @@ downloads and no torchvision. Weights are random (seeded): schedules do not depe
 from data.zoo.networks import NETWORKS
 from data.zoo.operators import OPERATORS, check_operator_spec, operator_task
 from data.zoo.sources import LoadedNetwork, check_network, load_network, network_label
-from data.zoo.tasks import TaskSpec, extract_network_tasks, extract_networks, relax_tasks, select_tasks, workload_hash
+from data.zoo.tasks import (
+    TaskSpec,
+    extract_network_tasks,
+    extract_networks,
+    inference_module,
+    relax_tasks,
+    select_tasks,
+    workload_hash,
+)
 
 __all__ = [
     "NETWORKS",
@@ -26,6 +34,7 @@ __all__ = [
     "check_operator_spec",
     "extract_network_tasks",
     "extract_networks",
+    "inference_module",
     "load_network",
     "network_label",
     "operator_task",

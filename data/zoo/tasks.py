@@ -15,7 +15,15 @@ from collections.abc import Sequence
 
 from tvm_env import ms, parse_target, setup, tvm, tvm_ffi, usable_cores
 
-__all__ = ["TaskSpec", "extract_network_tasks", "extract_networks", "relax_tasks", "select_tasks", "workload_hash"]
+__all__ = [
+    "TaskSpec",
+    "extract_network_tasks",
+    "extract_networks",
+    "inference_module",
+    "relax_tasks",
+    "select_tasks",
+    "workload_hash",
+]
 
 
 def workload_hash(mod: tvm.IRModule) -> str:
@@ -51,17 +59,29 @@ class TaskSpec:
         return cls(name, mod, weight, float(tvm.s_tir.analysis.estimate_tir_flops(mod)), workload_hash(mod))
 
 
+def inference_module(mod: tvm.IRModule, target: tvm.target.Target) -> tvm.IRModule:
+    """An unfused relax module prepared for inference, as tasks are extracted from it and as the
+    tuned network must be compiled from it: training-only ops decomposed (batch_norm into the
+    arithmetic that fuses into its convolution) and the bindings canonicalized. A compile from the
+    module without this step fuses other kernels, which no task's records match."""
+    from tvm import relax
+
+    with target:
+        return tvm.transform.Sequential(
+            [relax.transform.DecomposeOpsForInference(), relax.transform.CanonicalizeBindings()]
+        )(mod)
+
+
 def relax_tasks(mod: tvm.IRModule, target: str | dict | tvm.target.Target) -> list[TaskSpec]:
     """The MetaSchedule tasks of an unfused relax module (from any frontend), in extraction order."""
     from tvm import relax
 
     target = parse_target(target)
     setup(target)
+    mod = inference_module(mod, target)
     with target:
         mod = tvm.transform.Sequential(
             [
-                relax.transform.DecomposeOpsForInference(),
-                relax.transform.CanonicalizeBindings(),
                 relax.transform.LegalizeOps(),
                 relax.transform.AnnotateTIROpPattern(),
                 relax.transform.FoldConstant(),
