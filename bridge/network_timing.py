@@ -185,7 +185,9 @@ def time_torch_eager(
     if device is None:
         raise ValueError(f"torch eager timing supports llvm and cuda targets, not {kind!r}")
     threads = int(target.export().get("num-cores", usable_cores()))
-    return float(_in_child(_time_eager, (network, size, device, threads, number, repeat), f"timing torch {network}", timeout))
+    return float(
+        _in_child(_time_eager, (network, size, device, threads, number, repeat), f"timing torch {network}", timeout)
+    )
 
 
 def time_work_dirs(
@@ -214,8 +216,14 @@ def time_work_dirs(
     times: dict[str, Any] = {"network": network, "target": target, "tuned": {}}
     for work_dir in work_dirs:
         timed = measure_network(work_dir, network, size, target, number, repeat)
-        times["tuned"][work_dir] = {"ms": timed.seconds * 1e3, "tuned_kernels": timed.tuned_kernels, "kernels": timed.kernels}
-        print(f"{work_dir}: {timed.seconds * 1e3:.4f} ms (tuned schedules for {timed.tuned_kernels} of {timed.kernels} kernels)")
+        times["tuned"][work_dir] = {
+            "ms": timed.seconds * 1e3,
+            "tuned_kernels": timed.tuned_kernels,
+            "kernels": timed.kernels,
+        }
+        print(
+            f"{work_dir}: {timed.seconds * 1e3:.4f} ms (tuned schedules for {timed.tuned_kernels} of {timed.kernels} kernels)"
+        )
     times["untuned_ms"] = measure_network(None, network, size, target, number, repeat).seconds * 1e3
     print(f"untuned: {times['untuned_ms']:.4f} ms")
     try:
@@ -229,7 +237,12 @@ def time_work_dirs(
     return times
 
 
-if __name__ == "__main__":
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    """`python -m bridge.network_timing DIRS NETWORK TARGET [--json_out F]`: `time_work_dirs`."""
     from jsonargparse import auto_cli
 
-    auto_cli(time_work_dirs)
+    return auto_cli(time_work_dirs, args=argv)
+
+
+if __name__ == "__main__":
+    main()
