@@ -86,8 +86,18 @@ def idle_between_batches(rows: Sequence[Mapping[str, Any]]) -> float:
     if not rows:
         return math.nan
     wall = float(rows[-1]["elapsed_s"])
-    start = float(rows[0]["elapsed_s"]) - (_finite(rows[0], "run_s") or 0.0)
+    starts = _run_starts(rows)
+    start = min(starts) if starts else float(rows[0]["elapsed_s"]) - (_finite(rows[0], "run_s") or 0.0)
     return max(0.0, 1.0 - _busy(rows) / (wall - start)) if wall > start else math.nan
+
+
+def _run_starts(rows: Sequence[Mapping[str, Any]]) -> list[float] | None:
+    """Each row's `run_start_s`, or None when a row lacks it (a curve from before the column). A row
+    is written when the task scheduler takes its batch's results up, which for a network's tasks
+    comes long after the batch ran: MetaSchedule hands every task a batch in turn before it takes
+    any results up, so the rows' `elapsed_s` do not place the runs, and their starts do."""
+    starts = [_finite(row, "run_start_s") for row in rows]
+    return None if any(s is None for s in starts) else starts
 
 
 def device_idle_parts(rows: Sequence[Mapping[str, Any]]) -> dict[str, float]:
@@ -100,8 +110,11 @@ def device_idle_parts(rows: Sequence[Mapping[str, Any]]) -> dict[str, float]:
       draft; without pipelining it is the drafted batch's own round;
     - `other`: every other round's (search and build that outlast the run, model updates).
 
-    Their sum is `device_idle_share` for a run whose rounds all end after they start. Every value is
-    NaN without rows.
+    With `run_start_s` in every row, the idle time is the gaps between the runs placed by their
+    starts, each charged to the batch after it, and the time after the last run counts as `other`;
+    a curve without it (an earlier version's) places each run just before its row's `elapsed_s`.
+    Their sum is `device_idle_share` for a run whose batches never run at once. Every value is NaN
+    without rows.
     """
     parts = {"before_first": 0.0, "drafts": 0.0, "other": 0.0}
     if not rows or not float(rows[-1]["elapsed_s"]) > 0:
@@ -113,13 +126,23 @@ def device_idle_parts(rows: Sequence[Mapping[str, Any]]) -> dict[str, float]:
         after = rows[i + 1] if i + 1 < len(rows) else None
         return bool(after is not None and _finite(after, "prebuild_s") is not None and _finite(after, "drafted"))
 
+    wall = float(rows[-1]["elapsed_s"])
+    starts = _run_starts(rows)
+    if starts is not None:  # the gaps between the runs, each charged to the batch that waited in it
+        end = 0.0
+        for rank, i in enumerate(sorted(range(len(rows)), key=starts.__getitem__)):
+            parts["before_first" if rank == 0 else "drafts" if waits_on_draft(i) else "other"] += max(
+                0.0, starts[i] - end
+            )
+            end = max(end, starts[i] + (_finite(rows[i], "run_s") or 0.0))
+        parts["other"] += max(0.0, wall - end)  # after the last run: the last rows' updates
+        return {k: v / wall for k, v in parts.items()}
     before = 0.0
     for i, row in enumerate(rows):
         elapsed = float(row["elapsed_s"])
         idle = max(0.0, elapsed - before - (_finite(row, "run_s") or 0.0))
         before = elapsed
         parts["before_first" if i == 0 else "drafts" if waits_on_draft(i) else "other"] += idle
-    wall = float(rows[-1]["elapsed_s"])
     return {k: v / wall for k, v in parts.items()}
 
 

@@ -68,11 +68,11 @@ class _TimedRunner(ms.runner.PyRunner):
         self.runner, self.log = runner, log
 
     def run(self, runner_inputs):
-        start = time.perf_counter()
+        started, start = self.log.elapsed(), time.perf_counter()
         futures = self.runner.run(runner_inputs)
         clock = [time.perf_counter() - start]
         if len(runner_inputs):
-            self.log._runs.append((str(runner_inputs[0].artifact_path), clock))
+            self.log._runs.append((str(runner_inputs[0].artifact_path), clock, started))
         return [_TimedFuture(future=f, clock=clock) for f in futures]
 
 
@@ -130,6 +130,7 @@ class SearchLog:
         "verifier_s",  # seconds in the verify model's predict (the rest of verify_s: its evolution)
         "build_s",
         "run_s",
+        "run_start_s",  # the run's elapsed seconds when the batch went to the runner (a network's rows come at join)
         "drafted",  # 1: the batch came from a new draft (drafted in turn, or taken up from the background)
         "draft_started",  # 1: the round started a draft alongside (draft_ahead); a later round takes it up
         "draft_wait_s",  # seconds the round's search waited for a draft started alongside
@@ -181,7 +182,7 @@ class SearchLog:
         self._rounds: dict[str, int] = dict(rounds_before or {})
         self._builds: list[tuple[Any, float, dict]] = []
         self._update_start: float | None = None
-        self._runs: list[tuple[str, list]] = []
+        self._runs: list[tuple[str, list, float]] = []
         self._reusing: Any = None  # a ReusingRunner, whose reused candidates each row counts
         self._cpu = host_seconds()  # the host's CPU seconds at the last row (or the run's start)
 
@@ -231,13 +232,14 @@ class SearchLog:
                 return seconds, told
         return math.nan, {}
 
-    def _pop_run(self, builder_results: list) -> float:
+    def _pop_run(self, builder_results: list) -> dict[str, float]:
+        """The batch's run_s (seconds in the runner's run and results) and run_start_s."""
         paths = [str(b.artifact_path) for b in builder_results if b.error_msg is None]
-        for i, (path, clock) in enumerate(self._runs):
+        for i, (path, clock, started) in enumerate(self._runs):
             if paths and path == paths[0]:
                 del self._runs[i]
-                return clock[0]
-        return 0.0 if not paths else math.nan
+                return {"run_s": clock[0], "run_start_s": started}
+        return {"run_s": 0.0 if not paths else math.nan}
 
     def _reused(self, builder_results: list) -> float:
         """How many of the batch took a measurement made before (NaN without a ReusingRunner)."""
@@ -290,12 +292,12 @@ class SearchLog:
             refused=sum(nvrtc.is_refused(b.error_msg) for b in builder_results),
             best_us=self.best.get(task, math.inf) * 1e6,
             build_s=build_s,
-            run_s=self._pop_run(builder_results),
             reused=self._reused(builder_results),
             total_trials=self.total_trials,
             elapsed_s=self.elapsed(),
             update_s=math.nan if self._update_start is None else time.perf_counter() - self._update_start,
             **self._learning(),
+            **self._pop_run(builder_results),
             estimated_ms=self.estimated_total(weights) * 1e3,
             **self._host_cpu(),
             **search,

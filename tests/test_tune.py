@@ -151,6 +151,7 @@ def test_cli_resumes_from_the_work_dir(tmp_path, capsys):
     assert f"builds: workers busy {100 * builds['busy']:.0f}% of a batch's build time" in out
     busy = json.loads((tmp_path / "summary.json").read_text())["host_cpu_busy"]  # the host's cores, all processes
     row = first.rows[0]
+    assert 0 < row["run_start_s"] and row["run_start_s"] + row["run_s"] <= row["elapsed_s"]  # the run placed
     assert row["host_cpu_s"] > 0 and row["host_cores"] == usable_cores() and 0 < busy <= 1.05
     assert busy == pytest.approx(row["host_cpu_s"] / (row["elapsed_s"] * row["host_cores"]))
     assert f"host CPU: {100 * busy:.0f}% of the cores busy" in out
@@ -163,6 +164,7 @@ def test_cli_resumes_from_the_work_dir(tmp_path, capsys):
     assert [r["round"] for r in second.rows] == [1, 2]
     assert all(r["host_cpu_s"] > 0 for r in second.rows)  # the earlier run's row read back, this run's new
     assert second.rows[-1]["elapsed_s"] > first.rows[-1]["elapsed_s"]
+    assert second.rows[-1]["run_start_s"] > first.rows[-1]["elapsed_s"]  # on the resumed run's clock
     assert second.tasks[0].best_s <= first.tasks[0].best_s
     database = ms.database.JSONDatabase(work_dir=str(tmp_path))
     schedules = [tvm_ffi.structural_hash(r.as_measure_candidate().sch.mod) for r in database.get_all_tuning_records()]

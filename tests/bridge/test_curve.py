@@ -38,6 +38,22 @@ def test_a_pipelined_run_charges_a_draft_to_the_round_that_waited_for_it():
     assert sum(parts.values()) == pytest.approx(device_idle_share(run))
 
 
+def test_a_networks_runs_are_placed_by_their_starts_not_by_when_their_results_were_taken_up():
+    # three tasks: MetaSchedule hands each a batch in turn (runs at 10-14, 20-23 and 30-34 s) and takes
+    # the results up only at 40 s, so the rows come at 40-41 s; then task 1's second batch (44-46 s)
+    run = rows((40.0, 4, 1, math.nan), (40.5, 3, 1, math.nan), (41.0, 4, 1, math.nan), (47.0, 2, 0, 9.0))
+    for row, start in zip(run, (10.0, 20.0, 30.0, 44.0)):
+        row["run_start_s"] = start
+    parts = device_idle_parts(run)
+    # before the first run 10 s; gaps of 6 and 7 s before the batches of tasks 2 and 3, which waited on
+    # their first drafts, and of 10 s before task 1's second (picked beside the runs); 1 s after the last
+    assert parts == pytest.approx({"before_first": 10 / 47, "drafts": 13 / 47, "other": 11 / 47})
+    assert sum(parts.values()) == pytest.approx(device_idle_share(run))
+    assert idle_between_batches(run) == pytest.approx(1 - 13 / 37)  # from the first run's start
+    del run[2]["run_start_s"]  # a curve without the column: the rows' own order, as before
+    assert device_idle_parts(run)["before_first"] == pytest.approx(36 / 47)
+
+
 def test_idle_between_batches_counts_from_the_first_batchs_start():
     # the first batch starts at 12 - 2 = 10 s; from then to 29 s the device ran 4 x 2 s
     run = rows((12, 2, 1, math.nan), (17, 2, 0, 4.0), (26, 2, 0, 4.0), (29, 2, 1, 4.0))
