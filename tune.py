@@ -88,30 +88,19 @@ def _parse(argv: Sequence[str] | None) -> tuple[Any, dict]:
 def _network_times(args: Any, out: str, target: Any, console: Any) -> dict[str, Any]:
     """Tuned, untuned and torch eager times (ms) of the network, and how many of the compiled
     network's kernels took a tuned schedule; a failure leaves its entry None."""
-    from bridge.network_timing import measure_network, time_torch_eager
+    from bridge.network_timing import time_network
 
-    size = args.input_size
-    runs = {
-        "end_to_end_ms": ("end-to-end mean inference time (relax VM, best schedules)", measure_network, (out,)),
-        "untuned_ms": ("untuned baseline (empty database)", measure_network, (None,)),
-        "torch_eager_ms": ("torch eager on the same device", time_torch_eager, ()),
+    times = time_network(
+        [out], args.network, args.input_size, target, say=lambda line: console.print(line, soft_wrap=True, markup=False)
+    )
+    tuned = times["tuned"][str(out)] or {}
+    return {
+        "end_to_end_ms": tuned.get("ms"),
+        "tuned_kernels": tuned.get("tuned_kernels"),
+        "kernels": tuned.get("kernels"),
+        "untuned_ms": times["untuned_ms"],
+        "torch_eager_ms": times["torch_eager_ms"],
     }
-    times: dict[str, Any] = {}
-    for key, (what, function, first) in runs.items():
-        try:
-            timed = function(*first, args.network, size, target)
-        except (RuntimeError, ValueError) as err:
-            times[key] = None
-            console.print(f"{what}: failed ({err})", markup=False)
-            continue
-        seconds = timed if isinstance(timed, float) else timed.seconds
-        times[key] = seconds * 1e3
-        line = f"{what}: {times[key]:.4f} ms"
-        if key == "end_to_end_ms":
-            times["tuned_kernels"], times["kernels"] = timed.tuned_kernels, timed.kernels
-            line += f" (tuned schedules for {timed.tuned_kernels} of its {timed.kernels} kernels, the rest untuned)"
-        console.print(line, soft_wrap=True)
-    return times
 
 
 def main(argv: Sequence[str] | None = None) -> Any:
@@ -177,7 +166,7 @@ def main(argv: Sequence[str] | None = None) -> Any:
     floor = launch_floor_note(result, target.kind.name, configs["measure"].timer)
     if floor is not None:
         console.print(f"note: {floor}", soft_wrap=True, markup=False)
-    times: dict[str, float | None] = {}
+    times: dict[str, Any] = {}
     if args.network and args.compile:
         if configs["measure"].runner != "local":
             console.print("end-to-end timing needs the device locally; skipped with --runner rpc")

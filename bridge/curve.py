@@ -87,17 +87,21 @@ def idle_between_batches(rows: Sequence[Mapping[str, Any]]) -> float:
         return math.nan
     wall = float(rows[-1]["elapsed_s"])
     starts = _run_starts(rows)
-    start = min(starts) if starts else float(rows[0]["elapsed_s"]) - (_finite(rows[0], "run_s") or 0.0)
+    start = min(starts.values()) if starts else float(rows[0]["elapsed_s"]) - (_finite(rows[0], "run_s") or 0.0)
     return max(0.0, 1.0 - _busy(rows) / (wall - start)) if wall > start else math.nan
 
 
-def _run_starts(rows: Sequence[Mapping[str, Any]]) -> list[float] | None:
-    """Each row's `run_start_s`, or None when a row lacks it (a curve from before the column). A row
-    is written when the task scheduler takes its batch's results up, which for a network's tasks
-    comes long after the batch ran: MetaSchedule hands every task a batch in turn before it takes
-    any results up, so the rows' `elapsed_s` do not place the runs, and their starts do."""
-    starts = [_finite(row, "run_start_s") for row in rows]
-    return None if any(s is None for s in starts) else starts
+def _run_starts(rows: Sequence[Mapping[str, Any]]) -> dict[int, float] | None:
+    """Row index -> `run_start_s` of the rows whose batch ran (a `run_s` over 0; a batch whose picks
+    all failed to build never reaches the runner), or None when one of them lacks it (a curve from
+    before the column) or none ran. A row is written when the task scheduler takes its batch's
+    results up, which for a network's tasks comes long after the batch ran: MetaSchedule hands every
+    task a batch in turn before it takes any results up, so the rows' `elapsed_s` do not place the
+    runs, and their starts do. (With an RPC runner a batch's `run_s` is the wait for its results
+    when they are taken up, so the runs are placed only roughly.)"""
+    ran = [i for i, row in enumerate(rows) if (_finite(row, "run_s") or 0.0) > 0]
+    starts = {i: _finite(rows[i], "run_start_s") for i in ran}
+    return None if not starts or any(s is None for s in starts.values()) else starts
 
 
 def device_idle_parts(rows: Sequence[Mapping[str, Any]]) -> dict[str, float]:
@@ -120,21 +124,25 @@ def device_idle_parts(rows: Sequence[Mapping[str, Any]]) -> dict[str, float]:
     if not rows or not float(rows[-1]["elapsed_s"]) > 0:
         return dict.fromkeys(parts, math.nan)
 
-    def waits_on_draft(i: int) -> bool:
+    def waits_on_draft(i: int, after: int | None) -> bool:
+        """Whether row i's wait was a draft's: its own (searched in turn), or, pipelined, the draft of
+        the batch after it (`after`: the next row in run order; None: the last)."""
         if _finite(rows[i], "prebuild_s") is None and _finite(rows[i], "drafted"):
             return True  # searched in turn: the round drafted before it built
-        after = rows[i + 1] if i + 1 < len(rows) else None
-        return bool(after is not None and _finite(after, "prebuild_s") is not None and _finite(after, "drafted"))
+        return bool(
+            after is not None and _finite(rows[after], "prebuild_s") is not None and _finite(rows[after], "drafted")
+        )
 
     wall = float(rows[-1]["elapsed_s"])
     starts = _run_starts(rows)
     if starts is not None:  # the gaps between the runs, each charged to the batch that waited in it
+        order = sorted(starts, key=starts.__getitem__)
         end = 0.0
-        for rank, i in enumerate(sorted(range(len(rows)), key=starts.__getitem__)):
-            parts["before_first" if rank == 0 else "drafts" if waits_on_draft(i) else "other"] += max(
-                0.0, starts[i] - end
-            )
-            end = max(end, starts[i] + (_finite(rows[i], "run_s") or 0.0))
+        for rank, i in enumerate(order):
+            after = order[rank + 1] if rank + 1 < len(order) else None
+            part = "before_first" if rank == 0 else "drafts" if waits_on_draft(i, after) else "other"
+            parts[part] += max(0.0, starts[i] - end)
+            end = max(end, starts[i] + float(rows[i]["run_s"]))
         parts["other"] += max(0.0, wall - end)  # after the last run: the last rows' updates
         return {k: v / wall for k, v in parts.items()}
     before = 0.0
@@ -142,7 +150,8 @@ def device_idle_parts(rows: Sequence[Mapping[str, Any]]) -> dict[str, float]:
         elapsed = float(row["elapsed_s"])
         idle = max(0.0, elapsed - before - (_finite(row, "run_s") or 0.0))
         before = elapsed
-        parts["before_first" if i == 0 else "drafts" if waits_on_draft(i) else "other"] += idle
+        after = i + 1 if i + 1 < len(rows) else None
+        parts["before_first" if i == 0 else "drafts" if waits_on_draft(i, after) else "other"] += idle
     return {k: v / wall for k, v in parts.items()}
 
 

@@ -26,11 +26,13 @@ from __future__ import annotations
 import json
 import os
 import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any, NamedTuple
 
 from tvm_env import ms, parse_target, setup, tvm, usable_cores
 
-__all__ = ["NetworkTime", "compiled_kernels", "measure_network", "time_torch_eager", "tuned_kernels"]
+__all__ = ["NetworkTime", "compiled_kernels", "measure_network", "time_network", "time_torch_eager", "tuned_kernels"]
 
 
 class NetworkTime(NamedTuple):
@@ -44,35 +46,22 @@ class NetworkTime(NamedTuple):
 
 def compiled_kernels(mod: tvm.IRModule, target: Any) -> dict[str, Any]:
     """Kernel name -> fused PrimFunc, as `compile_relax` looks them up in the database: its own
-    passes before `MetaScheduleApplyDatabase` (TVM 0.27 `relax_integration.compile_relax`: the
-    target's library dispatch, LegalizeOps, AnnotateTIROpPattern, FoldConstant, FuseOps, FuseTIR)."""
-    from tvm import relax
-    from tvm.relax import pipeline
+    passes before `MetaScheduleApplyDatabase` (`data.zoo.fused_module` with the target's dispatch)."""
+    from data.zoo import fused_module
 
-    try:
-        dispatch = list(pipeline.library_dispatch_passes(target))
-    except (ValueError, AttributeError):
-        dispatch = []
-    passes = [
-        *dispatch,
-        relax.transform.LegalizeOps(),
-        relax.transform.AnnotateTIROpPattern(),
-        relax.transform.FoldConstant(),
-        relax.transform.FuseOps(),
-        relax.transform.FuseTIR(),
-    ]
-    with target, tvm.transform.PassContext(opt_level=3):
-        fused = tvm.transform.Sequential(passes)(mod)
+    fused = fused_module(mod, target, dispatch=True)
     return {gv.name_hint: f for gv, f in fused.functions.items() if isinstance(f, tvm.tirx.PrimFunc)}
 
 
 def tuned_kernels(database: Any, mod: tvm.IRModule, target: Any) -> tuple[int, int]:
-    """(kernels with a tuning record in `database`, kernels) of `mod` compiled for `target`."""
+    """(kernels with a tuning record in `database`, kernels) of `mod` compiled for `target`. Any
+    database (`query_tuning_record` only: an `OrderedUnionDatabase`, which `bridge.reread.tuned_database`
+    returns after a re-read, has no `has_workload`)."""
     kernels = compiled_kernels(mod, target)
     found = 0
     for name, func in kernels.items():
         key = tvm.IRModule({"main": func.with_attr("global_symbol", "main")})
-        found += database.has_workload(key) and database.query_tuning_record(key, target, name) is not None
+        found += database.query_tuning_record(key, target, name) is not None
     return found, len(kernels)
 
 
@@ -156,8 +145,13 @@ def measure_network(
 
     Raises:
         RuntimeError: the compile or the run failed or crashed in the child (a SIGILL included).
+        ValueError: `work_dir` holds no tuning database.
     """
+    from bridge.database import RECORDS, WORKLOADS
     from bridge.tuning import target_spec
+
+    if work_dir is not None and not all((Path(work_dir) / name).is_file() for name in (WORKLOADS, RECORDS)):
+        raise ValueError(f"{work_dir}: no tuning database ({WORKLOADS}, {RECORDS}) to compile with")
 
     target = parse_target(target)
     what = f"timing the {'untuned' if work_dir is None else 'tuned'} {network}"
@@ -190,6 +184,61 @@ def time_torch_eager(
     )
 
 
+def time_network(
+    work_dirs: Sequence[str],
+    network: str,
+    size: int | None,
+    target: Any,
+    *,
+    number: int = 20,
+    repeat: int = 5,
+    say: Callable[[str], Any] = print,
+) -> dict[str, Any]:
+    """Time the network compiled with each tuned output dir's database, untuned, and in torch eager
+    mode, one after another, saying each as it comes. A timing that fails is said and left None.
+
+    Returns:
+        {"tuned": {work_dir: {"ms", "tuned_kernels", "kernels"} or None}, "untuned_ms", "torch_eager_ms"}.
+    """
+    times: dict[str, Any] = {"tuned": {}}
+    tuned = "end-to-end mean inference time (relax VM, best schedules{})"
+    for work_dir in work_dirs:
+        what = tuned.format(f" of {work_dir}" if len(work_dirs) > 1 else "")
+        try:
+            timed = measure_network(work_dir, network, size, target, number, repeat)
+        except (RuntimeError, ValueError) as err:
+            times["tuned"][str(work_dir)] = None
+            say(f"{what}: failed ({err})")
+            continue
+        times["tuned"][str(work_dir)] = {
+            "ms": timed.seconds * 1e3,
+            "tuned_kernels": timed.tuned_kernels,
+            "kernels": timed.kernels,
+        }
+        say(
+            f"{what}: {timed.seconds * 1e3:.4f} ms (tuned schedules for {timed.tuned_kernels} of its "
+            f"{timed.kernels} kernels, the rest untuned)"
+        )
+    others = {
+        "untuned_ms": (
+            "untuned baseline (empty database)",
+            lambda: measure_network(None, network, size, target, number, repeat).seconds,
+        ),
+        "torch_eager_ms": (
+            "torch eager on the same device",
+            lambda: time_torch_eager(network, size, target, number, repeat),
+        ),
+    }
+    for key, (what, timing) in others.items():
+        try:
+            times[key] = timing() * 1e3
+            say(f"{what}: {times[key]:.4f} ms")
+        except (RuntimeError, ValueError) as err:
+            times[key] = None
+            say(f"{what}: failed ({err})")
+    return times
+
+
 def time_work_dirs(
     work_dirs: list[str],
     network: str,
@@ -213,25 +262,11 @@ def time_work_dirs(
     """
     from data.atomic import atomic_write_text
 
-    times: dict[str, Any] = {"network": network, "target": target, "tuned": {}}
-    for work_dir in work_dirs:
-        timed = measure_network(work_dir, network, size, target, number, repeat)
-        times["tuned"][work_dir] = {
-            "ms": timed.seconds * 1e3,
-            "tuned_kernels": timed.tuned_kernels,
-            "kernels": timed.kernels,
-        }
-        print(
-            f"{work_dir}: {timed.seconds * 1e3:.4f} ms (tuned schedules for {timed.tuned_kernels} of {timed.kernels} kernels)"
-        )
-    times["untuned_ms"] = measure_network(None, network, size, target, number, repeat).seconds * 1e3
-    print(f"untuned: {times['untuned_ms']:.4f} ms")
-    try:
-        times["torch_eager_ms"] = time_torch_eager(network, size, target, number, repeat) * 1e3
-        print(f"torch eager: {times['torch_eager_ms']:.4f} ms")
-    except ValueError as err:  # an ONNX or relax network: no torch module
-        times["torch_eager_ms"] = None
-        print(f"torch eager: n/a ({err})")
+    times = {
+        "network": network,
+        "target": target,
+        **time_network(work_dirs, network, size, target, number=number, repeat=repeat),
+    }
     if json_out:
         atomic_write_text(json_out, json.dumps(times, indent=2) + "\n")
     return times

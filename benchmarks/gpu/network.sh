@@ -28,10 +28,13 @@ TAIL=${TAIL:-200}
 SEED=${SEED:-0}
 TARGET=${TARGET:-nvidia/nvidia-h100}
 if [ -n "${RETIME:-}" ]; then  # time the compiled network again from the databases in $RES, no tuning
+  shopt -s nullglob
   dirs=()
   for name in $RETIME; do  # e.g. RETIME="pruner-s0 xgb-s0"
+    kept=$RES/$NETWORK/$name
+    [ -f "$kept/database_tuning_record.json.xz" ] || { echo "network.sh: no database in $kept" >&2; exit 2; }
     work=runs/network/$NETWORK/$name; rm -rf "$work"; mkdir -p "$work/reread"
-    for f in "$RES/$NETWORK/$name"/*database_*.json.xz; do
+    for f in "$kept"/*database_*.json.xz; do
       n=$(basename "$f" .xz); case $n in reread-*) xz -dc "$f" > "$work/reread/${n#reread-}" ;; *) xz -dc "$f" > "$work/$n" ;; esac
     done
     dirs+=("$work")
@@ -39,7 +42,8 @@ if [ -n "${RETIME:-}" ]; then  # time the compiled network again from the databa
   list=$(IFS=,; echo "${dirs[*]}")
   python3 -m bridge.network_timing "[$list]" "$NETWORK" "$TARGET" --json_out "$OUT/$NETWORK-retime.json" 2>&1 \
     | grep -v -i warning | tee "$OUT/$NETWORK-retime.log"
-  echo "total $(( $(date +%s) - T0 )) s"; exit 0
+  status=${PIPESTATUS[0]}
+  echo "total $(( $(date +%s) - T0 )) s"; exit "$status"
 fi
 for method in ${METHODS:-pruner xgb}; do
   name=$method-s$SEED

@@ -9,6 +9,7 @@ AnnotateTIROpPattern / FoldConstant / FuseOps / FuseTIR -> `extract_tasks`. Iden
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import dataclasses
 import multiprocessing
 from collections.abc import Sequence
@@ -19,6 +20,7 @@ __all__ = [
     "TaskSpec",
     "extract_network_tasks",
     "extract_networks",
+    "fused_module",
     "inference_module",
     "relax_tasks",
     "select_tasks",
@@ -72,23 +74,38 @@ def inference_module(mod: tvm.IRModule, target: tvm.target.Target) -> tvm.IRModu
         )(mod)
 
 
+def fused_module(mod: tvm.IRModule, target: tvm.target.Target, *, dispatch: bool = False) -> tvm.IRModule:
+    """`mod` legalized and fused into kernels: LegalizeOps, AnnotateTIROpPattern, FoldConstant,
+    FuseOps, FuseTIR, as task extraction needs it. With `dispatch`, the target's library dispatch
+    passes first, as TVM 0.27's `relax_integration.compile_relax` runs them before it looks the
+    kernels up in the database (they leave convolutions, matmuls and elementwise ops as they are)."""
+    from tvm import relax
+    from tvm.relax import pipeline
+
+    passes = []
+    if dispatch:
+        try:
+            passes = list(pipeline.library_dispatch_passes(target))
+        except (ValueError, AttributeError):  # a target without a registered dispatcher
+            passes = []
+    passes += [
+        relax.transform.LegalizeOps(),
+        relax.transform.AnnotateTIROpPattern(),
+        relax.transform.FoldConstant(),
+        relax.transform.FuseOps(),
+        relax.transform.FuseTIR(),
+    ]
+    # compile_relax's own context (opt_level 3) with dispatch; extraction's as it always ran without
+    context = tvm.transform.PassContext(opt_level=3) if dispatch else contextlib.nullcontext()
+    with target, context:
+        return tvm.transform.Sequential(passes)(mod)
+
+
 def relax_tasks(mod: tvm.IRModule, target: str | dict | tvm.target.Target) -> list[TaskSpec]:
     """The MetaSchedule tasks of an unfused relax module (from any frontend), in extraction order."""
-    from tvm import relax
-
     target = parse_target(target)
     setup(target)
-    mod = inference_module(mod, target)
-    with target:
-        mod = tvm.transform.Sequential(
-            [
-                relax.transform.LegalizeOps(),
-                relax.transform.AnnotateTIROpPattern(),
-                relax.transform.FoldConstant(),
-                relax.transform.FuseOps(),
-                relax.transform.FuseTIR(),
-            ]
-        )(mod)
+    mod = fused_module(inference_module(mod, target), target)
     return [
         TaskSpec.from_mod(t.task_name, t.mod, int(t.weight)) for t in ms.relax_integration.extract_tasks(mod, target)
     ]

@@ -50,8 +50,19 @@ def test_a_networks_runs_are_placed_by_their_starts_not_by_when_their_results_we
     assert parts == pytest.approx({"before_first": 10 / 47, "drafts": 13 / 47, "other": 11 / 47})
     assert sum(parts.values()) == pytest.approx(device_idle_share(run))
     assert idle_between_batches(run) == pytest.approx(1 - 13 / 37)  # from the first run's start
+    failed = rows((41.5, 0, 0, math.nan))[0]  # a batch whose picks all failed to build: never ran, no start
+    assert device_idle_parts([*run[:3], failed, run[3]]) == pytest.approx(parts)
     del run[2]["run_start_s"]  # a curve without the column: the rows' own order, as before
     assert device_idle_parts(run)["before_first"] == pytest.approx(36 / 47)
+
+
+def test_a_draft_is_charged_by_the_order_of_the_runs_not_of_the_rows():
+    # pipelined rows written out of run order: the run at 20-24 s waited on the draft of the batch run
+    # after it (30-32 s), though the row written after it is the run at 10-14 s
+    run = rows((40, 4, 0, 5.0), (41, 4, 0, 5.0), (50, 2, 1, 5.0))
+    for row, start in zip(run, (20.0, 10.0, 30.0)):
+        row["run_start_s"] = start
+    assert device_idle_parts(run) == pytest.approx({"before_first": 10 / 50, "drafts": 6 / 50, "other": 24 / 50})
 
 
 def test_idle_between_batches_counts_from_the_first_batchs_start():
