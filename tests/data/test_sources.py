@@ -98,3 +98,4 @@ def test_own_torch_model_is_tuned_compiled_and_timed(torch_file, tmp_path):
     tuned = sum(t["best_latency_us"] is not None for t in summary["tasks"])
     assert tuned == 1 == summary["tuned_kernels"] and summary["kernels"] >= len(summary["tasks"])
     assert f"tuned schedules for {tuned} of its {summary['kernels']} kernels" in done.stdout
+    assert f"│ {summary['tasks'][0]['task']} " in done.stdout  # piped: the table's task names on one line
