@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import os
 import sys
 from collections.abc import Sequence
 from typing import Any, Literal
@@ -117,7 +118,8 @@ def main(argv: Sequence[str] | None = None) -> Any:
     args, configs = _parse(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     # a log file or pipe gets 160 columns, not rich's 80, so the task table's names stay on one line
-    console = Console(width=None if sys.stdout.isatty() else 160)
+    # (COLUMNS, where set, still decides)
+    console = Console(width=None if sys.stdout.isatty() or "COLUMNS" in os.environ else 160)
     target = parse_target(args.target)
     setup(target)
     # the build and walk pools' processes import TVM while the tasks are extracted, not in the first round

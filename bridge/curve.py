@@ -114,7 +114,7 @@ def device_idle_parts(rows: Sequence[Mapping[str, Any]]) -> dict[str, float]:
       draft; without pipelining it is the drafted batch's own round;
     - `other`: every other round's (search and build that outlast the run, model updates).
 
-    With `run_start_s` in every row, the idle time is the gaps between the runs placed by their
+    With `run_start_s` in every row whose batch ran (`run_s` over 0), the idle time is the gaps between the runs placed by their
     starts, each charged to the batch after it, and the time after the last run counts as `other`;
     a curve without it (an earlier version's) places each run just before its row's `elapsed_s`.
     Their sum is `device_idle_share` for a run whose batches never run at once. Every value is NaN

@@ -273,10 +273,15 @@ def time_work_dirs(
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
-    """`python -m bridge.network_timing DIRS NETWORK TARGET [--json_out F]`: `time_work_dirs`."""
+    """`python -m bridge.network_timing DIRS NETWORK TARGET [--json_out F]`: `time_work_dirs`; exit
+    status 1 when a tuned dir's or the untuned network's timing failed."""
     from jsonargparse import auto_cli
 
-    return auto_cli(time_work_dirs, args=argv)
+    times = auto_cli(time_work_dirs, args=argv)
+    failed = [d for d, t in times["tuned"].items() if t is None] + (["untuned"] if times["untuned_ms"] is None else [])
+    if failed:  # said above, and null in the JSON; torch eager may be n/a (an ONNX or relax network)
+        raise SystemExit(f"error: the timing of {', '.join(failed)} failed")
+    return times
 
 
 if __name__ == "__main__":

@@ -32,7 +32,9 @@ if [ -n "${RETIME:-}" ]; then  # time the compiled network again from the databa
   dirs=()
   for name in $RETIME; do  # e.g. RETIME="pruner-s0 xgb-s0"
     kept=$RES/$NETWORK/$name
-    [ -f "$kept/database_tuning_record.json.xz" ] || { echo "network.sh: no database in $kept" >&2; exit 2; }
+    for f in database_workload database_tuning_record; do
+      [ -f "$kept/$f.json.xz" ] || { echo "network.sh: no $f.json.xz in $kept" >&2; exit 2; }
+    done
     work=runs/network/$NETWORK/$name; rm -rf "$work"; mkdir -p "$work/reread"
     for f in "$kept"/*database_*.json.xz; do
       n=$(basename "$f" .xz); case $n in reread-*) xz -dc "$f" > "$work/reread/${n#reread-}" ;; *) xz -dc "$f" > "$work/$n" ;; esac

@@ -52,6 +52,8 @@ def test_a_networks_runs_are_placed_by_their_starts_not_by_when_their_results_we
     assert idle_between_batches(run) == pytest.approx(1 - 13 / 37)  # from the first run's start
     failed = rows((41.5, 0, 0, math.nan))[0]  # a batch whose picks all failed to build: never ran, no start
     assert device_idle_parts([*run[:3], failed, run[3]]) == pytest.approx(parts)
+    unlogged = rows((41.5, math.nan, 0, math.nan))[0]  # no run logged (NaN): the same
+    assert device_idle_parts([*run[:3], unlogged, run[3]]) == pytest.approx(parts)
     del run[2]["run_start_s"]  # a curve without the column: the rows' own order, as before
     assert device_idle_parts(run)["before_first"] == pytest.approx(36 / 47)
 

@@ -78,6 +78,7 @@ def test_bad_own_model_files_are_named(tmp_path):
 def test_own_torch_model_is_tuned_compiled_and_timed(torch_file, tmp_path):
     """tune.py as a user runs it (its own process): per-task report, network timings, summary.json."""
     import json
+    import os
     import subprocess
     import sys
     from pathlib import Path
@@ -88,6 +89,7 @@ def test_own_torch_model_is_tuned_compiled_and_timed(torch_file, tmp_path):
          "--trials", "2", "--trials-per-round", "2", "--max-tasks", "1", "--work-dir", str(out), "--number", "2",
          "--min-repeat-ms", "5", "--population", "16", "--workers", "1", "--no-progress"],
         cwd=Path(__file__).resolve().parents[2], capture_output=True, text=True, timeout=600,
+        env={k: v for k, v in os.environ.items() if k != "COLUMNS"},  # a pipe's own width: 160
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-2000:]
     assert "end-to-end mean inference time" in done.stdout and "fused_matmul" in done.stdout
