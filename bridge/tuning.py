@@ -334,7 +334,7 @@ def tune_tasks(
         else:
             log.info("the output dir already holds %d trials (budget %d): nothing to tune", spent, config.trials)
         after = records_by_task(database, tasks)
-        reread, reread_s = _reread(model, database, tasks, target, builder, runner, measure, out, cost_model.name)
+        reread, reread_s = _reread(model, database, tasks, target, builder, runner, measure, out)
         rows = [*previous_rows, *search_log.rows]
         plot_tuning(
             rows, out / CURVE_PNG, title=title(label or ", ".join(t.name for t in tasks), target, cost_model, search)
@@ -351,7 +351,7 @@ def tune_tasks(
         )
 
 
-def _reread(model, database, tasks, target, builder, runner, measure, out: Path, name: str) -> tuple[dict, float]:
+def _reread(model, database, tasks, target, builder, runner, measure, out: Path) -> tuple[dict, float]:
     """The run's re-read (`bridge.reread`; `MeasureConfig.reread_top`) and its seconds. Our cost model's
     training in the background is waited for first (a resume's catch-up may have started one), so the
     device is quiet. A re-read that fails is said in the log, and the run's results stand without it;

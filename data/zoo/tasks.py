@@ -86,8 +86,8 @@ def fused_module(mod: tvm.IRModule, target: tvm.target.Target, *, dispatch: bool
     if dispatch:
         try:
             passes = list(pipeline.library_dispatch_passes(target))
-        except (ValueError, AttributeError):  # a target without a registered dispatcher
-            passes = []
+        except (ValueError, AttributeError):  # a target without a registered dispatcher: none
+            pass
     passes += [
         relax.transform.LegalizeOps(),
         relax.transform.AnnotateTIROpPattern(),
