@@ -45,7 +45,7 @@ from data.zoo import operator_task
 from tvm_env import ms
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> list[dict]:
     parser = doc_parser(__doc__)
     parser.add_argument("--target", default="nvidia/nvidia-h100")
     parser.add_argument("--psa", default="h100", help="PSA device row")
@@ -64,8 +64,21 @@ def main() -> None:
         default=SearchConfig.redraft_min_samples,
         help="valid fresh samples a re-draft samples for (the search's default; MetaSchedule's: 50)",
     )
+    parser.add_argument("--generations", type=int, default=SearchConfig.draft_generations, help="draft generations")
+    parser.add_argument(
+        "--first-generations", type=int, default=None, help="the first draft's generations (default: --generations)"
+    )
+    parser.add_argument(
+        "--first-population", type=int, default=None, help="the first draft's population (default: --population)"
+    )
+    parser.add_argument(
+        "--first-min-samples",
+        type=int,
+        default=SearchConfig.first_draft_min_samples,
+        help="valid fresh samples the first draft samples for (MetaSchedule's: 50)",
+    )
     parser.add_argument("--profile", action="store_true", help="sample the drafting thread's stack (where it waits)")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
 
     target = tvm_env.parse_target(args.target)
     tvm_env.setup(target)
@@ -77,6 +90,10 @@ def main() -> None:
         draft=draft,
         population_size=args.population,
         potential_size=args.potential,
+        draft_generations=args.generations,
+        first_draft_generations=args.first_generations,
+        first_draft_population=args.first_population,
+        first_draft_min_samples=args.first_min_samples,
         redraft_every=1,
         redraft_min_samples=args.redraft_min_samples,
         log=log,
@@ -104,6 +121,7 @@ def main() -> None:
     ):
         table.add_column(col, justify="right")
     sampler = StackSampler()
+    rounds: list[dict] = []
     for r in range(args.rounds):
         before = (draft.seconds, draft.scored, verify.seconds)
         kids = {k: cpu_seconds(k) for k in children()}
@@ -121,6 +139,7 @@ def main() -> None:
         stats = log.searched("conv2d")
         sample_s = stats.get("sample_s", 0.0)
         rest = total - sample_s - psa_s - verify_s
+        rounds.append({"whole_s": total, "sample_s": sample_s, "samples": stats.get("samples", 0), "psa_scored": psa_n})
         table.add_row(
             str(r),
             f"{total:.1f}",
@@ -142,6 +161,7 @@ def main() -> None:
         for site, wall, share, here, kids_busy in sampler.rows():
             sites.add_row(site, f"{wall:.1f}", f"{share:.0%}", f"{here:.1f}", f"{kids_busy:.1f}")
         Console().print(sites)
+    return rounds
 
 
 if __name__ == "__main__":

@@ -96,6 +96,8 @@ class DraftVerifySearch(_ResumableSearch):
         potential_size: int = 256,
         draft_generations: int = 2,
         first_draft_generations: int | None = None,
+        first_draft_population: int | None = None,
+        first_draft_min_samples: int = FIRST_DRAFT_MIN_SAMPLES,
         verify_generations: int = 1,
         first_verify_generations: int | None = None,
         verify_pool: int = 128,
@@ -139,6 +141,12 @@ class DraftVerifySearch(_ResumableSearch):
             first_draft_generations: a task's first draft's generations (None: `draft_generations`).
                 The first draft is most of a task's first batch: 13.3 s of 19.0 s on the GPU suite,
                 about 7 s of it the evolution (docs/benchmarks.md, "Where the 3x bar is").
+            first_draft_population: a task's first draft's population (None: `population_size`):
+                the fresh samples it asks for in a pass and the children of each generation. A
+                network's first drafts all come before any task's second round (MetaSchedule's task
+                scheduler gives every task one round first).
+            first_draft_min_samples: valid fresh samples the first draft keeps sampling for
+                (MetaSchedule's `init_min_unmeasured`, 50); a pass asks for the population's worth.
             verify_generations: further generations scored by the verify model (published: 1; 0 =
                 only rank the potential space).
             first_verify_generations: a task's first verify's generations (None: `verify_generations`).
@@ -269,6 +277,8 @@ class DraftVerifySearch(_ResumableSearch):
             ("potential_size", potential_size),
             ("verify_pool", verify_pool),
             ("redraft_min_samples", redraft_min_samples),
+            ("first_draft_population", population_size if first_draft_population is None else first_draft_population),
+            ("first_draft_min_samples", first_draft_min_samples),
             ("local_parents", local_parents),
         ]:
             if value < 1:
@@ -321,6 +331,8 @@ class DraftVerifySearch(_ResumableSearch):
             potential_size=potential_size,
             draft_generations=draft_generations,
             first_draft_generations=first_draft_generations,
+            first_draft_population=first_draft_population,
+            first_draft_min_samples=first_draft_min_samples,
             verify_generations=verify_generations,
             first_verify_generations=first_verify_generations,
             verify_pool=verify_pool,
@@ -391,6 +403,8 @@ class DraftVerifySearch(_ResumableSearch):
             potential_size=search.potential,
             draft_generations=search.draft_generations,
             first_draft_generations=search.first_draft_generations,
+            first_draft_population=search.first_draft_population,
+            first_draft_min_samples=search.first_draft_min_samples,
             verify_generations=search.verify_generations,
             first_verify_generations=search.first_verify_generations,
             verify_pool=search.verify_pool,
@@ -438,10 +452,14 @@ class DraftVerifySearch(_ResumableSearch):
             else self.verify_model
         )
         self.drafter = self._evolutionary_search(self.population_size, self.draft_generations, self.draft_model)
-        first = self.first_draft_generations
-        self.first_drafter = (  # a task's first draft, when it evolves for other generations than the rest
-            self._evolutionary_search(self.population_size, first, self.draft_model)
-            if first is not None and first != self.draft_generations
+        first = (
+            self.draft_generations if self.first_draft_generations is None else self.first_draft_generations,
+            self._first_population,
+            self.first_draft_min_samples,
+        )
+        self.first_drafter = (  # a task's first draft, when it differs from the rest
+            self._evolutionary_search(first[1], first[0], self.draft_model, min_samples=first[2])
+            if first != (self.draft_generations, self.population_size, FIRST_DRAFT_MIN_SAMPLES)
             else self.drafter
         )
         self.resampler = (  # the re-drafts' fresh samples, when they need fewer valid ones than the first draft
@@ -691,6 +709,11 @@ class DraftVerifySearch(_ResumableSearch):
         inner.pre_tuning(_UNLIMITED, max(self.per_round, 1), self.design_spaces, self.database, cost_model)
         return inner
 
+    @property
+    def _first_population(self) -> int:
+        """The population of a task's first draft."""
+        return self.population_size if self.first_draft_population is None else self.first_draft_population
+
     def _best_measured(self, limit: int) -> list:
         """Up to `limit` best measured schedules of the task, fastest first: this run's own
         measurements (`_notify` keeps them) and the best records an earlier run left in the
@@ -759,9 +782,10 @@ class DraftVerifySearch(_ResumableSearch):
         """The next draft: the last population (less what was measured) refreshed with fresh samples
         and the best measured schedules, or, the first time, a fresh sample; what it needs of the
         database and of the measured set is read here, in the search's thread (`bridge.drafting`)."""
-        parents = self._best_measured(int(self.population_size * self.init_measured_ratio))
+        population = self.population_size if self._drafts else self._first_population
+        parents = self._best_measured(int(population * self.init_measured_ratio))
         reused = [s for k, s in self._unmeasured(self._population)] if self._drafts else []
-        fresh = self.population_size - len(parents)
+        fresh = population - len(parents)
         if reused:
             fresh = min(fresh, max(int(self.population_size * self.resample_ratio), fresh - len(reused)))
         return Draft(
@@ -772,7 +796,7 @@ class DraftVerifySearch(_ResumableSearch):
             parents=parents,
             reused=reused,
             fresh=fresh,
-            population_size=self.population_size,
+            population_size=population,
             quick_start=self.quick_start and not self._drafts,
             then=then,
             nice=self.draft_nice,

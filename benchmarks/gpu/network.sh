@@ -8,6 +8,8 @@
 #   NETWORK=resnet_18 METHODS="pruner xgb" DEADLINE=330 LIMIT=580 bash benchmarks/gpu/network.sh
 # RETIME names runs already in $RES to compile and time again (python -m bridge.network_timing), no tuning:
 #   NETWORK=resnet_18 RETIME="pruner-s0 xgb-s0" bash benchmarks/gpu/network.sh
+# EXTRA adds tune.py flags to every method's run, and VARIANT names such runs apart (<method>-<VARIANT>-s<seed>):
+#   NETWORK=resnet_18 METHODS=pruner VARIANT=fd128 EXTRA="--first-draft-population 128" bash benchmarks/gpu/network.sh
 # Methods: pruner (`--cost-model pam --psa auto`, Pruner online), moa (`--cost-model pam-siamese-update
 # --psa auto`, the shipped pretrained PAM that tune.py picks for the target), xgb (`--cost-model xgb`,
 # MetaSchedule's evolution with XGBoost), mlp (`--cost-model mlp --psa auto`).
@@ -48,7 +50,7 @@ if [ -n "${RETIME:-}" ]; then  # time the compiled network again from the databa
   echo "total $(( $(date +%s) - T0 )) s"; exit "$status"
 fi
 for method in ${METHODS:-pruner xgb}; do
-  name=$method-s$SEED
+  name=$method${VARIANT:+-$VARIANT}-s$SEED
   [ -f "$RES/$NETWORK/$name/summary.json" ] && { echo "network.sh: $name done already"; continue; }
   left=$(( ${LIMIT:-580} - ($(date +%s) - T0) ))
   if [ "$left" -lt $(( DEADLINE + TAIL )) ]; then echo "network.sh: $left s left, $name not started"; break; fi
@@ -65,7 +67,7 @@ for method in ${METHODS:-pruner xgb}; do
   echo "network.sh: $name starts at $(( $(date +%s) - T0 )) s, $left s left"
   # shellcheck disable=SC2086
   timeout $(( left - 15 )) python3 tune.py --network "$NETWORK" --target "$TARGET" --out "$work" $flags \
-    --trials 20000 --trials-per-round 16 --seed "$SEED" --deadline "$DEADLINE" --no-progress 2>&1 \
+    --trials 20000 --trials-per-round 16 --seed "$SEED" --deadline "$DEADLINE" --no-progress ${EXTRA:-} 2>&1 \
     | grep -v -i warning | tee "$back-tune.log" | tail -40
   for f in summary.json tuning_curve.csv; do [ -f "$work/$f" ] && cp "$work/$f" "$back-$f"; done
   for f in "$work"/database_*.json "$work"/reread/database_*.json; do  # reread/X as reread-X: flat

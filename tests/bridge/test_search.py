@@ -311,6 +311,37 @@ def test_a_tasks_first_draft_evolves_for_its_own_generations_and_the_rest_as_set
     )
 
 
+def test_a_tasks_first_draft_samples_and_evolves_its_own_population():
+    """first_draft_population / first_draft_min_samples: the first draft asks for its own population
+    of fresh samples (llvm: every sample is valid) and keeps sampling for its own count of valid ones;
+    the later drafts have the whole population."""
+    half = _stall_search(80, 4, first_draft_population=POPULATION // 2, first_draft_min_samples=5, log=SearchLog())
+    whole = _stall_search(80, 4, log=SearchLog())
+    assert half.first_drafter is not half.drafter and whole.first_drafter is whole.drafter
+    assert half.first_drafter.population_size == POPULATION // 2 and half.first_drafter.init_min_unmeasured == 5
+    assert whole.drafter.init_min_unmeasured == 50  # MetaSchedule's init_min_unmeasured
+    first = half._new_draft()
+    assert first.population_size == first.fresh == POPULATION // 2 and first.sampler is half.first_drafter
+    first_half, first_whole = _round(half), _round(whole)
+    # one pass of 24 meets 5 valid; 48 valid are under MetaSchedule's 50, so the whole draft samples twice
+    assert first_half["samples"] == POPULATION // 2 and first_whole["samples"] == 2 * POPULATION
+    assert first_half["draft_scored"] < first_whole["draft_scored"]
+    assert len(half._population) <= POPULATION // 2 < len(whole._population)
+    later = half._new_draft()  # a re-draft: the whole population, the evolved half reused
+    assert later.population_size == POPULATION and later.drafter is half.drafter and later.reused
+    for strategy in (half, whole):
+        strategy.post_tuning()
+    for option in ("first_draft_population", "first_draft_min_samples"):
+        with pytest.raises(ValueError, match=f"{option}=0 must be >= 1"):
+            DraftVerifySearch(draft=PSACostModel(device="a100"), **{option: 0})
+        with pytest.raises(ValueError, match=f"--{option.replace('_', '-')} 0 must be >= 1"):
+            SearchConfig(psa="a100", **{option: 0})
+    search = DraftVerifySearch.from_config(
+        SearchConfig(psa="a100", first_draft_population=256, first_draft_min_samples=25)
+    )
+    assert (search.first_draft_population, search.first_draft_min_samples) == (256, 25)
+
+
 def test_a_stalled_task_is_drafted_again():
     """redraft_stall=2: a task whose best has not improved in 2 measured rounds gets a new draft, and
     the count starts again; a failed run is no improvement."""

@@ -1,0 +1,115 @@
+"""How first drafts share a host: K tasks' first drafts at once in one process, T threads each.
+
+tune.py drafts up to `--first-drafts-ahead` (2) tasks' first potential spaces at once, each on a
+thread of its own (`bridge.drafting.Draft`), every task's TuneContext having all the host's cores as
+threads. On the GPU machine a ResNet-18 first draft then took as long (about 33 s) as one alone on
+the 2-core CPU machine. This script drafts K copies of one CUDA task (different seeds) at once, as
+tune.py does, and prints the wall time of each draft, of all K, and how many cores the process kept
+busy, so that thread counts and concurrency can be compared on one host without a GPU:
+
+    python benchmarks/draft_contention.py --concurrent 1 2 --threads 16 8 4
+    python benchmarks/draft_contention.py --workload conv2d:1,28,28,128,128,3,1,1 --concurrent 2 --threads 2
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from rich.console import Console
+from rich.table import Table
+
+import tvm_env
+from benchmarks.cli import doc_parser
+from bridge.draft_verify import DraftVerifySearch
+from bridge.host_cpu import cpu_seconds
+from bridge.psa import PSACostModel
+from bridge.search import CountingCostModel
+from data.zoo import operator_task
+from tvm_env import ms
+
+
+def draft_at_once(
+    mod, target, draft: PSACostModel, concurrent: int, threads: int | str, population: int, seed: int
+) -> tuple[list, float, float]:
+    """Seconds of each of `concurrent` first drafts by `draft` run at once (one thread each), the wall
+    seconds of all of them and the cores this process kept busy meanwhile (the walk workers' not counted)."""
+    strategies = []
+    for k in range(concurrent):
+        strategy = DraftVerifySearch(
+            draft=CountingCostModel(model=draft, cache=False),
+            population_size=population,
+            potential_size=population // 2,
+        )
+        context = tvm_env.task_context(mod, target, strategy, f"task{k}", threads=threads, seed=seed + k)
+        strategy.pre_tuning(
+            16, 16, context.generate_design_space(), ms.database.MemoryDatabase(), ms.cost_model.RandomModel(seed=seed)
+        )
+        strategies.append(strategy)
+    seconds = [0.0] * concurrent
+
+    def run(k: int) -> None:
+        start = time.perf_counter()
+        strategies[k].generate_measure_candidates()
+        seconds[k] = time.perf_counter() - start
+
+    workers = [threading.Thread(target=run, args=(k,)) for k in range(concurrent)]
+    cpu, start = cpu_seconds(), time.perf_counter()
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    wall = time.perf_counter() - start
+    cores = (cpu_seconds() - cpu) / wall
+    for strategy in strategies:
+        strategy.post_tuning()
+    return seconds, wall, cores
+
+
+def main(argv: list[str] | None = None) -> list[dict]:
+    parser = doc_parser(__doc__)
+    parser.add_argument("--target", default="nvidia/nvidia-h100")
+    parser.add_argument("--workload", default="conv2d:1,56,56,64,64,3,1,1", help="operator spec (data.zoo)")
+    parser.add_argument("--population", type=int, default=512)
+    parser.add_argument("--concurrent", type=int, nargs="+", default=[1, 2], help="drafts at once (K)")
+    parser.add_argument("--threads", type=int, nargs="+", default=[0], help="threads a draft (T; 0: all cores)")
+    parser.add_argument("--walk-workers", type=int, default=None, help="PSA walk processes (default: bridge.psa's)")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+
+    target = tvm_env.parse_target(args.target)
+    tvm_env.setup(target)
+    mod = operator_task(args.workload).mod
+    table = Table(title=f"first drafts of {args.workload}, population {args.population} (seconds)")
+    for col in ("drafts at once", "threads each", "each draft", "all", "drafts a minute", "cores busy"):
+        table.add_column(col, justify="right")
+    lines = []
+    draft = PSACostModel(device="h100", workers=args.walk_workers)  # one walk pool for every configuration
+    for threads in args.threads:
+        for concurrent in args.concurrent:
+            seconds, wall, cores = draft_at_once(
+                mod, target, draft, concurrent, threads or "physical", args.population, args.seed
+            )
+            table.add_row(
+                str(concurrent),
+                str(threads or "all"),
+                " ".join(f"{s:.1f}" for s in seconds),
+                f"{wall:.1f}",
+                f"{60 * concurrent / wall:.1f}",
+                f"{cores:.1f}",
+            )
+            print(f"K={concurrent} T={threads}: {wall:.1f} s, {cores:.1f} cores", flush=True)
+            lines.append(
+                {"concurrent": concurrent, "threads": threads, "seconds": seconds, "wall_s": wall, "cores": cores}
+            )
+    draft.features.pool.close()
+    Console(width=120).print(table)
+    return lines
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,143 @@
+"""Whole networks tuned as a user tunes them (`benchmarks/gpu/network.sh`), one line a run, side by side.
+
+Reads each run folder under a network's results (`<results>/<run>/summary.json` and its
+`tuning_curve.csv`, as network.sh brings them back) and prints the compiled network's time, the
+kernels that found a tuned schedule, the estimated totals (the run's best readings, and the re-read's),
+the trials, when every task's first round was done, the first drafts' seconds and the run's drafting
+share and idle GPU. A run named in `<network>-retime.json` (network.sh's RETIME, which compiles a
+database again) takes its compiled time from there, marked "retimed": ResNet-18's first two runs
+were compiled without their schedules by a bug fixed afterwards (docs/benchmarks.md).
+
+    python benchmarks/network_report.py benchmarks/results/network_e2e/resnet_18 --against pruner-s0
+    python benchmarks/network_report.py benchmarks/results/network_e2e/resnet_18 --json report.json
+
+Columns: compiled (ms; the relax VM's mean, tuned database re-read); against (that time over the
+`--against` run's: under 1 is faster); estimated and re-read (ms; the sum over tasks of weight x best
+latency, the run's readings and the re-read's); first rounds (s: when the last task's first results
+were taken up; MetaSchedule's task scheduler gives every task a round before any gets a second);
+first drafts (the draft seconds of the tasks' first rounds, several at once); drafting (the
+run's draft seconds over its wall time, `bridge.curve.drafting_share`: over 100% where drafts ran
+at once); idle (the GPU's idle share, tune.py's). n/a: not logged, or, for the estimated totals, a
+task the run never reached.
+Untuned and torch eager were timed in each run's call; they move with the machine's state.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from rich.console import Console  # noqa: E402 - after the path insert, as the other benchmarks
+from rich.table import Table  # noqa: E402
+
+from benchmarks.cli import doc_parser  # noqa: E402
+from bridge.curve import drafting_share  # noqa: E402
+from bridge.search_log import read_rounds  # noqa: E402
+
+
+def _retimed(results: Path) -> dict[str, dict]:
+    """Run name -> its entry in the network's retime JSON (network.sh RETIME), if there is one."""
+    out = {}
+    for path in results.glob("*-retime.json"):
+        for work_dir, entry in json.loads(path.read_text())["tuned"].items():
+            out[Path(work_dir).name] = entry
+    return out
+
+
+def run_line(run: Path, retimed: dict | None = None) -> dict:
+    """One run's figures (module docstring); `retimed`: its entry in the retime JSON.
+
+    Raises:
+        ValueError: a run folder without summary.json or tuning_curve.csv (names it).
+    """
+    for name in ("summary.json", "tuning_curve.csv"):
+        if not (run / name).is_file():
+            raise ValueError(f"{run}: no {name} (a network.sh run folder has both)")
+    summary = json.loads((run / "summary.json").read_text())
+    rows = read_rounds(run / "tuning_curve.csv")
+    first = [r for r in rows if r["round"] == 1]
+    drafts = [r["draft_s"] for r in first if math.isfinite(r.get("draft_s", math.nan))]
+    source = retimed or {"ms": summary["end_to_end_ms"], **{k: summary.get(k) for k in ("tuned_kernels", "kernels")}}
+    return {
+        "run": run.name,
+        "cost_model": summary["cost_model"],
+        "compiled_ms": source["ms"],
+        "retimed": retimed is not None,
+        "tuned_kernels": source.get("tuned_kernels"),
+        "kernels": source.get("kernels"),
+        "estimated_ms": summary["estimated_total_ms"],
+        "reread_ms": summary.get("estimated_total_reread_ms", math.nan),
+        "trials": summary["total_trials"],
+        "first_rounds_s": max(r["elapsed_s"] for r in first) if first else math.nan,
+        "first_drafts_s": sum(drafts) if drafts else math.nan,
+        "drafting": drafting_share(rows),
+        "idle": summary.get("device_idle", {}).get("idle", math.nan),
+        "untuned_ms": summary.get("untuned_ms", math.nan),
+        "torch_eager_ms": summary.get("torch_eager_ms", math.nan),
+    }
+
+
+def report(results: Path, against: str | None = None) -> list[dict]:
+    """The lines of every run folder under `results` (those with a summary.json), each with
+    `against`: its compiled time over the `against` run's (NaN without one).
+
+    Raises:
+        ValueError: no run folder there, or `against` names none of them.
+    """
+    retimed = _retimed(results)
+    runs = sorted(p for p in results.iterdir() if (p / "summary.json").is_file())
+    if not runs:
+        raise ValueError(f"{results}: no run folder with a summary.json")
+    lines = [run_line(run, retimed.get(run.name)) for run in runs]
+    base = {line["run"]: line["compiled_ms"] for line in lines}
+    if against is not None and against not in base:
+        raise ValueError(f"--against {against!r} is not a run under {results} (runs: {sorted(base)})")
+    for line in lines:
+        line["against"] = line["compiled_ms"] / base[against] if against else math.nan
+    return lines
+
+
+def _fmt(value, spec: str) -> str:
+    return "n/a" if value is None or (isinstance(value, float) and math.isnan(value)) else format(value, spec)
+
+
+def main(argv: Sequence[str] | None = None) -> list[dict]:
+    parser = doc_parser(__doc__)
+    parser.add_argument("results", type=str, help="a network's results folder (benchmarks/results/network_e2e/<net>)")
+    parser.add_argument("--against", type=str | None, default=None, help="the run the others are compared with")
+    parser.add_argument("--json", type=str | None, default=None, help="also write the lines here")
+    args = parser.parse_args(argv)
+    lines = report(Path(args.results), args.against)
+    table = Table(title=f"{Path(args.results).name}: whole-network runs")
+    columns = ("run", "compiled ms", "against", "kernels tuned", "estimated", "re-read", "trials", "first rounds s")
+    for col in (*columns, "first drafts s", "drafting", "idle", "untuned", "eager"):
+        table.add_column(col, justify="left" if col == "run" else "right")
+    for line in lines:
+        table.add_row(
+            line["run"],
+            _fmt(line["compiled_ms"], ".3f") + (" retimed" if line["retimed"] else ""),
+            _fmt(line["against"], ".3f"),
+            f"{line['tuned_kernels']} of {line['kernels']}",
+            _fmt(line["estimated_ms"], ".3f"),
+            _fmt(line["reread_ms"], ".3f"),
+            str(line["trials"]),
+            _fmt(line["first_rounds_s"], ".0f"),
+            _fmt(line["first_drafts_s"], ".0f"),
+            _fmt(line["drafting"], ".0%"),
+            _fmt(line["idle"], ".0%"),
+            _fmt(line["untuned_ms"], ".3f"),
+            _fmt(line["torch_eager_ms"], ".3f"),
+        )
+    Console(width=200).print(table)
+    if args.json:
+        Path(args.json).write_text(json.dumps(lines, indent=2) + "\n")
+    return lines
+
+
+if __name__ == "__main__":
+    main()
