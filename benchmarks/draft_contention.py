@@ -2,10 +2,11 @@
 
 tune.py drafts up to `--first-drafts-ahead` (2) tasks' first potential spaces at once, each on a
 thread of its own (`bridge.drafting.Draft`), every task's TuneContext having all the host's cores as
-threads. On the GPU machine a ResNet-18 first draft then took as long (about 33 s) as one alone on
-the 2-core CPU machine. This script drafts K copies of one CUDA task (different seeds) at once, as
-tune.py does, and prints the wall time of each draft, of all K, and how many cores the process kept
-busy, so that thread counts and concurrency can be compared on one host without a GPU:
+threads. Inside a ResNet-18 run on the 16-core GPU machine, two at once beside the builds, a
+convolution's first draft took about 33 s, as long as one alone on the 2-core CPU machine. This
+script drafts K copies of one CUDA task (different seeds) at once, as tune.py does, and prints the
+wall time of each draft, of all K, and how many cores the process kept busy, so that thread counts
+and concurrency can be compared on one host (drafting needs no GPU):
 
     python benchmarks/draft_contention.py --concurrent 1 2 --threads 16 8 4
     python benchmarks/draft_contention.py --workload conv2d:1,28,28,128,128,3,1,1 --concurrent 2 --threads 2
