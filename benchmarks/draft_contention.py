@@ -30,22 +30,21 @@ from bridge.draft_verify import DraftVerifySearch
 from bridge.host_cpu import cpu_seconds
 from bridge.psa import PSACostModel
 from bridge.search import CountingCostModel
+from data.features import FeatureCache, WalkPool, default_walk_workers
 from data.zoo import operator_task
 from tvm_env import ms
 
 
 def draft_at_once(
     mod, target, draft: PSACostModel, concurrent: int, threads: int | str, population: int, seed: int
-) -> tuple[list, float, float]:
-    """Seconds of each of `concurrent` first drafts by `draft` run at once (one thread each), the wall
-    seconds of all of them and the cores this process kept busy meanwhile (the walk workers' not counted)."""
-    strategies = []
+) -> tuple[list, list, float, float]:
+    """Seconds of each of `concurrent` first drafts by `draft` run at once (one thread each), the
+    schedules each draft scored, the wall seconds of all of them and the cores this process kept busy
+    meanwhile (the walk workers' not counted)."""
+    strategies, counters = [], []
     for k in range(concurrent):
-        strategy = DraftVerifySearch(
-            draft=CountingCostModel(model=draft, cache=False),
-            population_size=population,
-            potential_size=population // 2,
-        )
+        counters.append(CountingCostModel(model=draft, cache=False))
+        strategy = DraftVerifySearch(draft=counters[-1], population_size=population, potential_size=population // 2)
         context = tvm_env.task_context(mod, target, strategy, f"task{k}", threads=threads, seed=seed + k)
         strategy.pre_tuning(
             16, 16, context.generate_design_space(), ms.database.MemoryDatabase(), ms.cost_model.RandomModel(seed=seed)
@@ -68,7 +67,7 @@ def draft_at_once(
     cores = (cpu_seconds() - cpu) / wall
     for strategy in strategies:
         strategy.post_tuning()
-    return seconds, wall, cores
+    return seconds, [c.scored for c in counters], wall, cores
 
 
 def main(argv: list[str] | None = None) -> list[dict]:
@@ -77,7 +76,9 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser.add_argument("--workload", default="conv2d:1,56,56,64,64,3,1,1", help="operator spec (data.zoo)")
     parser.add_argument("--population", type=int, default=512)
     parser.add_argument("--concurrent", type=int, nargs="+", default=[1, 2], help="drafts at once (K)")
-    parser.add_argument("--threads", type=int, nargs="+", default=[0], help="threads a draft (T; 0: all cores)")
+    parser.add_argument(
+        "--threads", type=int, nargs="+", default=[0], help="threads a draft (T; 0: the physical cores)"
+    )
     parser.add_argument("--walk-workers", type=int, default=None, help="PSA walk processes (default: bridge.psa's)")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
@@ -89,10 +90,14 @@ def main(argv: list[str] | None = None) -> list[dict]:
     for col in ("drafts at once", "threads each", "each draft", "all", "drafts a minute", "cores busy"):
         table.add_column(col, justify="right")
     lines = []
-    draft = PSACostModel(device="h100", workers=args.walk_workers)  # one walk pool for every configuration
+    pool = WalkPool(default_walk_workers() if args.walk_workers is None else args.walk_workers)
     for threads in args.threads:
         for concurrent in args.concurrent:
-            seconds, wall, cores = draft_at_once(
+            # one walk pool, but a cache of PSA's walks of its own: a configuration drafting what an
+            # earlier one drafted (the same seeds) must not find its scores cached
+            draft = PSACostModel(device="h100", features=FeatureCache(pool=pool))
+            walked = len(draft.features)
+            seconds, scored, wall, cores = draft_at_once(
                 mod, target, draft, concurrent, threads or "physical", args.population, args.seed
             )
             table.add_row(
@@ -103,11 +108,20 @@ def main(argv: list[str] | None = None) -> list[dict]:
                 f"{60 * concurrent / wall:.1f}",
                 f"{cores:.1f}",
             )
+            walked = len(draft.features) - walked  # schedules PSA walked (not found in its cache)
             print(f"K={concurrent} T={threads}: {wall:.1f} s, {cores:.1f} cores", flush=True)
             lines.append(
-                {"concurrent": concurrent, "threads": threads, "seconds": seconds, "wall_s": wall, "cores": cores}
+                {
+                    "concurrent": concurrent,
+                    "threads": threads,
+                    "seconds": seconds,
+                    "scored": scored,
+                    "walked": walked,
+                    "wall_s": wall,
+                    "cores": cores,
+                }
             )
-    draft.features.pool.close()
+    pool.close()
     Console(width=120).print(table)
     return lines
 

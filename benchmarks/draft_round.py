@@ -139,7 +139,15 @@ def main(argv: list[str] | None = None) -> list[dict]:
         stats = log.searched("conv2d")
         sample_s = stats.get("sample_s", 0.0)
         rest = total - sample_s - psa_s - verify_s
-        rounds.append({"whole_s": total, "sample_s": sample_s, "samples": stats.get("samples", 0), "psa_scored": psa_n})
+        rounds.append(
+            {
+                "whole_s": total,
+                "sample_s": sample_s,
+                "samples": stats.get("samples", 0),
+                "samples_asked": stats.get("samples_asked", 0),
+                "psa_scored": psa_n,
+            }
+        )
         table.add_row(
             str(r),
             f"{total:.1f}",

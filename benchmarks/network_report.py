@@ -14,12 +14,14 @@ were compiled without their schedules by a bug fixed afterwards (docs/benchmarks
 Columns: compiled (ms; the relax VM's mean, tuned database re-read); against (that time over the
 `--against` run's: under 1 is faster); estimated and re-read (ms; the sum over tasks of weight x best
 latency, the run's readings and the re-read's); first rounds (s: when the last task's first results
-were taken up; MetaSchedule's task scheduler gives every task a round before any gets a second);
+were taken up; MetaSchedule's task scheduler gives every task a round before any gets a second;
+n/a when some task never had one);
 first drafts (the draft seconds of the tasks' first rounds, several at once); drafting (the
 run's draft seconds over its wall time, `bridge.curve.drafting_share`: over 100% where drafts ran
 at once); idle (the GPU's idle share, tune.py's). n/a: not logged, or, for the estimated totals, a
 task the run never reached.
-Untuned and torch eager were timed in each run's call; they move with the machine's state.
+Untuned and torch eager were timed in each run's call (a retimed run's: in the retime's), and they
+move with the machine's state.
 """
 
 from __future__ import annotations
@@ -40,12 +42,34 @@ from bridge.curve import drafting_share  # noqa: E402
 from bridge.search_log import read_rounds  # noqa: E402
 
 
+def _json(path: Path, *keys: str) -> dict:
+    """The JSON object in `path`, which must have `keys`.
+
+    Raises:
+        ValueError: unreadable, not an object, or a key missing (names the file and the key).
+    """
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError) as err:
+        raise ValueError(f"{path}: not a readable JSON file ({err})") from err
+    if not isinstance(data, dict):
+        raise ValueError(f"{path}: not a JSON object")
+    for key in keys:
+        if key not in data:
+            raise ValueError(f"{path}: no {key!r}")
+    return data
+
+
 def _retimed(results: Path) -> dict[str, dict]:
-    """Run name -> its entry in the network's retime JSON (network.sh RETIME), if there is one."""
+    """Run name -> its entry in the network's retime JSON (network.sh RETIME), if there is one, with
+    the retime's untuned and torch eager times."""
     out = {}
     for path in results.glob("*-retime.json"):
-        for work_dir, entry in json.loads(path.read_text())["tuned"].items():
-            out[Path(work_dir).name] = entry
+        retime = _json(path, "tuned")
+        for work_dir, entry in retime["tuned"].items():
+            if not isinstance(entry, dict) or "ms" not in entry:
+                raise ValueError(f"{path}: the entry of {work_dir!r} has no 'ms'")
+            out[Path(work_dir).name] = {**{k: retime.get(k) for k in ("untuned_ms", "torch_eager_ms")}, **entry}
     return out
 
 
@@ -58,11 +82,13 @@ def run_line(run: Path, retimed: dict | None = None) -> dict:
     for name in ("summary.json", "tuning_curve.csv"):
         if not (run / name).is_file():
             raise ValueError(f"{run}: no {name} (a network.sh run folder has both)")
-    summary = json.loads((run / "summary.json").read_text())
+    summary = _json(run / "summary.json", "cost_model", "end_to_end_ms", "estimated_total_ms", "total_trials", "tasks")
     rows = read_rounds(run / "tuning_curve.csv")
     first = [r for r in rows if r["round"] == 1]
     drafts = [r["draft_s"] for r in first if math.isfinite(r.get("draft_s", math.nan))]
-    source = retimed or {"ms": summary["end_to_end_ms"], **{k: summary.get(k) for k in ("tuned_kernels", "kernels")}}
+    keys = ("tuned_kernels", "kernels", "untuned_ms", "torch_eager_ms")
+    source = retimed or {"ms": summary["end_to_end_ms"], **{k: summary.get(k) for k in keys}}
+    reached = len({r["task"] for r in first})  # tasks that had a round: the rest never did
     return {
         "run": run.name,
         "cost_model": summary["cost_model"],
@@ -73,12 +99,14 @@ def run_line(run: Path, retimed: dict | None = None) -> dict:
         "estimated_ms": summary["estimated_total_ms"],
         "reread_ms": summary.get("estimated_total_reread_ms", math.nan),
         "trials": summary["total_trials"],
-        "first_rounds_s": max(r["elapsed_s"] for r in first) if first else math.nan,
+        "first_rounds_s": max(r["elapsed_s"] for r in first)
+        if first and reached == len(summary["tasks"])
+        else math.nan,
         "first_drafts_s": sum(drafts) if drafts else math.nan,
         "drafting": drafting_share(rows),
-        "idle": summary.get("device_idle", {}).get("idle", math.nan),
-        "untuned_ms": summary.get("untuned_ms", math.nan),
-        "torch_eager_ms": summary.get("torch_eager_ms", math.nan),
+        "idle": (summary.get("device_idle") or {}).get("idle", math.nan),
+        "untuned_ms": source.get("untuned_ms", math.nan),
+        "torch_eager_ms": source.get("torch_eager_ms", math.nan),
     }
 
 
@@ -89,6 +117,8 @@ def report(results: Path, against: str | None = None) -> list[dict]:
     Raises:
         ValueError: no run folder there, or `against` names none of them.
     """
+    if not results.is_dir():
+        raise ValueError(f"{results}: no such folder")
     retimed = _retimed(results)
     runs = sorted(p for p in results.iterdir() if (p / "summary.json").is_file())
     if not runs:

@@ -98,6 +98,8 @@ SEARCH_KNOBS = (
     "draft_rounds",
     "quick_start",
     "first_draft_generations",
+    "first_draft_population",
+    "first_draft_min_samples",
     "first_verify_generations",
 )
 """The draft-then-verify settings this CLI passes to `bridge.config.SearchConfig` as they are."""

@@ -76,7 +76,7 @@ class SearchConfig:
         "a task's first draft's population: the fresh samples a sampling pass asks for and the children of each "
         "generation (unset: --population; 256 with --first-draft-min-samples 25 on one H200, ResNet-18 whole in "
         "300 s: half the first drafts' seconds, every task's first round done at 178 s against 248, 651 trials "
-        "against 435, but worse first batches and a 1.06x slower compiled network, 0.726 ms against 0.685)",
+        "against 435, but worse first batches and a 1.059x slower compiled network (one seed each), 0.726 ms against 0.685)",
     )
     first_draft_min_samples: int = _knob(
         50,

@@ -13,8 +13,9 @@ Per task and round:
    that still fills a batch is drafted for the same way, and only one that cannot drafts in
    turn): evolve a population for `draft_generations` generations scored by the draft model
    (PSA) and keep the best `potential_size` distinct, never-measured schedules as the potential
-   space. The first draft samples the whole population from the design space (a
-   share `init_measured_ratio` replayed from the task's best measured records); later drafts start
+   space. The first draft samples its whole population (`first_draft_population`, by default the
+   population) from the design space (a share `init_measured_ratio` replayed from the task's best
+   measured records); later drafts start
    from the previous draft's evolved population, minus what was measured since, and sample only
    `resample_ratio` of the population afresh (until `redraft_min_samples` of them are valid).
    Sampling and evolution are MetaSchedule's own C++ (`SampleInitPopulation`,
@@ -468,6 +469,7 @@ class DraftVerifySearch(_ResumableSearch):
             else self.drafter
         )
         self._potential: Pairs = []
+        self._space_cap = self.potential_size  # the most the potential space can hold (`_take`)
         self._population: list = []  # the last draft's evolved population, seed of the next draft
         self._samples: Pairs = []  # the last draft's fresh samples, for the epsilon-greedy share
         self._ready: tuple[list | None, dict] | None = None  # a batch searched ahead, with its stats
@@ -757,13 +759,14 @@ class DraftVerifySearch(_ResumableSearch):
         if not self.first_verify_ahead or self.draft_rounds > 0 or self.quick_start or self.measured:
             return None
         generations = self._verify_generations()
-        verifier = self._evolutionary_search(self.verify_pool, generations, self.ranker) if generations > 0 else None
+        pool = min(self.verify_pool, self.potential_size, self._first_population)  # what a full first space fills
+        verifier = self._evolutionary_search(pool, generations, self.ranker) if generations > 0 else None
 
         def rank(result: DraftResult) -> tuple | None:
             start, seconds, scored = time.perf_counter(), self.verify_model.seconds, self.verify_model.scored
             potential = self._space_of(result)
             try:
-                if verifier is not None and len(potential) < self.verify_pool:
+                if verifier is not None and len(potential) < pool:
                     return None  # the first round verifies: its smaller search is made in its thread
                 ranking = self._verify(potential, verifier)
             finally:
@@ -817,6 +820,8 @@ class DraftVerifySearch(_ResumableSearch):
         self._potential = self._space_of(result)
         self._unevolved = result.unevolved
         self._drafts += 1
+        # a first draft of fewer schedules than the potential space holds is low only under its own share
+        self._space_cap = self.potential_size if self._drafts > 1 else min(self.potential_size, self._first_population)
         self._last_draft_s = result.stats["draft_s"]
         self.ledger.note(result.stats["draft_s"])
         return {k: v for k, v in result.stats.items() if k != "draft_s"}
@@ -830,7 +835,7 @@ class DraftVerifySearch(_ResumableSearch):
         must = must or not self._drafts
         if self._unevolved:  # a quick start's samples: evolved alongside while they fill the batches
             return (False, True) if self.draft_ahead and not must else (True, False)
-        low = left < self.redraft_below * self.potential_size
+        low = left < self.redraft_below * self._space_cap
         if not self.low_draft_ahead:
             return must or low, False
         return must, low and not must

@@ -287,6 +287,8 @@ def test_the_draft_knobs_reach_the_search_config():
         2,
         True,
         1,
+        128,
+        20,
         0,
     )  # none a default
     knobs = dict(zip(tuning.SEARCH_KNOBS, values, strict=True))
@@ -302,7 +304,7 @@ def test_the_draft_knobs_reach_the_search_config():
     assert search.low_draft_ahead is False and search.size_filter_kb == 256.0 and search.eps_greedy == 0.3
     assert search.draft_rounds == 2 and search.quick_start is True and search.first_draft_generations == 1
     assert search.build_apart is True and search.first_verify_ahead is False and search.first_verify_generations == 0
-    assert search.draft_nice == 7
+    assert search.draft_nice == 7 and search.first_draft_population == 128 and search.first_draft_min_samples == 20
     assert cost_model.name == "pam" and cost_model.seed == 1 and cost_model.epochs == 7
     assert cost_model.background_update is False and cost_model.model_device == "cpu"  # defaults: True, None
     mlp = tuning.configs("mlp", args)[0]

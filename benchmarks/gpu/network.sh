@@ -2,19 +2,19 @@
 # Device run: tune a whole zoo network with tune.py, as a user would, one method after another on the
 # machine's GPU, each with the same deadline, trials per round and seed, and time the network compiled
 # with each method's best schedules (re-read), untuned (DLight's defaults) and in torch eager mode.
-# It resumes across calls: a method whose summary.json is already in $RES/<network>/<method>-s<seed>/
+# It resumes across calls: a method whose summary.json is already in $RES/<network>/<method>[-<VARIANT>]-s<seed>/
 # is skipped, and a method is not started unless LIMIT leaves DEADLINE plus TAIL seconds (the re-read,
 # the two compiles and torch eager after the search).
 #   NETWORK=resnet_18 METHODS="pruner xgb" DEADLINE=330 LIMIT=580 bash benchmarks/gpu/network.sh
 # RETIME names runs already in $RES to compile and time again (python -m bridge.network_timing), no tuning:
 #   NETWORK=resnet_18 RETIME="pruner-s0 xgb-s0" bash benchmarks/gpu/network.sh
 # EXTRA adds tune.py flags to every method's run, and VARIANT names such runs apart (<method>-<VARIANT>-s<seed>):
-#   NETWORK=resnet_18 METHODS=pruner VARIANT=fd128 EXTRA="--first-draft-population 128" bash benchmarks/gpu/network.sh
+#   NETWORK=resnet_18 METHODS=pruner VARIANT=fd256 EXTRA="--first-draft-population 256 --first-draft-min-samples 25" bash benchmarks/gpu/network.sh
 # Methods: pruner (`--cost-model pam --psa auto`, Pruner online), moa (`--cost-model pam-siamese-update
 # --psa auto`, the shipped pretrained PAM that tune.py picks for the target), xgb (`--cost-model xgb`,
 # MetaSchedule's evolution with XGBoost), mlp (`--cost-model mlp --psa auto`).
 # Each method's summary.json, tuning_curve.csv, tune.py's output (tune.log) and its database (xz) go to
-# $OUT/<network>-<method>-s<seed>-* as soon as the method ends; move them into $RES/<network>/<method>-s<seed>/.
+# $OUT/<network>-<run>-* (<run>: <method>[-<VARIANT>]-s<seed>) as soon as the method ends; move them into $RES/<network>/<run>/.
 # Carry .devkit (with xgboost for xgb; `stage.sh out` with KEEP naming tune.py and its modules, below).
 set -uo pipefail
 export PYTHONUNBUFFERED=1

@@ -323,6 +323,32 @@ def test_a_first_verify_ahead_runs_on_the_drafts_thread_and_is_the_first_batch(t
     assert DraftVerifySearch.from_config(SearchConfig(psa="a100", first_verify_ahead=False)).first_verify_ahead is False
 
 
+def test_a_first_verify_ahead_evolves_a_first_space_smaller_than_its_pool(tmp_path, checkpoints):
+    """A first draft of 8 schedules (`first_draft_population`) under a verify pool of 32 and a potential
+    space of 12: the verifier's first generation is made for the 8 the space can hold, and runs ahead on
+    the draft's thread, not the loop's; the space is low only under half of its 8, not of 12."""
+    from bridge.cost_model import PrunerCostModel
+    from bridge.export import export_checkpoint
+    from bridge.pipeline import Pipeline
+    from bridge.search_log import SearchLog
+    from tests.bridge.test_search import Tally
+
+    artifact = export_checkpoint(checkpoints["PAMModule"], tmp_path / "pam.pt").path
+    verify = Tally(PrunerCostModel(mode="pam-no-update", artifact=artifact, device="cpu"))
+    pipeline = Pipeline()
+    strategy, _ = _first_verify_search(
+        verify, pipeline, SearchLog(), 8, ahead=True, verify_generations=1, verify_pool=32, first_draft_population=8
+    )
+    picks = strategy.generate_measure_candidates()
+    assert len(picks) == 4 and verify.threads and all(name.startswith("pruner-draft") for name in verify.threads[:2])
+    strategy._potential = strategy._potential[:4]
+    assert strategy._space_cap == 8 and strategy._draft_needed(4) == (False, False)  # 4 left of 8: not low
+    strategy._potential = strategy._potential[:3]
+    assert strategy._draft_needed(2) == (False, True)  # 3 of 8: under half, a draft alongside
+    strategy.post_tuning()
+    pipeline.close()
+
+
 @pytest.mark.parametrize("ahead", [True, False])
 def test_a_tasks_first_verify_has_its_own_generations(tmp_path, checkpoints, ahead):
     """`first_verify_generations`: a pretrained verifier's first verify (ahead on the draft's thread, or in
