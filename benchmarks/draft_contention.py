@@ -5,8 +5,10 @@ thread of its own (`bridge.drafting.Draft`), every task's TuneContext having all
 threads. Inside a ResNet-18 run on the 16-core GPU machine, two at once beside the builds, a
 convolution's first draft took about 33 s, as long as one alone on the 2-core CPU machine. This
 script drafts K copies of one CUDA task (different seeds) at once, as tune.py does, and prints the
-wall time of each draft, of all K, and how many cores the process kept busy, so that thread counts
-and concurrency can be compared on one host (drafting needs no GPU):
+wall time of each draft, of all K, how many cores the process kept busy (its walk pool's processes
+not counted), the schedules each draft had PSA score and the distinct ones PSA walked (each
+configuration has a cache of its own), so that thread counts and concurrency can be compared on one
+host (drafting needs no GPU):
 
     python benchmarks/draft_contention.py --concurrent 1 2 --threads 16 8 4
     python benchmarks/draft_contention.py --workload conv2d:1,28,28,128,128,3,1,1 --concurrent 2 --threads 2
@@ -87,7 +89,8 @@ def main(argv: list[str] | None = None) -> list[dict]:
     tvm_env.setup(target)
     mod = operator_task(args.workload).mod
     table = Table(title=f"first drafts of {args.workload}, population {args.population} (seconds)")
-    for col in ("drafts at once", "threads each", "each draft", "all", "drafts a minute", "cores busy"):
+    columns = ("drafts at once", "threads each", "each draft", "all", "drafts a minute", "cores busy")
+    for col in (*columns, "PSA scored, each", "walked, all"):
         table.add_column(col, justify="right")
     lines = []
     pool = WalkPool(default_walk_workers() if args.walk_workers is None else args.walk_workers)
@@ -96,10 +99,10 @@ def main(argv: list[str] | None = None) -> list[dict]:
             # one walk pool, but a cache of PSA's walks of its own: a configuration drafting what an
             # earlier one drafted (the same seeds) must not find its scores cached
             draft = PSACostModel(device="h100", features=FeatureCache(pool=pool))
-            walked = len(draft.features)
             seconds, scored, wall, cores = draft_at_once(
                 mod, target, draft, concurrent, threads or "physical", args.population, args.seed
             )
+            walked = len(draft.features)  # distinct schedules PSA walked, all K drafts together
             table.add_row(
                 str(concurrent),
                 str(threads or "all"),
@@ -107,9 +110,10 @@ def main(argv: list[str] | None = None) -> list[dict]:
                 f"{wall:.1f}",
                 f"{60 * concurrent / wall:.1f}",
                 f"{cores:.1f}",
+                " ".join(str(n) for n in scored),
+                str(walked),
             )
-            walked = len(draft.features) - walked  # schedules PSA walked (not found in its cache)
-            print(f"K={concurrent} T={threads}: {wall:.1f} s, {cores:.1f} cores", flush=True)
+            print(f"K={concurrent} T={threads}: {wall:.1f} s, {cores:.1f} cores, walked {walked}", flush=True)
             lines.append(
                 {
                     "concurrent": concurrent,
@@ -122,7 +126,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
                 }
             )
     pool.close()
-    Console(width=120).print(table)
+    Console(width=150).print(table)
     return lines
 
 

@@ -4,7 +4,7 @@
 Per task and round:
 
 1. Draft, only when the potential space runs low (fewer unmeasured schedules than
-   `redraft_below` x `potential_size`, or than one batch; or every `redraft_every`-th round when
+   `redraft_below` x `potential_size`, of a first draft's space x the most it can hold, or than one batch; or every `redraft_every`-th round when
    that is set, as published; or, with `redraft_stall`, when the task's best latency has not
    improved for that many measured rounds, a wait that `redraft_backoff` doubles after each such
    draft that found nothing better, `bridge.stall_rule`, and held while it would take the run's
@@ -154,11 +154,13 @@ class DraftVerifySearch(_ResumableSearch):
                 A pretrained verifier's first verifies cost 4-22 s a task on ResNet-50 on the GPU
                 machine, most of it scoring its generation's children; a cold one is skipped anyway.
             verify_pool: the verifier's best this-many of the potential space are the parents of
-                its generations (published: the whole potential space and the random samples).
+                its generations (published: the whole potential space and the random samples); a
+                first verify ahead takes at most what a full first space holds.
             mutation_prob: probability that a child is a mutation rather than a copy (published: 0.85).
             redraft_every: 0 = draft when the potential space runs low (`redraft_below`); k > 0 =
                 also draft every k-th round of the task (published: 2).
-            redraft_below: draft when fewer than this share of `potential_size` is left unmeasured.
+            redraft_below: draft when fewer than this share of `potential_size` is left unmeasured
+                (of a first draft's space: of `min(potential_size, first_draft_population)`).
             redraft_stall: k > 0 = also draft when the task's best has not improved in its last k
                 measured rounds (0: never). The potential space rarely runs low (the verifier breeds
                 from it), so without this a run may spend its budget around its first draft.

@@ -11,8 +11,8 @@ def test_a_first_draft_of_half_the_population_asks_half_the_samples():
     whole = draft_round.main([*common, "--walk-workers", "1"])
     half = draft_round.main([*common, "--walk-workers", "1", "--first-population", "32", "--first-min-samples", "4"])
     assert len(whole) == len(half) == 1
-    # a pass asks for the population's worth until enough are valid: 50 valid need two passes of 64 or more
-    # (a CUDA conv's random schedules are mostly invalid), 4 valid one pass of 32
+    # the first draft asks for its own population of fresh schedules (a pass of that many, again until
+    # enough are valid: 4 against MetaSchedule's 50)
     assert half[0]["samples_asked"] == 32 and whole[0]["samples_asked"] == 64
     assert 4 <= half[0]["samples"] < whole[0]["samples"]
     assert half[0]["psa_scored"] < whole[0]["psa_scored"]

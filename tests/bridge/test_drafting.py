@@ -326,7 +326,8 @@ def test_a_first_verify_ahead_runs_on_the_drafts_thread_and_is_the_first_batch(t
 def test_a_first_verify_ahead_evolves_a_first_space_smaller_than_its_pool(tmp_path, checkpoints):
     """A first draft of 8 schedules (`first_draft_population`) under a verify pool of 32 and a potential
     space of 12: the verifier's first generation is made for the 8 the space can hold, and runs ahead on
-    the draft's thread, not the loop's; the space is low only under half of its 8, not of 12."""
+    the draft's thread, not the loop's; the space is low only under half of its 8, not of 12, until a
+    re-draft of the whole population."""
     from bridge.cost_model import PrunerCostModel
     from bridge.export import export_checkpoint
     from bridge.pipeline import Pipeline
@@ -340,11 +341,17 @@ def test_a_first_verify_ahead_evolves_a_first_space_smaller_than_its_pool(tmp_pa
         verify, pipeline, SearchLog(), 8, ahead=True, verify_generations=1, verify_pool=32, first_draft_population=8
     )
     picks = strategy.generate_measure_candidates()
+    strategy._join()  # the next batch's search ahead, which trims the space, is done
     assert len(picks) == 4 and verify.threads and all(name.startswith("pruner-draft") for name in verify.threads[:2])
+    # on the draft's thread: the space's 8 ranked, then one generation of a verifier of 8 (not of the pool's 32)
+    assert verify.sizes[0] == 8 and 0 < verify.sizes[1] <= 8
     strategy._potential = strategy._potential[:4]
     assert strategy._space_cap == 8 and strategy._draft_needed(4) == (False, False)  # 4 left of 8: not low
     strategy._potential = strategy._potential[:3]
     assert strategy._draft_needed(2) == (False, True)  # 3 of 8: under half, a draft alongside
+    strategy._take(strategy._new_draft().run())  # a re-draft of the whole population
+    strategy._potential = strategy._potential[:5]
+    assert strategy._space_cap == 12 and strategy._draft_needed(2) == (False, True)  # 5 of 12: under half
     strategy.post_tuning()
     pipeline.close()
 

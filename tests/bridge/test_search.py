@@ -33,7 +33,7 @@ class Tally(ms.cost_model.PyCostModel):
 
     def __init__(self, model):
         super().__init__()
-        self.model, self.calls, self.scored, self.threads = model, 0, 0, []
+        self.model, self.calls, self.scored, self.threads, self.sizes = model, 0, 0, [], []
 
     def load(self, path):
         self.model.load(path)
@@ -48,6 +48,7 @@ class Tally(ms.cost_model.PyCostModel):
         self.calls += 1
         self.scored += len(candidates)
         self.threads.append(threading.current_thread().name)
+        self.sizes.append(len(candidates))
         return self.model.predict(context, candidates)
 
 
