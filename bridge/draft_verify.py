@@ -3,23 +3,23 @@
 
 Per task and round:
 
-1. Draft, only when the potential space runs low (fewer unmeasured schedules than
-   `redraft_below` x `potential_size`, of a first draft's space x the most it can hold, or than one batch; or every `redraft_every`-th round when
-   that is set, as published; or, with `redraft_stall`, when the task's best latency has not
-   improved for that many measured rounds, a wait that `redraft_backoff` doubles after each such
-   draft that found nothing better, `bridge.stall_rule`, and held while it would take the run's
-   drafting over `redraft_share` of its time; with `draft_ahead` such a stall draft runs
-   alongside the rounds, `bridge.drafting`; with `low_draft_ahead` a space under `redraft_below`
-   that still fills a batch is drafted for the same way, and only one that cannot drafts in
-   turn): evolve a population for `draft_generations` generations scored by the draft model
-   (PSA) and keep the best `potential_size` distinct, never-measured schedules as the potential
-   space. The first draft samples its whole population (`first_draft_population`, by default the
-   population) from the design space (a share `init_measured_ratio` replayed from the task's best
-   measured records); later drafts start
-   from the previous draft's evolved population, minus what was measured since, and sample only
-   `resample_ratio` of the population afresh (until `redraft_min_samples` of them are valid).
-   Sampling and evolution are MetaSchedule's own C++ (`SampleInitPopulation`,
-   `EvolveWithCostModel`) on inner `EvolutionarySearch` objects that this strategy owns; they, not PSA, were three quarters of a published-size draft (docs/benchmarks.md).
+1. Draft, only when the potential space runs low (fewer unmeasured schedules than `redraft_below` x
+   `potential_size`, for a first draft's space x the most it can hold, or than one batch; or every
+   `redraft_every`-th round when that is set, as published; or, with `redraft_stall`, when the
+   task's best latency has not improved for that many measured rounds, a wait that `redraft_backoff`
+   doubles after each such draft that found nothing better, `bridge.stall_rule`, and held while it
+   would take the run's drafting over `redraft_share` of its time; with `draft_ahead` such a stall
+   draft runs alongside the rounds, `bridge.drafting`; with `low_draft_ahead` a space under
+   `redraft_below` that still fills a batch is drafted for the same way, and only one that cannot
+   drafts in turn): evolve a population for `draft_generations` generations scored by the draft
+   model (PSA) and keep the best `potential_size` distinct, never-measured schedules as the
+   potential space. The first draft samples its whole population (`first_draft_population`, by
+   default the population) from the design space (a share `init_measured_ratio` replayed from the
+   task's best measured records); later drafts start from the previous draft's evolved population,
+   minus what was measured since, and sample only `resample_ratio` of the population afresh (until
+   `redraft_min_samples` of them are valid). Sampling and evolution are MetaSchedule's own C++
+   (`SampleInitPopulation`, `EvolveWithCostModel`) on inner `EvolutionarySearch` objects that this
+   strategy owns; they, not PSA, were three quarters of a published-size draft (docs/benchmarks.md).
 2. Verify: the verify model (the tuning run's cost model, e.g. PAM) ranks the potential space;
    then its best `verify_pool` plus the best measured schedules (`pool_measured_ratio` of them)
    evolve `verify_generations` more generations scored by the verifier.
