@@ -38,7 +38,7 @@ from rich.console import Console  # noqa: E402 - after the path insert, as the o
 from rich.table import Table  # noqa: E402
 
 from benchmarks.cli import doc_parser  # noqa: E402
-from bridge.curve import drafting_share  # noqa: E402
+from bridge.curve import drafting_share, first_rounds_done  # noqa: E402
 from bridge.search_log import read_rounds  # noqa: E402
 
 
@@ -88,7 +88,6 @@ def run_line(run: Path, retimed: dict | None = None) -> dict:
     drafts = [r["draft_s"] for r in first if math.isfinite(r.get("draft_s", math.nan))]
     keys = ("tuned_kernels", "kernels", "untuned_ms", "torch_eager_ms")
     source = retimed or {"ms": summary["end_to_end_ms"], **{k: summary.get(k) for k in keys}}
-    reached = len({r["task"] for r in first})  # tasks that had a round: the rest never did
     return {
         "run": run.name,
         "cost_model": summary["cost_model"],
@@ -99,9 +98,7 @@ def run_line(run: Path, retimed: dict | None = None) -> dict:
         "estimated_ms": summary["estimated_total_ms"],
         "reread_ms": summary.get("estimated_total_reread_ms", math.nan),
         "trials": summary["total_trials"],
-        "first_rounds_s": max(r["elapsed_s"] for r in first)
-        if first and reached == len(summary["tasks"])
-        else math.nan,
+        "first_rounds_s": first_rounds_done(rows, len(summary["tasks"])),
         "first_drafts_s": sum(drafts) if drafts else math.nan,
         "drafting": drafting_share(rows),
         "idle": (summary.get("device_idle") or {}).get("idle", math.nan),

@@ -13,6 +13,8 @@ saved curve read back with `bridge.search_log.read_rounds`).
   of the rows that logged it (e.g. the runner's seconds a trial, `run_s`).
 - `host_cpu_busy`: the share of the host's cores that the run (this process and its workers) kept
   busy (`bridge.host_cpu`).
+- `first_rounds_done`: when every task of a run of several had its first round's results taken up
+  (a network's later rounds come after it).
 
 Each takes the rows as a run writes them; a column a run did not fill (NaN, or absent in an older
 curve) counts as missing.
@@ -34,6 +36,7 @@ __all__ = [
     "device_idle_parts",
     "device_idle_share",
     "drafting_share",
+    "first_rounds_done",
     "host_cpu_busy",
     "per_trial",
     "idle_between_batches",
@@ -240,3 +243,15 @@ def host_cpu_busy(rows: Sequence[Mapping[str, Any]]) -> float:
             cpu, wall = cpu + spent, wall + (elapsed - before) * cores
         before = elapsed if elapsed is not None else before
     return cpu / wall if wall > 0 else math.nan
+
+
+def first_rounds_done(rows: Sequence[Mapping[str, Any]], tasks: int) -> float:
+    """Seconds into the run (`elapsed_s`) when the last of `tasks` tasks had its first round's results
+    taken up. MetaSchedule's task scheduler gives every task a round before any gets a second, so on a
+    network this is where the tasks' later rounds begin. NaN when fewer than `tasks` tasks had a round
+    (a run that never reached some) or without rows."""
+    first: dict[str, float] = {}
+    for r in rows:
+        if _finite(r, "round") == 1 and (elapsed := _finite(r, "elapsed_s")) is not None:
+            first.setdefault(str(r["task"]), elapsed)
+    return max(first.values()) if first and len(first) >= tasks else math.nan

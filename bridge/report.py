@@ -44,6 +44,12 @@ busy one (docs/benchmarks.md, "The host's launch floor"). The threshold is the i
 host, kernels read up to 9 us may be near it too, and get no note."""
 
 
+FIRST_ROUNDS_SHARE = 0.5
+"""A run of several tasks whose first rounds took more than this share of it gets a note: its tasks had
+few rounds after their first (ResNet-18 in 300 s on one H200: 248-287 s of 350, 2-9 later rounds for
+19 tasks; docs/benchmarks.md, "MoA on the whole of ResNet-18")."""
+
+
 def _ms(seconds: float | None) -> float | None:
     return None if seconds is None or not math.isfinite(seconds) else seconds * 1e3
 
@@ -106,6 +112,7 @@ def summary(result: Any, *, total_tasks: int | None = None, **context: Any) -> d
         "estimated_total_note": coverage_note(len(result.tasks), total_tasks),
         "total_trials": sum(t.trials for t in result.tasks),
         "search_s": result.search_s,
+        "first_rounds_s": result.first_rounds_s if math.isfinite(result.first_rounds_s) else None,
         "device_idle": {k: (v if math.isfinite(v) else None) for k, v in result.device_idle.items()},
         "builds": {k: (v if math.isfinite(v) else None) for k, v in result.builds.items()},
         "host_cpu_busy": result.host_cpu_busy if math.isfinite(result.host_cpu_busy) else None,
@@ -193,6 +200,13 @@ def print_report(result: Any, console: Any, *, total_tasks: int | None = None) -
             f"device idle: {100 * idle['idle']:.0f}% of the run (before the first batch "
             f"{100 * idle['before_first']:.0f}%, waiting on drafts {100 * idle['drafts']:.0f}%, "
             f"the rest {100 * idle['other']:.0f}%)"
+        )
+    first, run = result.first_rounds_s, (result.rows[-1]["elapsed_s"] if result.rows else math.nan)
+    if len(result.tasks) > 1 and math.isfinite(first) and run > 0:
+        console.print(
+            f"first rounds: every task's first round was done at {first:.0f} s of the run's {run:.0f} s "
+            "(every task gets a round before any gets a second)"
+            + ("; with a longer --deadline the tasks get more rounds" if first > FIRST_ROUNDS_SHARE * run else "")
         )
     busy = result.host_cpu_busy
     if math.isfinite(busy):

@@ -116,6 +116,13 @@ class TuneResult:
         return {"idle": device_idle_share(self.rows), **device_idle_parts(self.rows)}
 
     @property
+    def first_rounds_s(self) -> float:
+        """When every task had its first round's results taken up (`bridge.curve.first_rounds_done`)."""
+        from bridge.curve import first_rounds_done
+
+        return first_rounds_done(self.rows, len(self.tasks))
+
+    @property
     def host_cpu_busy(self) -> float:
         """Share of the host's cores this process and its workers kept busy (`bridge.curve.host_cpu_busy`)."""
         from bridge.curve import host_cpu_busy
