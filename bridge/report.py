@@ -46,8 +46,8 @@ host, kernels read up to 9 us may be near it too, and get no note."""
 
 FIRST_ROUNDS_SHARE = 0.5
 """A run of several tasks whose first rounds took more than this share of it gets a note: its tasks had
-few rounds after their first (ResNet-18 in 300 s on one H200, Pruner online and MoA: 248-287 s of about 350, then 2-9 rounds for
-19 tasks; docs/benchmarks.md, "MoA on the whole of ResNet-18")."""
+few rounds after their first (ResNet-18 in 300 s on one H200, Pruner online and MoA: 248-287 s of
+about 350, then 2-9 rounds for 19 tasks; docs/benchmarks.md, "MoA on the whole of ResNet-18")."""
 
 
 def _ms(seconds: float | None) -> float | None:
