@@ -455,14 +455,16 @@ class DraftVerifySearch(_ResumableSearch):
             else self.verify_model
         )
         self.drafter = self._evolutionary_search(self.population_size, self.draft_generations, self.draft_model)
-        first = (
-            self.draft_generations if self.first_draft_generations is None else self.first_draft_generations,
-            self._first_population,
-            self.first_draft_min_samples,
+        population, min_samples = self._first_population, self.first_draft_min_samples
+        generations = self.draft_generations if self.first_draft_generations is None else self.first_draft_generations
+        differs = (population, generations, min_samples) != (
+            self.population_size,
+            self.draft_generations,
+            FIRST_DRAFT_MIN_SAMPLES,
         )
         self.first_drafter = (  # a task's first draft, when it differs from the rest
-            self._evolutionary_search(first[1], first[0], self.draft_model, min_samples=first[2])
-            if first != (self.draft_generations, self.population_size, FIRST_DRAFT_MIN_SAMPLES)
+            self._evolutionary_search(population, generations, self.draft_model, min_samples=min_samples)
+            if differs
             else self.drafter
         )
         self.resampler = (  # the re-drafts' fresh samples, when they need fewer valid ones than the first draft
