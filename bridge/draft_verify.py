@@ -51,7 +51,7 @@ from tvm.ir.utils import derived_object
 from bridge.drafting import _EVOLVE, Draft, DraftResult
 from bridge.fill_rule import FillRule
 from bridge.pipeline import Pipeline
-from bridge.search import _UNLIMITED, CountingCostModel, _key, _pairs, _ResumableSearch, candidate
+from bridge.search import _UNLIMITED, CountingCostModel, _distinct, _key, _pairs, _ResumableSearch, candidate
 from bridge.search_log import SearchLog
 from bridge.size_filter import SizeFilter, check_limit
 from bridge.stall_rule import DraftLedger, StallRule
@@ -674,7 +674,8 @@ class DraftVerifySearch(_ResumableSearch):
         if self._deferred:  # the last batch's picks left building go first; their builds go on
             deferred, self._deferred = self._unmeasured(self._deferred), []
             first = {k for k, _ in deferred}
-            picks = (deferred + [pair for pair in picks if pair[0] not in first])[:n]
+            picks = deferred + [pair for pair in picks if pair[0] not in first]
+        picks = _distinct(picks)[:n]  # one schedule once: the batch is built ahead by its keys
         stats.update(
             verify_scored=self.verify_model.scored - verify_before,
             # drafting in this search, and a draft it took up from the background (whose wait was part of it)

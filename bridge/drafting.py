@@ -37,7 +37,7 @@ from typing import Any
 
 import numpy as np
 
-from bridge.search import _pairs, candidate
+from bridge.search import _distinct, _pairs, candidate
 from tvm_env import tvm_ffi
 
 __all__ = ["Draft", "DraftResult", "lower_priority"]
@@ -130,7 +130,7 @@ class Draft:
             psa_s=self.draft_model.seconds - psa,
             draft_scored=self.draft_model.scored - scored,
         )
-        return DraftResult(_pairs(samples), pairs, unevolved, stats)
+        return DraftResult(_distinct(_pairs(samples)), pairs, unevolved, stats)
 
     def _run_at_priority(self) -> DraftResult:
         """`run`, with `nice` > 0 on a thread of its own whose priority is lowered (a thread cannot

@@ -106,7 +106,11 @@ class PrefetchBuilder(ms.builder.PyBuilder):
         this builder's own, the batch in one call."""
         keys = [schedule_key(m) for m in mods]
         with self._lock:
-            todo = [i for i, k in enumerate(keys) if k not in self._built and k not in self._running]
+            todo, seen = [], set(self._built) | set(self._running)
+            for i, k in enumerate(keys):  # a schedule twice in `mods` is built once
+                if k not in seen:
+                    seen.add(k)
+                    todo.append(i)
             if not todo:
                 return
             inputs = [ms.builder.BuilderInput(mods[i], target) for i in todo]
@@ -132,7 +136,8 @@ class PrefetchBuilder(ms.builder.PyBuilder):
         # wait for this one
         done, pending = wait_most(futures, self.straggler_grace)
         with self._lock:
-            done_keys = [k for k in (keys[waiting[j]] for j in done) if k in self._running]
+            # each key once: a schedule twice in `mods` waits on one build (a repeat's pop was a KeyError)
+            done_keys = [k for k in dict.fromkeys(keys[waiting[j]] for j in done) if k in self._running]
             results = self._finish([self._running.pop(k) for k in done_keys])
             self._built.update(zip(done_keys, results))
             self.last_batch = dict(getattr(self.builder, "last_batch", {}))

@@ -45,6 +45,14 @@ def _pairs(schs: Any) -> list[tuple[int, Any]]:
     return list(zip(schedule_keys([s.mod for s in schs]), schs))
 
 
+def _distinct(pairs: Any) -> list[tuple[int, Any]]:
+    """`pairs` less the repeats of a key, each key's first kept, in order. Different traces can
+    lower to one module (on a task with few real choices, e.g. a layer norm, many random samples
+    do), and a batch must not hold one schedule twice."""
+    seen: set[int] = set()
+    return [pair for pair in pairs if not (pair[0] in seen or seen.add(pair[0]))]
+
+
 def _replayed(records: list, threads: int, replays: ReplayMemo | None = None) -> list:
     """(record, its replayed candidate) of each of `records` that still replays, replayed on
     `threads` threads (`replay_records`), or taken from `replays` where the run's catch-up replayed

@@ -390,3 +390,35 @@ def test_a_tasks_first_verify_has_its_own_generations(tmp_path, checkpoints, ahe
         DraftVerifySearch(draft=PSACostModel(device="a100"), first_verify_generations=-1)
     config = SearchConfig(psa="a100", first_verify_generations=0)
     assert DraftVerifySearch.from_config(config).first_verify_generations == 0
+
+
+def test_a_draft_keeps_each_sampled_module_once_and_a_batch_holds_no_schedule_twice():
+    """On a task with few real choices many random samples lower to one module: MetaSchedule's
+    sampling of a small softmax for an H100 gave 256 schedules of 134 modules. A draft keeps each
+    module once, so the random share of a batch cannot pick one schedule twice (the prefetch of such
+    a batch raised a KeyError on BERT-base's softmax and layer norms on the GPU machine)."""
+    from tvm_env import parse_target, setup, task_context
+
+    target = parse_target("nvidia/nvidia-h100")
+    setup(target)
+    strategy = DraftVerifySearch(
+        draft=PSACostModel(device="h100"), population_size=128, potential_size=48, eps_greedy=1.0
+    )
+    context = task_context(zoo.operator_task("softmax:4,8").mod, target, strategy, "softmax", threads=1, seed=0)
+    strategy.pre_tuning(
+        64, 16, context.generate_design_space(), ms.database.MemoryDatabase(), ms.cost_model.RandomModel()
+    )
+    try:
+        result = strategy._new_draft().run()
+        keys = [k for k, _ in result.samples]
+        assert len(keys) == len(set(keys)) and result.stats["samples"] > len(keys), result.stats
+        strategy._take(result)
+        picks, _ = strategy._search(16)  # all 16 at random from the samples (eps_greedy 1)
+        assert len(picks) == 16 and len({int(tvm_ffi.structural_hash(s.mod)) for s in picks}) == 16
+        drafts = strategy._drafts
+        strategy._samples = strategy._samples[:8] * 4  # repeats however they came: each picked once
+        picks, _ = strategy._search(16)
+        assert strategy._drafts == drafts  # no new draft replaced the repeats
+        assert len({int(tvm_ffi.structural_hash(s.mod)) for s in picks}) == len(picks) == 8
+    finally:
+        strategy._finish()

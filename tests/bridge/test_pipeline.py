@@ -288,6 +288,35 @@ def test_a_prefetch_leaves_a_straggler_building_and_the_batch_after_takes_it_ove
         PrefetchBuilder(builder=builder, straggler_grace=-1)
 
 
+def test_a_prefetch_of_a_batch_holding_one_schedule_twice_builds_it_once(builder):
+    """A batch with one module twice (two picks that lower to the same schedule) builds it once and
+    hands it out once; popping the repeat's build raised a KeyError that ended a BERT-base run."""
+    from tvm_env import parse_target
+
+    target = parse_target({"kind": "llvm", "num-cores": 1})
+    mods = [_matmul(4), _matmul(5), _matmul(4)]
+
+    @derived_object
+    class Counting(ms.builder.PyBuilder):  # no `submit`: `start` builds the batch on its own thread
+        def __init__(self):
+            super().__init__()
+            self.built = 0
+
+        def build(self, build_inputs):
+            self.built += len(build_inputs)
+            return builder.build(build_inputs)
+
+    for inner in (builder, Counting()):  # with the pooled builder's `submit`, and without it
+        prefetch = PrefetchBuilder(builder=inner)
+        seconds, pending = prefetch.prefetch(mods, target)
+        assert pending == [] and seconds > 0
+        results = prefetch.build([ms.builder.BuilderInput(m, target) for m in mods[:2]])
+        assert all(r.error_msg is None and r.artifact_path for r in results)
+        assert (prefetch.hits, prefetch.misses) == (2, 0)
+        prefetch.discard()
+    assert inner.built == 2
+
+
 def test_a_straggler_left_building_is_measured_in_the_next_batch_once(tmp_path, builder, runner):
     """A zero grace defers whatever is still building when 90% of a batch of 12 is built (on 2 workers,
     the 12th): the deferred pick is measured in a later batch (the next one, or the one after when the
