@@ -105,7 +105,8 @@ def _time_eager(network: str, size: int | None, device: str, threads: int, numbe
     example = tuple(t.to(device) for t in example)
     sync = torch.cuda.synchronize if device.startswith("cuda") else (lambda: None)
     means = []
-    with torch.inference_mode():
+    # the device as the default too: a forward's own tensors (a transformer's positions) go there
+    with torch.inference_mode(), torch.device(device):
         model(*example)  # warm-up
         sync()
         for _ in range(repeat):

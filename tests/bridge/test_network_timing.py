@@ -109,3 +109,25 @@ def test_tuned_dirs_are_timed_again_from_the_command_line(conv_bn_file, target, 
     assert not missing.exists()  # nothing written there
     assert times["untuned_ms"] > 0 and times["torch_eager_ms"] > 0
     assert f"tuned schedules for {len(tasks)} of its {len(tasks)} kernels" in done.stdout
+
+
+def test_torch_eager_makes_a_forwards_own_tensors_on_the_device():
+    """A transformer's forward makes its positions with `torch.arange`: on the CPU unless the device is
+    the default too, which failed BERT-base's eager timing on the GPU machine (index on cpu, weights
+    on cuda:0). Timed in process on the meta device, every embedding's input must be on it."""
+    import torch
+
+    from bridge.network_timing import _time_eager
+
+    seen = []
+
+    def record(module, args):
+        if isinstance(module, torch.nn.Embedding):
+            seen.append(args[0].device.type)
+
+    hook = torch.nn.modules.module.register_module_forward_pre_hook(record)
+    try:
+        assert _time_eager("bert_tiny", 16, "meta", 1, 1, 1) >= 0
+    finally:
+        hook.remove()
+    assert seen and set(seen) == {"meta"}, seen
