@@ -14,6 +14,7 @@ from typing import Any
 
 from bridge.config import CostModelConfig, MeasureConfig, SearchConfig
 from tvm_env import PooledLocalBuilder, StartedRunner, init_device, ms, parse_target, tvm, usable_cores
+from tvm_env.arguments import alloc_local, alloc_rpc
 from tvm_env.graph_timer import run_graph_evaluator
 
 __all__ = ["check_device", "make_runner", "start_workers", "walks_tir"]
@@ -47,14 +48,18 @@ def make_runner(measure: MeasureConfig, target: Any) -> Any:
         timer = run_graph_evaluator if measure.timer == "graph" else None  # None: the evaluator
         return StartedRunner(
             make=lambda: ms.runner.LocalRunner(
-                evaluator_config=evaluator, timeout_sec=measure.timeout, initializer=init, f_run_evaluator=timer
+                evaluator_config=evaluator,
+                timeout_sec=measure.timeout,
+                initializer=init,
+                f_alloc_argument=alloc_local,  # integer tensors (indices) zero-filled: in range
+                f_run_evaluator=timer,
             )
         )
     host, port = measure.tracker.rsplit(":", 1)
     config = ms.runner.RPCConfig(
         tracker_host=host, tracker_port=int(port), tracker_key=measure.key, session_timeout_sec=int(measure.timeout)
     )
-    return ms.runner.RPCRunner(rpc_config=config, evaluator_config=evaluator)
+    return ms.runner.RPCRunner(rpc_config=config, evaluator_config=evaluator, f_alloc_argument=alloc_rpc)
 
 
 def walks_tir(search: SearchConfig, cost_model: CostModelConfig) -> bool:

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from data.labels import FAILED_SECONDS
 from tvm_env import PooledLocalBuilder, fast_build, is_gpu, ms, one_build_thread, tvm, tvm_ffi, usable_cores
+from tvm_env.arguments import alloc_local, alloc_rpc
 from tvm_env.nvrtc import is_refused
 
 if TYPE_CHECKING:
@@ -113,7 +114,7 @@ def _alloc_on(index: int, device: Any, args_info: Any, alloc_repeat: int) -> Any
     """A pinned runner's `f_alloc_argument`: LocalRunner's worker passes device 0 of the target's
     kind; the arguments go to device `index` of that kind instead."""
     at = tvm.runtime.device(device.dlpack_device_type(), index)
-    return ms.runner.local_runner.default_alloc_argument(at, args_info, alloc_repeat)
+    return alloc_local(at, args_info, alloc_repeat)
 
 
 def _run_on(index: int, rt_mod: Any, device: Any, evaluator_config: Any, repeated_args: Any) -> list[float]:
@@ -137,12 +138,16 @@ def make_runners(cfg: CollectConfig, target: tvm.target.Target, count: int) -> l
     if cfg.runner == "rpc":
         host, port = cfg.tracker.rsplit(":", 1)
         rpc = ms.runner.RPCConfig(host, int(port), cfg.key, session_timeout_sec=int(cfg.timeout))
-        return [ms.runner.RPCRunner(rpc_config=rpc, evaluator_config=evaluator, max_workers=count)]
+        return [
+            ms.runner.RPCRunner(
+                rpc_config=rpc, evaluator_config=evaluator, max_workers=count, f_alloc_argument=alloc_rpc
+            )
+        ]
     return [
         ms.runner.LocalRunner(
             timeout_sec=cfg.timeout,
             evaluator_config=evaluator,
-            f_alloc_argument=None if index is None else functools.partial(_alloc_on, index),
+            f_alloc_argument=alloc_local if index is None else functools.partial(_alloc_on, index),
             f_run_evaluator=None if index is None else functools.partial(_run_on, index),
         )
         for index in runner_devices(count, visible_gpus(target))
