@@ -87,6 +87,8 @@ def test_a_work_dir_with_a_reread_is_compiled_and_its_kernels_counted(conv_bn_fi
     assert isinstance(tuned_database(tmp_path), ms.database.OrderedUnionDatabase)
     timed = measure_network(tmp_path, conv_bn_file, None, TARGET, number=2, repeat=2)
     assert timed.seconds > 0 and timed.tuned_kernels == timed.kernels == len(tasks)
+    untuned = measure_network(None, conv_bn_file, None, TARGET, number=2, repeat=2)
+    assert untuned.seconds > 0 and (untuned.tuned_kernels, untuned.kernels) == (0, 0)  # not fused to count
 
 
 def test_tuned_dirs_are_timed_again_from_the_command_line(conv_bn_file, target, tmp_path):
