@@ -58,3 +58,30 @@ def test_bad_pool_arguments_are_refused():
         WalkPool(-1)
     with pytest.raises(ValueError, match="chunk=0"):
         WalkPool(2, chunk=0)
+
+
+def test_a_batch_is_serialized_while_another_holds_the_workers(cuda_candidates):
+    """Two threads' batches (a draft beside the rounds): the second is serialized while the first
+    still holds the workers, and walks once they are free, with the in-process features."""
+    import threading
+    import time
+
+    from data.features.walk import walk_modules
+
+    context, candidates = cuda_candidates
+    mods = [c.sch.mod for c in candidates[:8]]
+    pool = WalkPool(2, chunk=4, min_batch=4)
+    out = {}
+    try:
+        with pool._lock:  # the first batch, holding the workers
+            second = threading.Thread(target=lambda: out.setdefault("walked", pool.walk(mods, True, 1)))
+            second.start()
+            deadline = time.monotonic() + 20
+            while pool.serialized < len(mods) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert pool.serialized == len(mods) and second.is_alive() and "walked" not in out
+        second.join(120)
+        expected = walk_modules(mods, True)
+        assert [w.psa.tolist() for w in out["walked"]] == [w.psa.tolist() for w in expected]
+    finally:
+        pool.close()
