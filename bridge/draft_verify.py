@@ -667,15 +667,15 @@ class DraftVerifySearch(_ResumableSearch):
             chosen |= {k for k, _ in more}
             picks += local + more
             stats["local"] = len(local)
-        extra = [pair for pair in self._samples if pair[0] not in chosen]
+        # each schedule once (a batch is built ahead by its keys), whatever repeats the samples hold
+        extra = _distinct(pair for pair in self._samples if pair[0] not in chosen)
         picks += self._first([extra[i] for i in self.rng.permutation(len(extra))], n - len(picks))
         if self._size is not None:
             stats["size_dropped"] = self._size.dropped - dropped_before
         if self._deferred:  # the last batch's picks left building go first; their builds go on
             deferred, self._deferred = self._unmeasured(self._deferred), []
             first = {k for k, _ in deferred}
-            picks = deferred + [pair for pair in picks if pair[0] not in first]
-        picks = _distinct(picks)[:n]  # one schedule once: the batch is built ahead by its keys
+            picks = (deferred + [pair for pair in picks if pair[0] not in first])[:n]
         stats.update(
             verify_scored=self.verify_model.scored - verify_before,
             # drafting in this search, and a draft it took up from the background (whose wait was part of it)

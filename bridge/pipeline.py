@@ -131,17 +131,19 @@ class PrefetchBuilder(ms.builder.PyBuilder):
         self.start(mods, target)
         with self._lock:
             waiting = [i for i, k in enumerate(keys) if k in self._running]
-            futures = [self._running[keys[i]] for i in waiting]
+            # one future a schedule: a repeat in `mods` waits on its one build (its pop was a KeyError)
+            futures = {keys[i]: self._running[keys[i]] for i in waiting}
+        order = list(futures)
         # not under the lock: MetaSchedule's `build` of the batch on the device (built already) must not
         # wait for this one
-        done, pending = wait_most(futures, self.straggler_grace)
-        with self._lock:
-            # each key once: a schedule twice in `mods` waits on one build (a repeat's pop was a KeyError)
-            done_keys = [k for k in dict.fromkeys(keys[waiting[j]] for j in done) if k in self._running]
-            results = self._finish([self._running.pop(k) for k in done_keys])
-            self._built.update(zip(done_keys, results))
+        done, _ = wait_most([futures[k] for k in order], self.straggler_grace)
+        done_keys = {order[j] for j in done}
+        with self._lock:  # what a `build` took over meanwhile is no longer ours to take
+            taken = [k for k in order if k in done_keys and self._running.get(k) is futures[k]]
+            results = self._finish([self._running.pop(k) for k in taken])
+            self._built.update(zip(taken, results))
             self.last_batch = dict(getattr(self.builder, "last_batch", {}))
-        return time.perf_counter() - start, [waiting[j] for j in pending]
+        return time.perf_counter() - start, [i for i in waiting if keys[i] not in done_keys]
 
     def _finish(self, futures: Sequence[Future]) -> list:
         if hasattr(self.builder, "finish"):
@@ -156,11 +158,13 @@ class PrefetchBuilder(ms.builder.PyBuilder):
             self.hits += len(out) - len(todo)
             self.misses += len(todo)
             self.last_batch = {}
-            running = [i for i in todo if keys[i] in self._running]  # builds a prefetch left going
-            fresh = [i for i in todo if keys[i] not in self._running]
-            if running:
-                for i, result in zip(running, self._finish([self._running.pop(keys[i]) for i in running])):
-                    out[i] = result
+            # builds a prefetch left going, each taken once (a repeat in the batch gets the same result)
+            running = list(dict.fromkeys(keys[i] for i in todo if keys[i] in self._running))
+            taken = dict(zip(running, self._finish([self._running.pop(k) for k in running]))) if running else {}
+            fresh = [i for i in todo if keys[i] not in taken]
+            for i in todo:
+                if keys[i] in taken:
+                    out[i] = taken[keys[i]]
             if fresh:
                 for i, result in zip(fresh, self.builder.build([build_inputs[i] for i in fresh])):
                     out[i] = result

@@ -51,7 +51,7 @@ def make_runner(measure: MeasureConfig, target: Any) -> Any:
                 evaluator_config=evaluator,
                 timeout_sec=measure.timeout,
                 initializer=init,
-                f_alloc_argument=alloc_local,  # integer tensors (indices) zero-filled: in range
+                f_alloc_argument=alloc_local,  # integer tensors (indices) set to ones: in range
                 f_run_evaluator=timer,
             )
         )

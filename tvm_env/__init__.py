@@ -9,7 +9,7 @@ on this package; it imports neither.
   may use, MetaSchedule's task loggers.
 * `tvm_env.builder`: `fast_build` and `PooledLocalBuilder` (workers that live across batches).
 * `tvm_env.runner`: `StartedRunner` (a runner whose worker starts while the first search runs).
-* `tvm_env.arguments`: a runner's arguments with integer tensors zero-filled (indices in range).
+* `tvm_env.arguments`: a runner's arguments with integer tensors set to ones (indices in range).
 * `tvm_env.graph_timer`: `run_graph_evaluator`, a runner's timing of a CUDA kernel as a CUDA graph
   (the kernel's own time, not the host's launch rate).
 * `tvm_env.kernel_reuse`: `kernel_key` (a build's generated code, hashed) and `ReusingRunner` (a

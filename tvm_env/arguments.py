@@ -1,14 +1,18 @@
-"""A runner's arguments with integer tensors zero-filled, so that a kernel indexing with them stays in range.
+"""A runner's arguments with integer tensors set to ones, so that a kernel indexing with them stays in range.
 
 MetaSchedule's runners fill every argument with `tvm.contrib.random.random_fill_for_measure`. An
 integer tensor then holds arbitrary bit patterns (int32 values about 1e9 on the host), and a kernel
 that indexes with it (an embedding lookup, relax's `take`; a gather) reads far out of bounds: every
 candidate of BERT-base's `take` failed on the H200 machine (2026-12-01), as did every candidate of
 BERT-tiny's on the llvm host, so a token network's embedding was never tuned. Here an integer
-tensor is all zeros, an index in range for any axis; every other tensor is filled at random as
-before. A kernel's time on a GPU or CPU does not depend on the integer values it multiplies (an
-int8 GEMM), and a gather of one row repeated reads from cache as a gather of 128 distinct rows does
-after the first repeat.
+tensor is all ones: an index in range for any axis longer than one, and a divisor that does not
+trap (zeros made an integer division's kernel die of SIGFPE on llvm). Every other tensor is filled
+at random as before.
+
+The limits: a kernel whose work depends on its integer data is timed on data of one value. A
+lookup reads one row again and again (optimistic where the reads would miss the cache), a scatter
+writes one row, and a sparse kernel's index pointers describe no rows at all. The dense kernels of
+the zoo's networks do not depend on their integer values.
 
 `alloc_local` is a `LocalRunner`'s `f_alloc_argument` (it runs in the runner's worker process),
 `alloc_rpc` an `RPCRunner`'s.
@@ -50,8 +54,8 @@ def _alloc(fill: Callable, device: Any, args_info: list, alloc_repeat: int) -> l
                 )
             _, dtype, shape = info
             arg = tvm.runtime.empty(shape=shape, dtype=dtype, device=device)
-            if str(dtype).startswith(("int", "uint")):  # indices: zeros are in range (bfloat16 has no numpy dtype)
-                arg.copyfrom(np.zeros(shape, dtype=dtype))
+            if str(dtype).startswith(("int", "uint")):  # indices and divisors (bfloat16 has no numpy dtype)
+                arg.copyfrom(np.ones(shape, dtype=dtype))
             else:
                 fill(arg)
             args.append(arg)

@@ -315,6 +315,13 @@ def test_a_prefetch_of_a_batch_holding_one_schedule_twice_builds_it_once(builder
         assert (prefetch.hits, prefetch.misses) == (2, 0)
         prefetch.discard()
     assert inner.built == 2
+    # a batch handed to `build` with a repeat of a build still running: taken over once, given to both
+    taking = PrefetchBuilder(builder=builder)
+    taking.start(mods[:2], target)
+    results = taking.build([ms.builder.BuilderInput(m, target) for m in mods])
+    assert all(r.error_msg is None and r.artifact_path for r in results)
+    assert results[0].artifact_path == results[2].artifact_path != results[1].artifact_path
+    taking.discard()
 
 
 def test_a_straggler_left_building_is_measured_in_the_next_batch_once(tmp_path, builder, runner):

@@ -209,6 +209,23 @@ def test_a_pinned_runner_allocates_on_its_own_device():
     assert args[0].device == tvm.cpu(1)
 
 
+def test_the_collectors_runners_set_integer_arguments_to_ones():
+    """The collector's runners allocate as tune.py's do (`tvm_env.arguments`): integer tensors are
+    ones, so an embedding lookup's ids are in range, on a pinned runner's device and on the default one."""
+    from tvm_env.arguments import alloc_local
+    from tvm_env.popen import end_pool
+
+    info = [ms.arg_info.TensorInfo("int32", [4]).as_json()]
+    (args,) = _alloc_on(1, tvm.cpu(0), info, 1)
+    assert (args[0].numpy() == 1).all()
+    cfg = CollectConfig(target=TARGET, out="unused", ops=[SPEC], **FAST)
+    (runner,) = measure_module.make_runners(cfg, parse_target(TARGET), 1)
+    try:
+        assert runner.f_alloc_argument is alloc_local
+    finally:
+        end_pool(runner.pool)
+
+
 def test_pinned_runners_measure_real_kernels(schedules, monkeypatch):
     """With two devices, each runner's worker gets its own device ordinal (pickled into the worker
     process with the runner's functions) and still measures every kernel: the two-runner pipeline
