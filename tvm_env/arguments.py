@@ -11,8 +11,8 @@ at random as before.
 
 The limits: a kernel whose work depends on its integer data is timed on data of one value. A
 lookup reads one row again and again (optimistic where the reads would miss the cache), a scatter
-writes one row, and a sparse kernel's index pointers describe no rows at all. The dense kernels of
-the zoo's networks do not depend on their integer values.
+writes one row, and a sparse kernel's index pointers describe empty rows. In the zoo's networks the
+integer tensors are token ids: their lookups (and the ids' casts) meet the first of these limits.
 
 `alloc_local` is a `LocalRunner`'s `f_alloc_argument` (it runs in the runner's worker process),
 `alloc_rpc` an `RPCRunner`'s.
