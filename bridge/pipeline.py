@@ -158,13 +158,18 @@ class PrefetchBuilder(ms.builder.PyBuilder):
             self.hits += len(out) - len(todo)
             self.misses += len(todo)
             self.last_batch = {}
-            # builds a prefetch left going, each taken once (a repeat in the batch gets the same result)
-            running = list(dict.fromkeys(keys[i] for i in todo if keys[i] in self._running))
-            taken = dict(zip(running, self._finish([self._running.pop(k) for k in running]))) if running else {}
-            fresh = [i for i in todo if keys[i] not in taken]
+            # builds a prefetch left going, each taken once: a repeat in the batch is built afresh, as a
+            # repeat of a built one is, so that no two results share a build folder (each is removed)
+            running, firsts = [], set()
             for i in todo:
-                if keys[i] in taken:
-                    out[i] = taken[keys[i]]
+                if keys[i] in self._running and keys[i] not in firsts:
+                    firsts.add(keys[i])
+                    running.append(i)
+            taking = set(running)
+            fresh = [i for i in todo if i not in taking]
+            if running:
+                for i, result in zip(running, self._finish([self._running.pop(keys[i]) for i in running])):
+                    out[i] = result
             if fresh:
                 for i, result in zip(fresh, self.builder.build([build_inputs[i] for i in fresh])):
                     out[i] = result

@@ -12,7 +12,7 @@ at random as before.
 The limits: a kernel whose work depends on its integer data is timed on data of one value. A
 lookup reads one row again and again (optimistic where the reads would miss the cache), a scatter
 writes one row, and a sparse kernel's index pointers describe empty rows. In the zoo's networks the
-integer tensors are token ids: their lookups (and the ids' casts) meet the first of these limits.
+integer tensors are token ids, and only their lookups meet the first of these limits.
 
 `alloc_local` is a `LocalRunner`'s `f_alloc_argument` (it runs in the runner's worker process),
 `alloc_rpc` an `RPCRunner`'s.
@@ -54,10 +54,14 @@ def _alloc(fill: Callable, device: Any, args_info: list, alloc_repeat: int) -> l
                 )
             _, dtype, shape = info
             arg = tvm.runtime.empty(shape=shape, dtype=dtype, device=device)
-            if str(dtype).startswith(("int", "uint")):  # indices and divisors (bfloat16 has no numpy dtype)
-                arg.copyfrom(np.ones(shape, dtype=dtype))
-            else:
+            try:  # indices and divisors; numpy has no bfloat16 or sub-byte integers (those keep the fill)
+                ones = np.ones(shape, dtype=dtype) if str(dtype).startswith(("int", "uint")) else None
+            except TypeError:
+                ones = None
+            if ones is None:
                 fill(arg)
+            else:
+                arg.copyfrom(ones)
             args.append(arg)
         repeated.append(args)
     return repeated
