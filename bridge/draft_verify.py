@@ -473,7 +473,6 @@ class DraftVerifySearch(_ResumableSearch):
             else self.drafter
         )
         self._potential: Pairs = []
-        self._space_cap = self.potential_size  # the most the potential space can hold (`_take`)
         self._population: list = []  # the last draft's evolved population, seed of the next draft
         self._samples: Pairs = []  # the last draft's fresh samples, for the epsilon-greedy share
         self._ready: tuple[list | None, dict] | None = None  # a batch searched ahead, with its stats
@@ -721,6 +720,12 @@ class DraftVerifySearch(_ResumableSearch):
         """The population of a task's first draft."""
         return self.population_size if self.first_draft_population is None else self.first_draft_population
 
+    @property
+    def _space_cap(self) -> int:
+        """The most the potential space can hold: a first draft of fewer schedules than the potential
+        space holds is low only under its own share."""
+        return self.potential_size if self._drafts > 1 else min(self.potential_size, self._first_population)
+
     def _best_measured(self, limit: int) -> list:
         """Up to `limit` best measured schedules of the task, fastest first: this run's own
         measurements (`_notify` keeps them) and the best records an earlier run left in the
@@ -825,8 +830,6 @@ class DraftVerifySearch(_ResumableSearch):
         self._potential = self._space_of(result)
         self._unevolved = result.unevolved
         self._drafts += 1
-        # a first draft of fewer schedules than the potential space holds is low only under its own share
-        self._space_cap = self.potential_size if self._drafts > 1 else min(self.potential_size, self._first_population)
         self._last_draft_s = result.stats["draft_s"]
         self.ledger.note(result.stats["draft_s"])
         return {k: v for k, v in result.stats.items() if k != "draft_s"}

@@ -160,13 +160,12 @@ class PrefetchBuilder(ms.builder.PyBuilder):
             self.last_batch = {}
             # builds a prefetch left going, each taken once: a repeat in the batch is built afresh, as a
             # repeat of a built one is, so that no two results share a build folder (each is removed)
-            running, firsts = [], set()
+            first_at: dict[int, int] = {}
             for i in todo:
-                if keys[i] in self._running and keys[i] not in firsts:
-                    firsts.add(keys[i])
-                    running.append(i)
-            taking = set(running)
-            fresh = [i for i in todo if i not in taking]
+                if keys[i] in self._running:
+                    first_at.setdefault(keys[i], i)
+            running = list(first_at.values())
+            fresh = [i for i in todo if first_at.get(keys[i]) != i]
             if running:
                 for i, result in zip(running, self._finish([self._running.pop(keys[i]) for i in running])):
                     out[i] = result
