@@ -48,7 +48,7 @@ from typing import Any
 import numpy as np
 from tvm.ir.utils import derived_object
 
-from bridge.drafting import _EVOLVE, Draft, DraftResult
+from bridge.drafting import _EVOLVE, Draft, DraftResult, with_threads
 from bridge.fill_rule import FillRule
 from bridge.pipeline import Pipeline
 from bridge.search import _UNLIMITED, CountingCostModel, _distinct, _key, _pairs, _ResumableSearch, candidate
@@ -123,6 +123,7 @@ class DraftVerifySearch(_ResumableSearch):
         draft_ahead: bool = True,
         low_draft_ahead: bool = True,
         first_drafts_ahead: int = 2,
+        first_draft_threads: int | None = None,
         first_verify_ahead: bool = True,
         draft_nice: int = 0,
         search_ahead: int = 2,
@@ -241,6 +242,12 @@ class DraftVerifySearch(_ResumableSearch):
                 after another as their first rounds come (ResNet-50's four drafted 12-21 s each, and
                 its first batches ended 88-90 s into the run on an H200 machine; with k = 2 it reached
                 XGB's final 3.36x sooner against 2.52x, three seeds). 0: in turn. One task: no change.
+            first_draft_threads: threads a task's first draft samples, evolves and featurizes on (a
+                copy of the task's context with that many, `bridge.drafting.with_threads`; None: the
+                task's own, the host's cores). With `first_drafts_ahead` k, k drafts of T threads each
+                share the host: on one H200 machine's 16 cores, one first draft took 20.9 s on 16
+                threads and 22.6 s on 8, and four at once on 4 threads each drafted 4.5 a minute
+                against 3.4 for two at once on 16 (`benchmarks/draft_contention.py`).
             first_verify_ahead: with `first_drafts_ahead`, the first draft's thread also ranks the
                 draft's potential space by the verifier, as the task's first round would (the same
                 verifier, nothing measured yet), and that round takes the ranking up. A network's first
@@ -320,6 +327,8 @@ class DraftVerifySearch(_ResumableSearch):
         check_weight(psa_weight, f"psa_weight={psa_weight!r}")
         if search_ahead not in (1, 2):
             raise ValueError(f"search_ahead={search_ahead!r} must be 1 or 2")
+        if first_draft_threads is not None and first_draft_threads < 1:
+            raise ValueError(f"first_draft_threads={first_draft_threads!r} must be >= 1 (None: the task's threads)")
         if draft_nice > 19:
             raise ValueError(f"draft_nice={draft_nice!r} must be in 0-19")
         check_limit(size_filter_kb)
@@ -360,6 +369,7 @@ class DraftVerifySearch(_ResumableSearch):
             draft_ahead=draft_ahead,
             low_draft_ahead=low_draft_ahead,
             first_drafts_ahead=first_drafts_ahead,
+            first_draft_threads=first_draft_threads,
             first_verify_ahead=first_verify_ahead,
             draft_nice=draft_nice,
             search_ahead=search_ahead,
@@ -428,6 +438,7 @@ class DraftVerifySearch(_ResumableSearch):
             draft_ahead=search.draft_ahead,
             low_draft_ahead=search.low_draft_ahead,
             first_drafts_ahead=search.first_drafts_ahead,
+            first_draft_threads=search.first_draft_threads,
             first_verify_ahead=search.first_verify_ahead,
             draft_nice=search.draft_nice,
             search_ahead=search.search_ahead,
@@ -457,13 +468,22 @@ class DraftVerifySearch(_ResumableSearch):
         self.drafter = self._evolutionary_search(self.population_size, self.draft_generations, self.draft_model)
         population, min_samples = self._first_population, self.first_draft_min_samples
         generations = self.draft_generations if self.first_draft_generations is None else self.first_draft_generations
-        differs = (population, generations, min_samples) != (
+        threads = self.first_draft_threads
+        self.first_context = (  # what the first draft samples, evolves and featurizes on
+            with_threads(self.context, threads)
+            if threads is not None and threads != int(self.context.num_threads)
+            else self.context
+        )
+        differs = (population, generations, min_samples, self.first_context) != (
             self.population_size,
             self.draft_generations,
             FIRST_DRAFT_MIN_SAMPLES,
+            self.context,
         )
         self.first_drafter = (  # a task's first draft, when it differs from the rest
-            self._evolutionary_search(population, generations, self.draft_model, min_samples=min_samples)
+            self._evolutionary_search(
+                population, generations, self.draft_model, min_samples=min_samples, context=self.first_context
+            )
             if differs
             else self.drafter
         )
@@ -701,7 +721,12 @@ class DraftVerifySearch(_ResumableSearch):
         return [pair for pair in self._unmeasured(_pairs(evolved)) if pair[0] not in exclude][:n]
 
     def _evolutionary_search(
-        self, population: int, generations: int, cost_model: Any, min_samples: int = FIRST_DRAFT_MIN_SAMPLES
+        self,
+        population: int,
+        generations: int,
+        cost_model: Any,
+        min_samples: int = FIRST_DRAFT_MIN_SAMPLES,
+        context: Any = None,
     ) -> Any:
         inner = ms.search_strategy.EvolutionarySearch(
             population_size=population,
@@ -711,7 +736,7 @@ class DraftVerifySearch(_ResumableSearch):
             genetic_mutate_prob=self.mutation_prob,
             eps_greedy=0.0,
         )
-        inner._initialize_with_tune_context(self.context)
+        inner._initialize_with_tune_context(self.context if context is None else context)
         inner.pre_tuning(_UNLIMITED, max(self.per_round, 1), self.design_spaces, self.database, cost_model)
         return inner
 
@@ -805,7 +830,7 @@ class DraftVerifySearch(_ResumableSearch):
             drafter=self.drafter if self._drafts else self.first_drafter,
             sampler=self.resampler if self._drafts else self.first_drafter,
             draft_model=self.draft_model,
-            context=self.context,
+            context=self.context if self._drafts else self.first_context,
             parents=parents,
             reused=reused,
             fresh=fresh,

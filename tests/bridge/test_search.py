@@ -20,7 +20,7 @@ from bridge.psa import PSACostModel
 from bridge.search import CountingCostModel, ResumableEvolutionarySearch, _measured_keys
 from bridge.search_log import SearchLog, read_rounds
 from bridge.stall_rule import share_allows
-from tvm_env import ms, parse_target, setup, task_context, tvm, tvm_ffi
+from tvm_env import ms, parse_target, setup, task_context, task_loggers, tvm, tvm_ffi
 
 TARGET = {"kind": "llvm", "mcpu": "native", "num-cores": 2}
 POPULATION, POTENTIAL = 48, 12
@@ -34,6 +34,7 @@ class Tally(ms.cost_model.PyCostModel):
     def __init__(self, model):
         super().__init__()
         self.model, self.calls, self.scored, self.threads, self.sizes = model, 0, 0, [], []
+        self.context_threads = []  # the num_threads of the context each call was handed
 
     def load(self, path):
         self.model.load(path)
@@ -49,6 +50,7 @@ class Tally(ms.cost_model.PyCostModel):
         self.scored += len(candidates)
         self.threads.append(threading.current_thread().name)
         self.sizes.append(len(candidates))
+        self.context_threads.append(int(context.num_threads))
         return self.model.predict(context, candidates)
 
 
@@ -282,9 +284,8 @@ def _stall_search(trials: int, batch: int, **options):
     options.setdefault("draft_ahead", False)
     options.setdefault("redraft_share", None)
     options.setdefault("redraft_below", 0.0)
-    strategy = DraftVerifySearch(
-        draft=PSACostModel(device="a100"), population_size=POPULATION, potential_size=POPULATION, **options
-    )
+    options.setdefault("draft", PSACostModel(device="a100"))
+    strategy = DraftVerifySearch(population_size=POPULATION, potential_size=POPULATION, **options)
     context = context_for(matmul(), strategy)
     strategy.pre_tuning(
         trials, batch, context.generate_design_space(), ms.database.MemoryDatabase(), ms.cost_model.RandomModel()
@@ -310,6 +311,40 @@ def test_a_tasks_first_draft_evolves_for_its_own_generations_and_the_rest_as_set
     assert (
         DraftVerifySearch.from_config(SearchConfig(psa="a100", first_draft_generations=1)).first_draft_generations == 1
     )
+
+
+def test_a_tasks_first_draft_runs_on_its_own_threads_and_logs_to_the_tasks_log(tmp_path):
+    """first_draft_threads: the first draft samples, evolves and scores on a copy of the task's
+    context with that many threads (MetaSchedule's evolution hands the draft model the context it was
+    initialized with), which writes to the task's own MetaSchedule log; the later drafts run on the
+    task's context; unset, no copy is made."""
+    (logger,) = task_loggers(str(tmp_path), ["task"])
+    drafts = Tally(PSACostModel(device="a100"))
+    one = _stall_search(80, 4, first_draft_threads=1, draft=drafts, log=SearchLog())
+    assert int(one.context.num_threads) == 2 and int(one.first_context.num_threads) == 1
+    assert one.first_context.task_name == one.context.task_name and one.first_drafter is not one.drafter
+    first = one._new_draft()
+    assert first.context is one.first_context and first.drafter is first.sampler is one.first_drafter
+    assert _round(one)["drafted"] == 1
+    assert drafts.context_threads and set(drafts.context_threads) == {1}  # every score of the first draft
+    drafts.context_threads.clear()
+    later = one._new_draft()
+    assert later.context is one.context and later.drafter is one.drafter
+    later.run()
+    assert set(drafts.context_threads) == {2}
+    log = (tmp_path / "logs").glob(f"*{logger.name}*")
+    assert "Sample-Init-Population summary" in "".join(p.read_text() for p in log)
+    same = _stall_search(80, 4, first_draft_threads=2, log=SearchLog())  # the task's own count: no copy
+    unset = _stall_search(80, 4, log=SearchLog())
+    assert same.first_context is same.context and same.first_drafter is same.drafter
+    assert unset.first_context is unset.context and unset.first_drafter is unset.drafter
+    for strategy in (one, same, unset):
+        strategy.post_tuning()
+    with pytest.raises(ValueError, match="first_draft_threads=0 must be >= 1"):
+        DraftVerifySearch(draft=PSACostModel(device="a100"), first_draft_threads=0)
+    with pytest.raises(ValueError, match="--first-draft-threads 0 must be >= 1"):
+        SearchConfig(psa="a100", first_draft_threads=0)
+    assert DraftVerifySearch.from_config(SearchConfig(psa="a100", first_draft_threads=4)).first_draft_threads == 4
 
 
 def test_a_tasks_first_draft_samples_and_evolves_its_own_population():
