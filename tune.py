@@ -29,7 +29,7 @@ from typing import Any, Literal
 
 from bridge.cli import add_dataclass_arguments, build
 from bridge.config import CostModelConfig, MeasureConfig, SearchConfig, TuneConfig
-from bridge.factory import COST_MODELS, resolve_verify_gate
+from bridge.factory import COST_MODELS, resolve_first_draft_threads, resolve_verify_gate
 
 __all__ = ["build_parser", "main"]
 
@@ -113,7 +113,7 @@ def main(argv: Sequence[str] | None = None) -> Any:
     from bridge.tuning import CURVE_CSV, CURVE_PNG, target_label, target_spec, tune_tasks
     from bridge.workers import start_workers, walks_tir
     from data import zoo
-    from tvm_env import parse_target, setup
+    from tvm_env import parse_target, setup, usable_cores
 
     args, configs = _parse(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
@@ -134,14 +134,18 @@ def main(argv: Sequence[str] | None = None) -> Any:
         tasks = [zoo.operator_task(args.workload)]
     if not tasks:
         raise ValueError(f"no tunable tasks in {args.network or args.workload}")
-    configs["search"] = resolve_verify_gate(
-        configs["search"], configs["cost_model"].name, configs["cost_model"].adapt_every
+    configs["search"] = resolve_first_draft_threads(
+        resolve_verify_gate(configs["search"], configs["cost_model"].name, configs["cost_model"].adapt_every),
+        int(target.export().get("num-cores", usable_cores())),
+        len(tasks),
     )  # said and recorded
     search, cost_model, out = configs["search"], configs["cost_model"], configs["config"].out
     workload = args.network or args.workload
     options = (", verify gate on" if search.verify_gate else "") + (
         f", PSA blend {search.psa_weight:g}" if search.psa_weight else ""
     )
+    if len(tasks) > 1 and search.pipeline and search.first_drafts_ahead:
+        options += f", first drafts {min(search.first_drafts_ahead, len(tasks))} at once on {search.first_draft_threads} thread{'s' if search.first_draft_threads != 1 else ''} each"
     draft = f", draft-then-verify with PSA({search.psa}, {search.psa_formula}){options}" if search.psa else ""
     # soft_wrap: plain lines are left to the terminal (rich would break them at 80 columns in a pipe)
     console.print(
@@ -187,6 +191,8 @@ def main(argv: Sequence[str] | None = None) -> Any:
         psa_formula=search.psa_formula if search.psa else None,
         verify_gate=search.verify_gate,
         psa_weight=search.psa_weight if search.psa else None,
+        first_drafts_ahead=search.first_drafts_ahead if search.psa else None,
+        first_draft_threads=search.first_draft_threads if search.psa else None,
         timer=configs["measure"].timer,
         launch_floor_note=floor,
         **times,

@@ -122,7 +122,7 @@ class DraftVerifySearch(_ResumableSearch):
         fill_device: int = 64,
         draft_ahead: bool = True,
         low_draft_ahead: bool = True,
-        first_drafts_ahead: int = 2,
+        first_drafts_ahead: int = 4,
         first_draft_threads: int | None = None,
         first_verify_ahead: bool = True,
         draft_nice: int = 0,
@@ -242,12 +242,15 @@ class DraftVerifySearch(_ResumableSearch):
                 after another as their first rounds come (ResNet-50's four drafted 12-21 s each, and
                 its first batches ended 88-90 s into the run on an H200 machine; with k = 2 it reached
                 XGB's final 3.36x sooner against 2.52x, three seeds). 0: in turn. One task: no change.
+                4 since 2026-12-01 (2 before): with 4 threads each, ResNet-18's 19 tasks on one H200
+                had every first round done at 218 s against 221-248 s (one seed).
             first_draft_threads: threads a task's first draft samples, evolves and featurizes on (a
                 copy of the task's context with that many, `bridge.drafting.with_threads`; None: the
-                task's own, the host's cores). With `first_drafts_ahead` k, k drafts of T threads each
-                share the host: on one H200 machine's 16 cores, one first draft took 20.9 s on 16
-                threads and 22.6 s on 8, and four at once on 4 threads each drafted 4.5 a minute
-                against 3.4 for two at once on 16 (`benchmarks/draft_contention.py`).
+                task's own, the host's cores). `bridge.tuning.tune_tasks` sets an unset one to the
+                cores shared among the first drafts at once (`bridge.factory.resolve_first_draft_threads`).
+                On one H200 machine's 16 cores, one first draft took 20.9 s on 16 threads and 22.6 s
+                on 8, and four at once on 4 threads each drafted 4.5-5.0 a minute against 3.4-3.5 for
+                two at once on 16 (`benchmarks/draft_contention.py`).
             first_verify_ahead: with `first_drafts_ahead`, the first draft's thread also ranks the
                 draft's potential space by the verifier, as the task's first round would (the same
                 verifier, nothing measured yet), and that round takes the ranking up. A network's first

@@ -24,6 +24,7 @@ __all__ = [
     "load_state",
     "make_cost_model",
     "make_strategy",
+    "resolve_first_draft_threads",
     "resolve_verify_gate",
     "save_state",
     "state_file",
@@ -73,6 +74,21 @@ def resolve_verify_gate(search: SearchConfig, cost_model: str, adapt_every: int 
     adapts_every_round = policy == "siamese-update" and adapt_every == 1
     gated = search.psa is not None and policy != "scratch" and not adapts_every_round
     return dataclasses.replace(search, verify_gate=gated)
+
+
+def resolve_first_draft_threads(search: SearchConfig, cores: int, tasks: int) -> SearchConfig:
+    """`search` with an unset `first_draft_threads` decided: the host's `cores` shared among the first
+    drafts that run at once (`first_drafts_ahead`, at most the run's `tasks`), at least one thread each.
+    A single task's first draft, or drafts in turn, keep every core.
+
+    On one H200 machine's 16 cores, drafts that shared the cores drafted faster and cost fewer
+    core-seconds than drafts of 16 threads each: two at once on 8 threads gave 3.6 drafts a minute
+    against 3.4-3.5 on 16, and four at once on 4 gave 4.5-5.0 (docs/benchmarks.md, "Four first drafts
+    of four threads")."""
+    if search.first_draft_threads is not None or search.psa is None:
+        return search
+    at_once = max(1, min(search.first_drafts_ahead, tasks))
+    return dataclasses.replace(search, first_draft_threads=max(1, cores // at_once))
 
 
 def make_cost_model(config: CostModelConfig, *, target: Any = None, cores: int = 1, features: Any = None) -> Any:

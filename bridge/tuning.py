@@ -34,7 +34,7 @@ from typing import Any
 from bridge.catch_up import catch_up
 from bridge.config import CostModelConfig, MeasureConfig, SearchConfig, TuneConfig
 from bridge.database import open_database
-from bridge.factory import load_state, make_cost_model, make_strategy, save_state
+from bridge.factory import load_state, make_cost_model, make_strategy, resolve_first_draft_threads, save_state
 from bridge.report import plot_tuning
 from bridge.reread import clear_reread, reread_best, reread_count
 from bridge.workers import check_device, make_runner, start_workers, walks_tir
@@ -253,6 +253,7 @@ def tune_tasks(
         out = Path(config.out)
         out.mkdir(parents=True, exist_ok=True)
         cores = int(target.export().get("num-cores", usable_cores()))
+        search = resolve_first_draft_threads(search, cores, len(tasks))  # as tune.py records it
         database, skipped = open_database(out)
         before = records_by_task(database, tasks)
         previous_rows = read_rounds(out / CURVE_CSV)

@@ -111,6 +111,23 @@ def test_cli_flags_resolve_the_verify_gate_and_the_psa_blend(artifacts, tmp_path
     assert search.verify_gate is on and search.psa_weight == weight
 
 
+def test_first_drafts_share_the_hosts_cores_unless_set():
+    """`resolve_first_draft_threads`: an unset `first_draft_threads` is the cores over the first drafts
+    at once (at most the tasks), at least one; one task, or drafts in turn, keep every core; a set one
+    and MetaSchedule's evolution are left as they are."""
+    from bridge.config import SearchConfig
+    from bridge.factory import resolve_first_draft_threads
+
+    def threads(cores, tasks, **options):
+        return resolve_first_draft_threads(SearchConfig(psa="a100", **options), cores, tasks).first_draft_threads
+
+    assert SearchConfig().first_drafts_ahead == 4
+    assert threads(16, 19) == 4 and threads(16, 19, first_drafts_ahead=2) == 8 and threads(16, 3) == 5
+    assert threads(16, 1) == 16 and threads(16, 19, first_drafts_ahead=0) == 16 and threads(2, 19) == 1
+    assert threads(16, 19, first_draft_threads=16) == 16
+    assert resolve_first_draft_threads(SearchConfig(), 16, 19).first_draft_threads is None
+
+
 @pytest.mark.parametrize("case", [2, 4], ids=["moa-ungated-no-blend", "moa-every-4-gated-blend-1"])
 def test_cli_says_and_records_the_verify_gate_and_the_psa_blend(artifacts, tmp_path, capsys, case):
     """Real runs, one with the gate on and the blend (MoA adapting every 4th round: `--adapt-every`
@@ -121,6 +138,8 @@ def test_cli_says_and_records_the_verify_gate_and_the_psa_blend(artifacts, tmp_p
     assert ("verify gate on" in printed) is on and ("PSA blend 1" in printed) is (weight > 0)
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["verify_gate"] is on and summary["psa_weight"] == weight
+    # one task: its first draft keeps the target's two cores
+    assert summary["first_drafts_ahead"] == 4 and summary["first_draft_threads"] == 2
 
 
 def test_cli_resumes_from_the_work_dir(tmp_path, capsys):

@@ -211,9 +211,11 @@ def test_stall_drafts_run_alongside_and_a_later_round_takes_them_up(request, tmp
 
 def test_first_drafts_start_with_the_run_at_most_k_at_once(tmp_path, monkeypatch):
     """`first_drafts_ahead` 2 on a run of three tasks: every task's first draft starts at the run's
-    start (MetaSchedule's `pre_tuning` of each task comes before any round), at most two at once, and
-    each task's first round takes its draft up; nothing is measured twice."""
+    start (MetaSchedule's `pre_tuning` of each task comes before any round), at most two at once, on
+    the host's two cores shared (one thread each, `first_draft_threads` unset), and each task's first
+    round takes its draft up; nothing is measured twice."""
     spans = []  # (start, end) of every first draft, on whatever thread ran it
+    threads = []  # the threads of the context each first draft ran on
     run = Draft.run
 
     def timed(self):
@@ -223,6 +225,7 @@ def test_first_drafts_start_with_the_run_at_most_k_at_once(tmp_path, monkeypatch
         finally:
             if self.sampler is self.drafter:  # a first draft (re-drafts sample on the resampler)
                 spans.append((start, time.perf_counter()))
+                threads.append(int(self.context.num_threads))
 
     monkeypatch.setattr(Draft, "run", timed)
     tasks = [zoo.operator_task(spec) for spec in ("matmul:64,64,64", "matmul:32,64,32", "dense:1,64,64")]
@@ -245,7 +248,7 @@ def test_first_drafts_start_with_the_run_at_most_k_at_once(tmp_path, monkeypatch
     assert len(first) == 3
     for row in first.values():  # taken up from the background: its wait is logged (in turn: NaN)
         assert row["drafted"] == 1 and math.isfinite(row["draft_wait_s"]) and row["draft_scored"] > 0
-    assert len(spans) == 3
+    assert len(spans) == 3 and threads == [1, 1, 1]  # the tasks' own contexts have 2
     firsts = sorted(spans)
     assert firsts[1][0] < firsts[0][1] and firsts[0][0] - began < 30  # two at once, from the run's start
     overlap = max(sum(s <= t < e for s, e in spans) for t, _ in spans)
