@@ -574,8 +574,8 @@ class DraftVerifySearch(_ResumableSearch):
         def build(_) -> None:
             picks, stats = self._ready
             if picks and builder is not None:
-                _, pending = builder.prefetch([s.mod for s in picks], target)
-                stats.update(builder.last_batch, prebuild_s=time.perf_counter() - build_start, deferred=len(pending))
+                _, pending, built = builder.prefetch([s.mod for s in picks], target)
+                stats.update(built, prebuild_s=time.perf_counter() - build_start, deferred=len(pending))
                 if pending:  # still building: they go first in the next batch (`_search`)
                     left = set(pending)
                     self._deferred = [(_key(s), s) for i, s in enumerate(picks) if i in left]

@@ -122,10 +122,11 @@ class PrefetchBuilder(ms.builder.PyBuilder):
             for i, future in zip(todo, futures):
                 self._running[keys[i]] = future
 
-    def prefetch(self, mods: Sequence[Any], target: Any) -> tuple[float, list[int]]:
+    def prefetch(self, mods: Sequence[Any], target: Any) -> tuple[float, list[int], dict[str, float]]:
         """Build `mods` for `target` now (or wait for what `start` began) and keep the results;
         (seconds it took, the indices of `mods` still building when it returned: none without a
-        `straggler_grace`)."""
+        `straggler_grace`, and the wrapped builder's `last_batch` as this call took it, under the
+        lock: `last_batch` itself may be another caller's by the time this one reads it)."""
         start = time.perf_counter()
         keys = [schedule_key(m) for m in mods]
         self.start(mods, target)
@@ -142,8 +143,8 @@ class PrefetchBuilder(ms.builder.PyBuilder):
             taken = [k for k in order if k in done_keys and self._running.get(k) is futures[k]]
             results = self._finish([self._running.pop(k) for k in taken])
             self._built.update(zip(taken, results))
-            self.last_batch = dict(getattr(self.builder, "last_batch", {}))
-        return time.perf_counter() - start, [i for i in waiting if keys[i] not in done_keys]
+            self.last_batch = stats = dict(getattr(self.builder, "last_batch", {}))
+        return time.perf_counter() - start, [i for i in waiting if keys[i] not in done_keys], stats
 
     def _finish(self, futures: Sequence[Future]) -> list:
         if hasattr(self.builder, "finish"):

@@ -272,15 +272,16 @@ def test_a_prefetch_leaves_a_straggler_building_and_the_batch_after_takes_it_ove
     mods.insert(5, _matmul(20, unroll=True))
     builder.warm()  # the module's 2 workers
     prefetch = PrefetchBuilder(builder=builder, straggler_grace=0.5)
-    early, pending = prefetch.prefetch(mods, target)
+    early, pending, built = prefetch.prefetch(mods, target)
     assert pending == [5], (early, pending)  # returned while the straggler was still building
-    assert prefetch.last_batch["build_cpu_s"] > 0  # what the nine cost
+    assert built["build_cpu_s"] > 0 and built == prefetch.last_batch  # what the nine cost, as this call took it
     results = prefetch.build([ms.builder.BuilderInput(m, target) for m in mods])
     assert all(r.error_msg is None and r.artifact_path for r in results)
     assert (prefetch.hits, prefetch.misses) == (9, 1)
     assert prefetch.last_batch["build_cpu_s"] > 1.0  # the straggler's own build, taken over
+    assert built["build_cpu_s"] > 0 and built != prefetch.last_batch  # the prefetch's own figures stay its own
     waits = PrefetchBuilder(builder=builder)
-    seconds, pending = waits.prefetch(mods[4:7], target)
+    seconds, pending, _ = waits.prefetch(mods[4:7], target)
     # the straggler alone takes about 2.5 s; the grace returned sooner than waiting for it (relative,
     # not an absolute bound: under a loaded machine, e.g. two test workers, every build takes longer)
     assert pending == [] and seconds > 1.5 and early < seconds, (early, seconds)
@@ -308,7 +309,7 @@ def test_a_prefetch_of_a_batch_holding_one_schedule_twice_builds_it_once(builder
 
     for inner in (builder, Counting()):  # with the pooled builder's `submit`, and without it
         prefetch = PrefetchBuilder(builder=inner)
-        seconds, pending = prefetch.prefetch(mods, target)
+        seconds, pending, _ = prefetch.prefetch(mods, target)
         assert pending == [] and seconds > 0
         results = prefetch.build([ms.builder.BuilderInput(m, target) for m in mods[:2]])
         assert all(r.error_msg is None and r.artifact_path for r in results)
