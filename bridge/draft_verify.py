@@ -40,6 +40,7 @@ on it (`wait_s`).
 
 from __future__ import annotations
 
+import logging
 import math
 import time
 from collections.abc import Sequence
@@ -132,6 +133,7 @@ class DraftVerifySearch(_ResumableSearch):
         log: SearchLog | None = None,
         ledger: DraftLedger | None = None,
         replays: ReplayMemo | None = None,
+        loggers: dict[str, logging.Logger] | None = None,
     ):
         """
         Args:
@@ -283,6 +285,9 @@ class DraftVerifySearch(_ResumableSearch):
             ledger: the run's drafting account (None: a new one; clones share it).
             replays: the run's `data.replay.ReplayMemo`: a resumed task's records, replayed once for its
                 cost model's catch-up and its measured set (None: each replays them).
+            loggers: the run's MetaSchedule logger of each task, by task name (`tvm_env.task_loggers`),
+                for a first draft on a context of its own (`first_draft_threads`), which TuneContext's
+                logger cannot be read back for; None or a task not in it: warnings only.
         """
         super().__init__(log=log, replays=replays)
         for name, value in [
@@ -341,6 +346,7 @@ class DraftVerifySearch(_ResumableSearch):
             raise ValueError(f"potential_size={potential_size!r} must be <= population_size={population_size!r}")
         self.draft, self.pipeline = draft, pipeline
         self.ledger = ledger if ledger is not None else DraftLedger()
+        self.loggers = loggers if loggers is not None else {}
         self.options = dict(
             population_size=population_size,
             potential_size=potential_size,
@@ -387,6 +393,7 @@ class DraftVerifySearch(_ResumableSearch):
             log=self.log,
             ledger=self.ledger,
             replays=self.replays,
+            loggers=self.loggers,
             **self.options,
         )
 
@@ -399,6 +406,7 @@ class DraftVerifySearch(_ResumableSearch):
         features: Any = None,
         pipeline: Pipeline | None = None,
         replays: ReplayMemo | None = None,
+        loggers: dict[str, logging.Logger] | None = None,
     ) -> DraftVerifySearch:
         """The search of a `bridge.config.SearchConfig` (psa set): PSA on that device row drafts.
 
@@ -408,6 +416,7 @@ class DraftVerifySearch(_ResumableSearch):
             features: the run's `data.features.FeatureCache`, shared with the verifier.
             pipeline: the run's `Pipeline` (None: no pipelining).
             replays: the run's `data.replay.ReplayMemo` (None: none).
+            loggers: the run's MetaSchedule logger of each task, by task name (None: none).
         """
         from bridge.psa import PSACostModel
 
@@ -449,6 +458,7 @@ class DraftVerifySearch(_ResumableSearch):
             pipeline=pipeline,
             log=log,
             replays=replays,
+            loggers=loggers,
         )
 
     # ------------------------------------------------------------------------------------------
@@ -473,7 +483,7 @@ class DraftVerifySearch(_ResumableSearch):
         generations = self.draft_generations if self.first_draft_generations is None else self.first_draft_generations
         threads = self.first_draft_threads
         self.first_context = (  # what the first draft samples, evolves and featurizes on
-            with_threads(self.context, threads)
+            with_threads(self.context, threads, self.loggers.get(self.task_name))
             if threads is not None and threads != int(self.context.num_threads)
             else self.context
         )

@@ -48,29 +48,17 @@ _SAMPLE_INIT = tvm_ffi.get_global_func("s_tir.meta_schedule.SearchStrategyEvolut
 _EVOLVE = tvm_ffi.get_global_func("s_tir.meta_schedule.SearchStrategyEvolutionarySearchEvolveWithCostModel")
 _TUNE_CONTEXT = tvm_ffi.get_global_func("s_tir.meta_schedule.TuneContext")
 _INITIALIZE = tvm_ffi.get_global_func("s_tir.meta_schedule.TuneContextInitialize")
-_TASK_LOGGER = "tvm.s_tir.meta_schedule.logging.task_"  # MetaSchedule's per-task loggers: task_<i>_<name>
+_QUIET = logging.getLogger(f"{__name__}.first_draft")  # warnings only: MetaSchedule's C++ prints INFO to stderr
+_QUIET.setLevel(logging.WARNING)
 
 
-def _task_logger(name: str) -> logging.Logger:
-    """The MetaSchedule logger of the task `name` (`tvm_env.task_loggers`: its log file), found by its
-    name, which TuneContext does not expose; where there is none (a context made without one), a
-    logger that passes on warnings only (MetaSchedule's C++ prints INFO lines to stderr otherwise)."""
-    suffix = f"_{name[:100]}"
-    for logger_name in list(logging.Logger.manager.loggerDict):
-        head, _, rest = logger_name.partition(_TASK_LOGGER)
-        if not head and rest.endswith(suffix) and rest[: -len(suffix)].isdigit():
-            return logging.getLogger(logger_name)
-    quiet = logging.getLogger(f"{__name__}.task.{name}")
-    quiet.setLevel(logging.WARNING)
-    return quiet
-
-
-def with_threads(context: Any, threads: int) -> Any:
+def with_threads(context: Any, threads: int, log: logging.Logger | None = None) -> Any:
     """A copy of the task's TuneContext whose sampling, evolution and featurization run on `threads`
     threads (MetaSchedule's `EvolutionarySearch` takes its thread count from the context it is
     initialized with; PerStoreFeature and PSA's features from the context they are handed): the same
-    module, target, name, random state and log, and a clone of the design-space generator (its
-    postprocessors and mutators)."""
+    module, target, name and random state, a clone of the design-space generator (its postprocessors
+    and mutators), and `log` (the task's own: TuneContext's cannot be read back; None: one that
+    passes on warnings only)."""
     copy = ms.TuneContext.__new__(ms.TuneContext)
     copy.__init_handle_by_constructor__(
         _TUNE_CONTEXT,
@@ -81,7 +69,7 @@ def with_threads(context: Any, threads: int) -> Any:
         context.task_name,
         threads,
         context.rand_state,
-        ms.logging.get_logging_func(_task_logger(str(context.task_name))),
+        ms.logging.get_logging_func(log if log is not None else _QUIET),
     )
     _INITIALIZE(copy)
     return copy

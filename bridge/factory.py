@@ -187,6 +187,7 @@ def make_strategy(
     features: Any = None,
     pipeline: Any = None,
     replays: Any = None,
+    loggers: Any = None,
 ) -> Any:
     """DraftVerifySearch with PSA on device row `search.psa`, or MetaSchedule's evolutionary search.
 
@@ -198,7 +199,8 @@ def make_strategy(
     `search.population` defaults to 512 for both draft-then-verify (published: 1536) and
     MetaSchedule's evolutionary search; the other knobs concern draft-then-verify only. `features` (the
     run's FeatureCache) and `pipeline` (a `bridge.pipeline.Pipeline`, used when `search.pipeline`)
-    go to draft-then-verify; `replays` (the run's `data.replay.ReplayMemo`) to both.
+    go to draft-then-verify, and `loggers` (the run's MetaSchedule logger of each task, by name) for
+    its first drafts' own contexts; `replays` (the run's `data.replay.ReplayMemo`) to both.
     """
     from bridge.draft_verify import DraftVerifySearch
     from bridge.search import ResumableEvolutionarySearch
@@ -211,4 +213,5 @@ def make_strategy(
         features=features,
         pipeline=pipeline if search.pipeline else None,
         replays=replays,
+        loggers=loggers,
     )

@@ -284,6 +284,7 @@ def tune_tasks(
         if hasattr(model, "learn_s"):  # our cost models: their training time in the curve
             search_log.learning = lambda: (model.learn_s, model.learn_wait_s)
         replays = ReplayMemo()  # a resumed task's records: replayed once, for the catch-up and the search
+        loggers = task_loggers(str(out), [t.name for t in tasks])
         strategy = make_strategy(
             search,
             cost_model=cost_model.name,
@@ -292,8 +293,8 @@ def tune_tasks(
             features=features,
             pipeline=pipeline,
             replays=replays,
+            loggers={task.name: logger for task, logger in zip(tasks, loggers)},  # a first draft's own context's
         )
-        loggers = task_loggers(str(out), [t.name for t in tasks])
         contexts = [
             task_context(task.mod, target, strategy, task.name, threads=cores, seed=rand_state, logger=logger).clone()
             for task, logger, rand_state in zip(tasks, loggers, ms.utils.fork_seed(config.seed, n=len(tasks)))

@@ -249,6 +249,10 @@ def test_first_drafts_start_with_the_run_at_most_k_at_once(tmp_path, monkeypatch
     for row in first.values():  # taken up from the background: its wait is logged (in turn: NaN)
         assert row["drafted"] == 1 and math.isfinite(row["draft_wait_s"]) and row["draft_scored"] > 0
     assert len(spans) == 3 and threads == [1, 1, 1]  # the tasks' own contexts have 2
+    logs = sorted((tmp_path / "run" / "logs").glob("*task_[0-9]*.log"))
+    assert len(logs) == 3
+    for log in logs:  # each first draft, on a context of its own, logged to its task's file
+        assert "Sample-Init-Population summary" in log.read_text(), log.name
     firsts = sorted(spans)
     assert firsts[1][0] < firsts[0][1] and firsts[0][0] - began < 30  # two at once, from the run's start
     overlap = max(sum(s <= t < e for s, e in spans) for t, _ in spans)

@@ -316,11 +316,11 @@ def test_a_tasks_first_draft_evolves_for_its_own_generations_and_the_rest_as_set
 def test_a_tasks_first_draft_runs_on_its_own_threads_and_logs_to_the_tasks_log(tmp_path):
     """first_draft_threads: the first draft samples, evolves and scores on a copy of the task's
     context with that many threads (MetaSchedule's evolution hands the draft model the context it was
-    initialized with), which writes to the task's own MetaSchedule log; the later drafts run on the
-    task's context; unset, no copy is made."""
+    initialized with), which writes to the task's own MetaSchedule log (the run's `loggers`, by task
+    name); the later drafts run on the task's context; unset, no copy is made."""
     (logger,) = task_loggers(str(tmp_path), ["task"])
     drafts = Tally(PSACostModel(device="a100"))
-    one = _stall_search(80, 4, first_draft_threads=1, draft=drafts, log=SearchLog())
+    one = _stall_search(80, 4, first_draft_threads=1, draft=drafts, log=SearchLog(), loggers={"task": logger})
     assert int(one.context.num_threads) == 2 and int(one.first_context.num_threads) == 1
     assert one.first_context.task_name == one.context.task_name and one.first_drafter is not one.drafter
     first = one._new_draft()
