@@ -14,7 +14,11 @@ a RuntimeError instead of killing the caller.
 * untuned: the same compile with an EMPTY database (llvm: TVM's default lowering of each operator;
   GPU targets: DLight's default schedules, which compile_relax applies to functions without records).
 * torch eager: the same torch module and input on the same device (CPU with the target's cores as
-  torch threads, or CUDA), mean of `repeat` runs of `number` calls after a warm-up.
+  torch threads, or CUDA), the median of `repeat` runs of `number` calls after a warm-up of at least
+  `EAGER_WARMUP_S` (with one call's warm-up and the mean, ViT-B/16 read 0.86-1.95 ms from run to
+  run on one H200 machine). A forward that makes its own tensors on the CPU runs with the device as
+  torch's default (a function mode, whose Python costs a launch-bound model a third more a call);
+  the zoo's do not.
 
 Time a tuned output dir again (a GPU machine, after `tune.py --network ... --out DIR`):
 
@@ -31,6 +35,8 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from tvm_env import ms, parse_target, setup, tvm, usable_cores
+
+EAGER_WARMUP_S = 1.0  # torch eager's warm-up, seconds at least
 
 __all__ = ["NetworkTime", "compiled_kernels", "measure_network", "time_network", "time_torch_eager", "tuned_kernels"]
 
@@ -95,8 +101,20 @@ def _time_network(
     return float(vm.time_evaluator("main", dev, number=number, repeat=repeat)(*inputs).mean), tuned, kernels
 
 
-def _time_eager(network: str, size: int | None, device: str, threads: int, number: int, repeat: int) -> float:
-    """Child process: mean seconds of one torch eager call of the network."""
+def _time_eager(
+    network: str,
+    size: int | None,
+    device: str,
+    threads: int,
+    number: int,
+    repeat: int,
+    warmup_s: float = EAGER_WARMUP_S,
+) -> float:
+    """Child process: median seconds of one torch eager call of the network, over `repeat` runs of
+    `number` calls, after warming up for at least `warmup_s` (and `number` calls)."""
+    import contextlib
+    import statistics
+
     import torch
 
     from data.zoo.sources import torch_module
@@ -106,18 +124,28 @@ def _time_eager(network: str, size: int | None, device: str, threads: int, numbe
     model = model.to(device)
     example = tuple(t.to(device) for t in example)
     sync = torch.cuda.synchronize if device.startswith("cuda") else (lambda: None)
+    with torch.inference_mode():
+        try:
+            model(*example)
+            on_device = contextlib.nullcontext()
+        except RuntimeError:
+            # a forward that makes its own tensors on the CPU (torch.arange without device=): the device as the
+            # default too, a function mode that costs every op some Python (a third more a call on a small model)
+            on_device = torch.device(device)
     means = []
-    # the device as the default too: a forward's own tensors (a transformer's positions) go there
-    with torch.inference_mode(), torch.device(device):
-        model(*example)  # warm-up
-        sync()
+    with torch.inference_mode(), on_device:
+        start, calls = time.perf_counter(), 0
+        while calls < number or time.perf_counter() - start < warmup_s:  # clocks, caches, lazy loading
+            model(*example)
+            sync()
+            calls += 1
         for _ in range(repeat):
             start = time.perf_counter()
             for _ in range(number):
                 model(*example)
             sync()
             means.append((time.perf_counter() - start) / number)
-    return float(sum(means) / len(means))
+    return float(statistics.median(means))
 
 
 def _in_child(function: Any, args: tuple, what: str, timeout: float) -> Any:
@@ -166,7 +194,7 @@ def measure_network(
 def time_torch_eager(
     network: str, size: int | None, target: Any, number: int = 20, repeat: int = 5, timeout: float = 600.0
 ) -> float:
-    """Mean seconds of one torch eager call of the network on the target's device (child process).
+    """Median seconds of one torch eager call of the network on the target's device (child process).
 
     Raises:
         ValueError: an ONNX or relax network (no torch module), or a target other than llvm / cuda.

@@ -68,7 +68,7 @@ class Bert(nn.Module):
         self.layers = nn.Sequential(*(EncoderLayer(hidden, heads, ffn) for _ in range(layers)))
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
-        pos = torch.arange(ids.shape[1]).unsqueeze(0)
+        pos = torch.arange(ids.shape[1], device=ids.device).unsqueeze(0)
         return self.layers(self.ln(self.tok(ids) + self.pos(pos)))
 
 
@@ -137,7 +137,7 @@ class Gpt(nn.Module):
         self.head = nn.Linear(hidden, vocab, bias=False)
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
-        pos = torch.arange(ids.shape[1]).unsqueeze(0)
+        pos = torch.arange(ids.shape[1], device=ids.device).unsqueeze(0)
         return self.head(self.ln(self.layers(self.tok(ids) + self.pos(pos))))
 
 

@@ -113,10 +113,12 @@ def test_tuned_dirs_are_timed_again_from_the_command_line(conv_bn_file, target, 
     assert f"tuned schedules for {len(tasks)} of its {len(tasks)} kernels" in done.stdout
 
 
-def test_torch_eager_makes_a_forwards_own_tensors_on_the_device():
-    """A transformer's forward makes its positions with `torch.arange`: on the CPU unless the device is
-    the default too, which failed BERT-base's eager timing on the GPU machine (index on cpu, weights
-    on cuda:0). Timed in process on the meta device, every embedding's input must be on it."""
+def test_torch_eager_times_the_zoo_without_a_device_mode_and_a_users_cpu_tensors_with_one(tmp_path):
+    """A transformer's forward makes its positions with `torch.arange`, which failed BERT-base's eager
+    timing on the GPU machine (index on cpu, weights on cuda:0). The zoo's make them on the input's
+    device, so they are timed without torch's device mode (whose Python costs a launch-bound model a
+    third more a call); a user's forward that makes a CPU tensor still times, under the mode. Timed in
+    process on the meta device, every embedding's input must be on it."""
     import torch
 
     from bridge.network_timing import _time_eager
@@ -124,12 +126,30 @@ def test_torch_eager_makes_a_forwards_own_tensors_on_the_device():
     seen = []
 
     def record(module, args):
-        if isinstance(module, torch.nn.Embedding):
-            seen.append(args[0].device.type)
+        if isinstance(module, (torch.nn.Embedding, torch.nn.Linear)):
+            seen.append((type(module).__name__, args[0].device.type, torch._C._len_torch_function_stack()))
 
+    user = tmp_path / "own_positions.py"
+    user.write_text(
+        "import torch\n"
+        "class Net(torch.nn.Module):\n"
+        "    def __init__(self):\n"
+        "        super().__init__()\n"
+        "        self.fc = torch.nn.Linear(4, 4)\n"
+        "    def forward(self, x):\n"
+        "        return self.fc(x + torch.arange(4.0))  # on the CPU: no device=\n"
+        "def make():\n"
+        "    return Net(), torch.zeros(1, 4)\n"
+    )
     hook = torch.nn.modules.module.register_module_forward_pre_hook(record)
     try:
-        assert _time_eager("bert_tiny", 16, "meta", 1, 1, 1) >= 0
+        assert _time_eager("bert_tiny", 16, "meta", 1, 1, 1, warmup_s=0.0) >= 0
+        zoo, seen[:] = list(seen), []
+        assert _time_eager(f"{user}:make", None, "meta", 1, 2, 3, warmup_s=0.0) >= 0
     finally:
         hook.remove()
-    assert seen and set(seen) == {"meta"}, seen
+    assert {kind for kind, _, _ in zoo} == {"Embedding", "Linear"}
+    assert {(device, modes) for _, device, modes in zoo} == {("meta", 0)}, zoo  # no device mode
+    # the first call fails at the add (the Linear's pre-hook never sees it), then warm-up and 3 x 2 calls, all
+    # under the mode
+    assert seen == [("Linear", "meta", 1)] * (2 + 3 * 2), seen
