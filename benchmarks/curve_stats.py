@@ -9,7 +9,8 @@ and its parts (before the first batch / rounds that waited on a draft / the rest
 that the builds alone impose after the first batch (`bridge.curve.build_bound_idle`: a batch cannot
 run before it is built) and the idle share between batches, from the first batch's start on
 (`bridge.curve.idle_between_batches`, issue 12's measure); drafting (share
-of the run spent drafting, alongside or in turn); build (median seconds a batch took to build);
+of the run spent drafting, alongside or in turn; wall: the share during which a draft ran, drafts at
+once counted once); build (median seconds a batch took to build);
 busy (median share of the build workers' time a batch kept busy; needs --workers); deferred (picks
 a batch left building for the next); refused (picks the builder's source guard refused,
 `--max-source-kb`); redrafts (drafts after the first); draft waits (seconds rounds
@@ -48,6 +49,7 @@ from bridge.curve import (  # noqa: E402 - after the path insert, as the other b
     device_idle_parts,
     device_idle_share,
     drafting_share,
+    drafting_wall_share,
     host_cpu_busy,
     idle_between_batches,
     per_trial,
@@ -69,6 +71,7 @@ def curve_stats(rows: list[dict], workers: int = 16) -> dict[str, float]:
         "idle_builds": build_bound_idle(rows),
         "idle_between": idle_between_batches(rows),
         "drafting": drafting_share(rows),
+        "drafting_wall": drafting_wall_share(rows),
         "build_s": build_per_round(rows),
         "busy": build_busy(rows, workers),
         "deferred": float(deferred_picks(rows)),
@@ -101,7 +104,7 @@ def line(path: str, stats: dict[str, float]) -> str:
         f"{path}: {stats['trials']:,.0f} trials, final {stats['final_us']:.2f} us, idle {_pct(stats['idle'])} "
         f"({_pct(stats['idle_before_first'])} / {_pct(stats['idle_drafts'])} / {_pct(stats['idle_other'])}; "
         f"builds alone {_pct(stats['idle_builds'])}; between batches {_pct(stats['idle_between'])}), "
-        f"drafting {_pct(stats['drafting'])}, build {stats['build_s']:.1f} s, busy {_pct(stats['busy'])}, "
+        f"drafting {_pct(stats['drafting'])} (wall {_pct(stats['drafting_wall'])}), build {stats['build_s']:.1f} s, busy {_pct(stats['busy'])}, "
         f"deferred {stats['deferred']:.0f}, refused {stats['refused']:.0f}, redrafts {stats['redrafts']:.0f}, draft waits {stats['draft_wait_s']:.1f} s, "
         f"update {stats['update_s']:.1f} s, training {stats['learn_s']:.1f} s (waited for {stats['learn_wait_s']:.1f} s), "
         f"host CPU {_pct(stats['host_cpu'])}, runner {stats['runner_ms']:.0f} ms a trial, "

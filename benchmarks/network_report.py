@@ -18,7 +18,8 @@ were taken up; MetaSchedule's task scheduler gives every task a round before any
 n/a when some task never had one);
 first drafts (the draft seconds of the tasks' first rounds, several at once); drafting (the
 run's draft seconds over its wall time, `bridge.curve.drafting_share`: over 100% where drafts ran
-at once); idle (the GPU's idle share, tune.py's). n/a: not logged, or, for the estimated totals, a
+at once); drafting wall (the share of the wall during which a draft ran, drafts at once counted once,
+`bridge.curve.drafting_wall_share`; n/a for runs from before its column, `draft_end_s`); idle (the GPU's idle share, tune.py's). n/a: not logged, or, for the estimated totals, a
 task the run never reached.
 Untuned and torch eager were timed in each run's call (a retimed run's: in the retime's), and they
 move with the machine's state.
@@ -38,7 +39,7 @@ from rich.console import Console  # noqa: E402 - after the path insert, as the o
 from rich.table import Table  # noqa: E402
 
 from benchmarks.cli import doc_parser  # noqa: E402
-from bridge.curve import drafting_share, first_rounds_done  # noqa: E402
+from bridge.curve import drafting_share, drafting_wall_share, first_rounds_done  # noqa: E402
 from bridge.search_log import read_rounds  # noqa: E402
 
 
@@ -101,6 +102,7 @@ def run_line(run: Path, retimed: dict | None = None) -> dict:
         "first_rounds_s": first_rounds_done(rows, len(summary["tasks"])),
         "first_drafts_s": sum(drafts) if drafts else math.nan,
         "drafting": drafting_share(rows),
+        "drafting_wall": drafting_wall_share(rows),
         "idle": (summary.get("device_idle") or {}).get("idle", math.nan),
         "untuned_ms": source.get("untuned_ms", math.nan),
         "torch_eager_ms": source.get("torch_eager_ms", math.nan),
@@ -142,7 +144,7 @@ def main(argv: Sequence[str] | None = None) -> list[dict]:
     lines = report(Path(args.results), args.against)
     table = Table(title=f"{Path(args.results).name}: whole-network runs")
     columns = ("run", "compiled ms", "against", "kernels tuned", "estimated", "re-read", "trials", "first rounds s")
-    for col in (*columns, "first drafts s", "drafting", "idle", "untuned", "eager"):
+    for col in (*columns, "first drafts s", "drafting", "drafting wall", "idle", "untuned", "eager"):
         table.add_column(col, justify="left" if col == "run" else "right")
     for line in lines:
         table.add_row(
@@ -156,6 +158,7 @@ def main(argv: Sequence[str] | None = None) -> list[dict]:
             _fmt(line["first_rounds_s"], ".0f"),
             _fmt(line["first_drafts_s"], ".0f"),
             _fmt(line["drafting"], ".0%"),
+            _fmt(line["drafting_wall"], ".0%"),
             _fmt(line["idle"], ".0%"),
             _fmt(line["untuned_ms"], ".3f"),
             _fmt(line["torch_eager_ms"], ".3f"),

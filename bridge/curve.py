@@ -3,7 +3,8 @@ saved curve read back with `bridge.search_log.read_rounds`).
 
 - `device_idle_share`: the share of the run's wall-clock time in which no batch ran on the device;
   `device_idle_parts`: where that time fell (before the first batch, on drafts, the rest);
-- `drafting_share`: the share spent drafting;
+- `drafting_share`: the share spent drafting (draft seconds over the wall: drafts at once each count);
+- `drafting_wall_share`: the share of the wall during which a draft ran (drafts at once count once);
 - `build_per_round`: the median seconds a batch took to build; `build_busy`: how busy a batch kept
   the build workers; `deferred_picks`: the picks a batch left building for the next one;
   `refused_picks`: the picks the builder's source guard refused (`--max-source-kb`);
@@ -36,6 +37,7 @@ __all__ = [
     "device_idle_parts",
     "device_idle_share",
     "drafting_share",
+    "drafting_wall_share",
     "first_rounds_done",
     "host_cpu_busy",
     "per_trial",
@@ -220,14 +222,36 @@ def refused_picks(rows: Sequence[Mapping[str, Any]]) -> int:
 
 
 def drafting_share(rows: Sequence[Mapping[str, Any]]) -> float:
-    """Share of the run's wall-clock time spent drafting (sum of `draft_s` / elapsed), whether the
-    loop waited for it or it ran in the background; NaN without rows or for a search that does not
-    draft (MetaSchedule's evolution logs no `draft_s`)."""
+    """The run's draft seconds over its wall-clock time (sum of `draft_s` / elapsed), whether the
+    loop waited for a draft or it ran in the background; drafts that ran at once each count, so a
+    network's first drafts can take it over 1 (`drafting_wall_share` counts them once). NaN without
+    rows or for a search that does not draft (MetaSchedule's evolution logs no `draft_s`)."""
     drafts = [value for r in rows if (value := _finite(r, "draft_s")) is not None]
     if not rows or not drafts:
         return math.nan
     wall = float(rows[-1]["elapsed_s"])
     return sum(drafts) / wall if wall > 0 else math.nan
+
+
+def drafting_wall_share(rows: Sequence[Mapping[str, Any]]) -> float:
+    """Share of the run's wall-clock time during which at least one draft ran: the union of each
+    drafted row's span, `draft_s` up to `draft_end_s`, over elapsed. Unlike `drafting_share` it
+    counts drafts that ran at once (a network's first drafts) once, so it is at most 1. NaN without
+    rows, for a search that does not draft, or for a curve from before `draft_end_s`."""
+    spans = sorted(
+        (max(end - seconds, 0.0), end)
+        for r in rows
+        if (seconds := _finite(r, "draft_s")) is not None and (end := _finite(r, "draft_end_s")) is not None
+    )
+    if not rows or not spans:
+        return math.nan
+    wall = float(rows[-1]["elapsed_s"])
+    covered, reach = 0.0, -math.inf
+    for start, end in spans:
+        if end > reach:  # the part of this span past what the spans before it covered
+            covered += end - max(start, reach)
+            reach = end
+    return covered / wall if wall > 0 else math.nan
 
 
 def host_cpu_busy(rows: Sequence[Mapping[str, Any]]) -> float:

@@ -83,6 +83,8 @@ def _merged(stats: dict, extra: dict) -> dict:
         if key in extra:
             out[key] = out.get(key, 0.0) + extra[key]
     out["drafted"] = max(out.get("drafted", 0), extra.get("drafted", 0))
+    if "draft_end" in extra:  # the later draft's end
+        out["draft_end"] = max(out.get("draft_end", extra["draft_end"]), extra["draft_end"])
     return out
 
 

@@ -134,6 +134,7 @@ class SearchLog:
         "drafted",  # 1: the batch came from a new draft (drafted in turn, or taken up from the background)
         "draft_started",  # 1: the round started a draft alongside (draft_ahead); a later round takes it up
         "draft_wait_s",  # seconds the round's search waited for a draft started alongside
+        "draft_end_s",  # the run's elapsed seconds when the round's (last) draft ended: it ran draft_s before
         "draft_held",  # 1: a draft was due on a stall (or, low_draft_ahead, a low space), held by redraft_share
         "cold_start",
         "gated",  # 1: ranked by the draft model, the verify gate's choice (verify_gate)
@@ -281,6 +282,8 @@ class SearchLog:
         self._rounds[task] = self._rounds.get(task, 0) + 1
         weights = {str(t.ctx.task_name): float(t.task_weight) for t in tasks}
         search = self._search.pop(task, {})
+        if "draft_end" in search:  # the draft's end on the run's clock (time.perf_counter there)
+            search["draft_end_s"] = self.seconds_before + search.pop("draft_end") - self.start
         build_s, built = self._pop_build(candidates)
         row = dict.fromkeys(self.FIELDS, math.nan)
         row.update(built)  # a batch built ahead has its build's figures in `search`, which wins

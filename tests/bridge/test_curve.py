@@ -12,6 +12,8 @@ from bridge.curve import (
     deferred_picks,
     device_idle_parts,
     device_idle_share,
+    drafting_share,
+    drafting_wall_share,
     host_cpu_busy,
     idle_between_batches,
     refused_picks,
@@ -86,6 +88,22 @@ def test_evolution_has_no_drafts_and_no_rows_give_nan():
     run = rows((5, 1, math.nan, math.nan), (9, 2, math.nan, math.nan))  # MetaSchedule's search: no drafts
     assert device_idle_parts(run) == pytest.approx({"before_first": 4 / 9, "drafts": 0.0, "other": 2 / 9})
     assert all(math.isnan(v) for v in device_idle_parts([]).values())
+
+
+def test_drafts_at_once_count_once_on_the_wall_and_each_in_the_draft_seconds():
+    """Four first drafts, two of them at once (10-30 s and 20-40 s), one inside another's span (25-28 s),
+    one apart (50-60 s), in a 100 s run; a row that drafted nothing logs a little draft_s of its own search
+    and no end, and does not count on the wall."""
+    run = rows(*((e, 1, 1, math.nan) for e in (31, 41, 42, 61)), (100, 1, 0, math.nan))
+    for row, (seconds, end) in zip(run, [(20, 30), (20, 40), (3, 28), (10, 60), (0.5, math.nan)]):
+        row.update(draft_s=seconds, draft_end_s=end)
+    assert drafting_share(run) == pytest.approx(53.5 / 100)  # every draft second, the last row's too
+    assert drafting_wall_share(run) == pytest.approx((30 + 10) / 100)  # 10-40 s and 50-60 s
+    run[3].update(draft_s=80)  # a span from before the run's start is cut at 0: 0-60 s
+    assert drafting_wall_share(run) == pytest.approx(60 / 100)
+    for row in run:  # a curve from before draft_end_s
+        row["draft_end_s"] = math.nan
+    assert math.isnan(drafting_wall_share(run)) and math.isnan(drafting_wall_share([]))
 
 
 def test_build_busy_is_the_median_share_of_the_workers_time_a_batch_kept_busy():
