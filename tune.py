@@ -29,7 +29,7 @@ from typing import Any, Literal
 
 from bridge.cli import add_dataclass_arguments, build
 from bridge.config import CostModelConfig, MeasureConfig, SearchConfig, TuneConfig
-from bridge.factory import COST_MODELS, resolve_first_draft_threads, resolve_verify_gate
+from bridge.factory import COST_MODELS, first_drafts_at_once, resolve_first_draft_threads, resolve_verify_gate
 
 __all__ = ["build_parser", "main"]
 
@@ -144,8 +144,10 @@ def main(argv: Sequence[str] | None = None) -> Any:
     options = (", verify gate on" if search.verify_gate else "") + (
         f", PSA blend {search.psa_weight:g}" if search.psa_weight else ""
     )
-    if len(tasks) > 1 and search.pipeline and search.first_drafts_ahead:
-        options += f", first drafts {min(search.first_drafts_ahead, len(tasks))} at once on {search.first_draft_threads} thread{'s' if search.first_draft_threads != 1 else ''} each"
+    at_once = first_drafts_at_once(search, len(tasks))
+    if at_once > 1:
+        threads = search.first_draft_threads
+        options += f", first drafts {at_once} at once on {threads} thread{'s' if threads != 1 else ''} each"
     draft = f", draft-then-verify with PSA({search.psa}, {search.psa_formula}){options}" if search.psa else ""
     # soft_wrap: plain lines are left to the terminal (rich would break them at 80 columns in a pipe)
     console.print(
@@ -192,6 +194,7 @@ def main(argv: Sequence[str] | None = None) -> Any:
         verify_gate=search.verify_gate,
         psa_weight=search.psa_weight if search.psa else None,
         first_drafts_ahead=search.first_drafts_ahead if search.psa else None,
+        first_drafts_at_once=at_once if search.psa else None,  # what took effect: at most the tasks, 1 in turn
         first_draft_threads=search.first_draft_threads if search.psa else None,
         timer=configs["measure"].timer,
         launch_floor_note=floor,

@@ -39,10 +39,10 @@ Per method, on each workload, in one process, same trials, same seed:
 - pruner-min50: pruner whose re-drafts sample afresh until 50 are valid, as the first draft (the
   default before 2026-11-27, third session; now 8, `redraft_min_samples`);
 - pruner-first0: pruner whose tasks draft first each when its first round comes (`first_drafts_ahead`
-  0, the default before 2026-11-27, fifth session; now 2);
+  0, the default before 2026-11-27, fifth session; now 4);
 - pruner-first2, pruner-first4: pruner whose tasks' first drafts start with the run, at most 2 (4)
-  at once (`first_drafts_ahead`; 2 is now pruner), instead of each when its first round comes (with
-  `--together`);
+  at once (`first_drafts_ahead`; 4 is now pruner, 2 was from 2026-11-27 to 2026-12-01), instead of
+  each when its first round comes (with `--together`);
 - pruner-fill: pruner-r16 whose batches grow (up to 64 trials) until running one lasts as long as
   the search and build of the next (`fill_device`, `bridge.fill_rule`), as `fill.json` ran it; since
   2026-11-27 pruner does so too, with `straggler_grace` 0.5 and `draft_ahead`;

@@ -101,6 +101,7 @@ SEARCH_KNOBS = (
     "first_draft_population",
     "first_draft_min_samples",
     "first_verify_generations",
+    "first_draft_threads",
 )
 """The draft-then-verify settings this CLI passes to `bridge.config.SearchConfig` as they are."""
 COST_KNOBS = ("epochs", "background_update", "model_device")

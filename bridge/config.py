@@ -232,7 +232,9 @@ class SearchConfig:
         if self.size_filter_kb is not None and not self.size_filter_kb > 0:
             raise ValueError(f"--size-filter-kb {self.size_filter_kb!r} must be > 0 (null: off)")
         if self.first_draft_threads is not None and self.first_draft_threads < 1:
-            raise ValueError(f"--first-draft-threads {self.first_draft_threads!r} must be >= 1 (unset: the task's)")
+            raise ValueError(
+                f"--first-draft-threads {self.first_draft_threads!r} must be >= 1 (unset: the cores over the first drafts at once)"
+            )
         if self.first_drafts_ahead < 0:
             raise ValueError(f"--first-drafts-ahead {self.first_drafts_ahead!r} must be >= 0 (0: off)")
         if not 0 <= self.draft_nice <= 19:

@@ -125,7 +125,7 @@ class DraftVerifySearch(_ResumableSearch):
         fill_device: int = 64,
         draft_ahead: bool = True,
         low_draft_ahead: bool = True,
-        first_drafts_ahead: int = 4,
+        first_drafts_ahead: int = 2,
         first_draft_threads: int | None = None,
         first_verify_ahead: bool = True,
         draft_nice: int = 0,
@@ -246,8 +246,12 @@ class DraftVerifySearch(_ResumableSearch):
                 after another as their first rounds come (ResNet-50's four drafted 12-21 s each, and
                 its first batches ended 88-90 s into the run on an H200 machine; with k = 2 it reached
                 XGB's final 3.36x sooner against 2.52x, three seeds). 0: in turn. One task: no change.
-                4 since 2026-12-01 (2 before): with 4 threads each, ResNet-18's 19 tasks on one H200
-                had every first round done at 218 s against 221-248 s (one seed).
+                2 here, each on the task's threads: this class does not know the run's tasks, and four
+                first drafts of all the cores each drafted no faster (docs/benchmarks.md, "Four first
+                drafts at once on the GPU"). `tune.py` and `bridge.tuning.tune_tasks` pass 4
+                (`SearchConfig`, since 2026-12-01) with the cores shared among them: with 4 threads
+                each, ResNet-18's 19 tasks on one H200 had every first round done at 218 s against
+                221-248 s (one seed).
             first_draft_threads: threads a task's first draft samples, evolves and featurizes on (a
                 copy of the task's context with that many, `bridge.drafting.with_threads`; None: the
                 task's own, the host's cores). `bridge.tuning.tune_tasks` sets an unset one to the
@@ -489,11 +493,10 @@ class DraftVerifySearch(_ResumableSearch):
             if threads is not None and threads != int(self.context.num_threads)
             else self.context
         )
-        differs = (population, generations, min_samples, self.first_context) != (
+        differs = self.first_context is not self.context or (population, generations, min_samples) != (
             self.population_size,
             self.draft_generations,
             FIRST_DRAFT_MIN_SAMPLES,
-            self.context,
         )
         self.first_drafter = (  # a task's first draft, when it differs from the rest
             self._evolutionary_search(
@@ -627,6 +630,7 @@ class DraftVerifySearch(_ResumableSearch):
         for other in (self.resampler, self.first_drafter):  # each its own search, or the drafter itself
             if other is not self.drafter:
                 other.post_tuning()
+        self.first_context = self.context  # a first draft's own context (`first_draft_threads`) is done with
 
     def _join(self, upto: Any = None) -> float:
         return 0.0 if self.pipeline is None else self.pipeline.join(upto)

@@ -20,6 +20,7 @@ from tvm_env import ms
 
 __all__ = [
     "COST_MODELS",
+    "first_drafts_at_once",
     "is_pretrained",
     "load_state",
     "make_cost_model",
@@ -79,7 +80,7 @@ def resolve_verify_gate(search: SearchConfig, cost_model: str, adapt_every: int 
 def resolve_first_draft_threads(search: SearchConfig, cores: int, tasks: int) -> SearchConfig:
     """`search` with an unset `first_draft_threads` decided: the host's `cores` shared among the first
     drafts that run at once (`first_drafts_ahead`, at most the run's `tasks`), at least one thread each.
-    A single task's first draft, or drafts in turn, keep every core.
+    A single task's first draft, or drafts in turn (no pipeline, or `first_drafts_ahead` 0), keep every core.
 
     On one H200 machine's 16 cores, drafts that shared the cores drafted faster and cost fewer
     core-seconds than drafts of 16 threads each: two at once on 8 threads gave 3.6 drafts a minute
@@ -87,8 +88,16 @@ def resolve_first_draft_threads(search: SearchConfig, cores: int, tasks: int) ->
     of four threads")."""
     if search.first_draft_threads is not None or search.psa is None:
         return search
-    at_once = max(1, min(search.first_drafts_ahead, tasks))
-    return dataclasses.replace(search, first_draft_threads=max(1, cores // at_once))
+    return dataclasses.replace(search, first_draft_threads=max(1, cores // first_drafts_at_once(search, tasks)))
+
+
+def first_drafts_at_once(search: SearchConfig, tasks: int) -> int:
+    """How many first drafts of a run of `tasks` tasks run at once under `search`: `first_drafts_ahead`, at
+    most the tasks, with a pipeline; one (each in its task's first round) without, or with
+    `first_drafts_ahead` 0; none for MetaSchedule's evolution (no PSA: no draft)."""
+    if search.psa is None:
+        return 0
+    return max(1, min(search.first_drafts_ahead, tasks)) if search.pipeline else 1
 
 
 def make_cost_model(config: CostModelConfig, *, target: Any = None, cores: int = 1, features: Any = None) -> Any:

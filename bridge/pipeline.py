@@ -81,6 +81,8 @@ class PrefetchBuilder(ms.builder.PyBuilder):
     Attributes:
         last_batch: the wrapped builder's `last_batch` (`tvm_env.builder.BATCH_KEYS`) for what the
             last `prefetch`, or the last `build` that built anything, built; {} if it tells nothing.
+        built_batch: the same for the last `build` alone ({} when it built nothing itself): MetaSchedule's
+            loop reads it after its `build` returns, when a `prefetch` may have set `last_batch` since.
     """
 
     def __init__(self, *, builder: Any, straggler_grace: float | None = None):
@@ -95,6 +97,7 @@ class PrefetchBuilder(ms.builder.PyBuilder):
         self.builder, self.straggler_grace = builder, straggler_grace
         self.hits = self.misses = 0
         self.last_batch: dict[str, float] = {}
+        self.built_batch: dict[str, float] = {}
         self._built: dict[int, Any] = {}
         self._running: dict[int, Future] = {}  # builds started and not yet taken (`start`, a prefetch's stragglers)
         self._thread = ThreadPoolExecutor(1, thread_name_prefix="pruner-build")  # `start` without `submit`
@@ -173,8 +176,9 @@ class PrefetchBuilder(ms.builder.PyBuilder):
             if fresh:
                 for i, result in zip(fresh, self.builder.build([build_inputs[i] for i in fresh])):
                     out[i] = result
+            self.built_batch = dict(getattr(self.builder, "last_batch", {})) if todo else {}
             if todo:
-                self.last_batch = dict(getattr(self.builder, "last_batch", {}))
+                self.last_batch = self.built_batch
         return out
 
     def discard(self) -> None:

@@ -41,7 +41,11 @@ class _TimedBuilder(ms.builder.PyBuilder):
         results = self.builder.build(build_inputs)
         if len(build_inputs):
             seconds = time.perf_counter() - start
-            self.log._builds.append((build_inputs[0].mod, seconds, dict(getattr(self.builder, "last_batch", {}))))
+            # a PrefetchBuilder's own figures of this build: a prefetch on the pipeline's thread may have set
+            # its last_batch since
+            told = getattr(self.builder, "built_batch", None)
+            told = getattr(self.builder, "last_batch", {}) if told is None else told
+            self.log._builds.append((build_inputs[0].mod, seconds, dict(told)))
         return results
 
 

@@ -116,7 +116,7 @@ def test_first_drafts_share_the_hosts_cores_unless_set():
     at once (at most the tasks), at least one; one task, or drafts in turn, keep every core; a set one
     and MetaSchedule's evolution are left as they are."""
     from bridge.config import SearchConfig
-    from bridge.factory import resolve_first_draft_threads
+    from bridge.factory import first_drafts_at_once, resolve_first_draft_threads
 
     def threads(cores, tasks, **options):
         return resolve_first_draft_threads(SearchConfig(psa="a100", **options), cores, tasks).first_draft_threads
@@ -126,6 +126,13 @@ def test_first_drafts_share_the_hosts_cores_unless_set():
     assert threads(16, 1) == 16 and threads(16, 19, first_drafts_ahead=0) == 16 and threads(2, 19) == 1
     assert threads(16, 19, first_draft_threads=16) == 16
     assert resolve_first_draft_threads(SearchConfig(), 16, 19).first_draft_threads is None
+    # without a pipeline the first drafts run in turn, each in its task's first round: every core
+    assert threads(16, 19, pipeline=False) == 16 and threads(16, 0) == 16
+    assert [first_drafts_at_once(SearchConfig(psa="a100", **o), n) for o, n in AT_ONCE] == [4, 3, 1, 1, 1]
+    assert first_drafts_at_once(SearchConfig(), 19) == 0  # MetaSchedule's evolution: no drafts
+
+
+AT_ONCE = [({}, 19), ({}, 3), ({}, 1), ({"pipeline": False}, 19), ({"first_drafts_ahead": 0}, 19)]
 
 
 @pytest.mark.parametrize("case", [2, 4], ids=["moa-ungated-no-blend", "moa-every-4-gated-blend-1"])
@@ -138,8 +145,9 @@ def test_cli_says_and_records_the_verify_gate_and_the_psa_blend(artifacts, tmp_p
     assert ("verify gate on" in printed) is on and ("PSA blend 1" in printed) is (weight > 0)
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["verify_gate"] is on and summary["psa_weight"] == weight
-    # one task: its first draft keeps the target's two cores
+    # one task: its first draft keeps the target's two cores, the only one at once
     assert summary["first_drafts_ahead"] == 4 and summary["first_draft_threads"] == 2
+    assert summary["first_drafts_at_once"] == 1
 
 
 def test_cli_resumes_from_the_work_dir(tmp_path, capsys):

@@ -290,6 +290,7 @@ def test_the_draft_knobs_reach_the_search_config():
         128,
         20,
         0,
+        3,
     )  # none a default
     knobs = dict(zip(tuning.SEARCH_KNOBS, values, strict=True))
     args = types.SimpleNamespace(
@@ -305,6 +306,7 @@ def test_the_draft_knobs_reach_the_search_config():
     assert search.draft_rounds == 2 and search.quick_start is True and search.first_draft_generations == 1
     assert search.build_apart is True and search.first_verify_ahead is False and search.first_verify_generations == 0
     assert search.draft_nice == 7 and search.first_draft_population == 128 and search.first_draft_min_samples == 20
+    assert search.first_draft_threads == 3
     assert cost_model.name == "pam" and cost_model.seed == 1 and cost_model.epochs == 7
     assert cost_model.background_update is False and cost_model.model_device == "cpu"  # defaults: True, None
     mlp = tuning.configs("mlp", args)[0]

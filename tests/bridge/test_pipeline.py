@@ -289,6 +289,35 @@ def test_a_prefetch_leaves_a_straggler_building_and_the_batch_after_takes_it_ove
         PrefetchBuilder(builder=builder, straggler_grace=-1)
 
 
+def test_a_batchs_row_takes_its_own_builds_figures_when_a_prefetch_lands_after_it(builder):
+    """MetaSchedule's loop reads the builder's figures after its `build` returns; a prefetch of the
+    next batch, on the pipeline's thread, may have set `last_batch` by then. The loop's timed builder
+    takes the build's own (`built_batch`), which the prefetch leaves alone."""
+    from bridge.search_log import SearchLog
+    from tvm_env import parse_target
+
+    target = parse_target({"kind": "llvm", "num-cores": 1})
+    prefetch = PrefetchBuilder(builder=builder)
+    later = [_matmul(n) for n in (9, 10, 11)]
+
+    class PrefetchInBetween:  # the build, then the next batch's prefetch before anyone reads the figures
+        last_batch = property(lambda self: prefetch.last_batch)
+        built_batch = property(lambda self: prefetch.built_batch)
+
+        def build(self, inputs):
+            results = prefetch.build(inputs)
+            self.prefetched = prefetch.prefetch(later, target)[2]
+            return results
+
+    between = PrefetchInBetween()
+    log = SearchLog()
+    results = log.builder(between).build([ms.builder.BuilderInput(_matmul(n), target) for n in (5, 6, 7)])
+    assert all(r.error_msg is None for r in results)
+    (_, _, told), built = log._builds[-1], prefetch.built_batch
+    assert told == built and built["build_cpu_s"] > 0  # the batch's own figures
+    assert between.prefetched == prefetch.last_batch != told  # what the prefetch built came later
+
+
 def test_a_prefetch_of_a_batch_holding_one_schedule_twice_builds_it_once(builder):
     """A batch with one module twice (two picks that lower to the same schedule) builds it once and
     hands it out once; popping the repeat's build raised a KeyError that ended a BERT-base run."""
