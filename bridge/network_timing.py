@@ -15,10 +15,12 @@ a RuntimeError instead of killing the caller.
   GPU targets: DLight's default schedules, which compile_relax applies to functions without records).
 * torch eager: the same torch module and input on the same device (CPU with the target's cores as
   torch threads, or CUDA), the median of `repeat` runs of `number` calls after a warm-up of at least
-  `EAGER_WARMUP_S` (with one call's warm-up and the mean, ViT-B/16 read 0.86-1.95 ms from run to
-  run on one H200 machine). A forward that makes its own tensors on the CPU runs with the device as
-  torch's default (a function mode, whose Python costs a launch-bound model a third more a call);
-  the zoo's do not.
+  `EAGER_WARMUP_S`. A forward that makes its own tensors on the CPU runs with the device as torch's
+  default (a function mode, whose Python costs a launch-bound model a third more a call); the zoo's
+  do not. Eager mode at batch 1 is bound by the host's launches: on the GPU machines its readings
+  moved 2x with the host's CPU speed within a minute (ViT-B/16 0.69-1.40 ms in one process), where
+  the compiled networks held within 1%; compare with its fastest reading (docs/benchmarks.md, "Whole
+  networks against MetaSchedule's default").
 
 Time a tuned output dir again (a GPU machine, after `tune.py --network ... --out DIR`):
 
