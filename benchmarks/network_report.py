@@ -18,9 +18,10 @@ were taken up; MetaSchedule's task scheduler gives every task a round before any
 n/a when some task never had one);
 first drafts (the draft seconds of the tasks' first rounds, several at once); drafting (the
 run's draft seconds over its wall time, `bridge.curve.drafting_share`: over 100% where drafts ran
-at once); drafting wall (the share of the wall during which a draft ran, drafts at once counted once,
-`bridge.curve.drafting_wall_share`; n/a for runs from before its column, `draft_end_s`); idle (the GPU's idle share, tune.py's). n/a: not logged, or, for the estimated totals, a
-task the run never reached.
+at once); drafting wall (the share of the wall during which a draft ran, drafts at once counted
+once, `bridge.curve.drafting_wall_share`; n/a for runs from before its column, `draft_wall_s`); idle
+(the GPU's idle share, tune.py's). n/a: not logged, or, for the estimated totals, a task the run never
+reached.
 Untuned and torch eager were timed in each run's call (a retimed run's: in the retime's), and they
 move with the machine's state.
 """

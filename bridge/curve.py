@@ -234,24 +234,15 @@ def drafting_share(rows: Sequence[Mapping[str, Any]]) -> float:
 
 
 def drafting_wall_share(rows: Sequence[Mapping[str, Any]]) -> float:
-    """Share of the run's wall-clock time during which at least one draft ran: the union of each
-    drafted row's span, `draft_s` up to `draft_end_s`, over elapsed. Unlike `drafting_share` it
-    counts drafts that ran at once (a network's first drafts) once, so it is at most 1. NaN without
-    rows, for a search that does not draft, or for a curve from before `draft_end_s`."""
-    spans = sorted(
-        (max(end - seconds, 0.0), end)
-        for r in rows
-        if (seconds := _finite(r, "draft_s")) is not None and (end := _finite(r, "draft_end_s")) is not None
-    )
-    if not rows or not spans:
+    """Share of the run's wall-clock time during which at least one draft ran (the last row's
+    `draft_wall_s`, which the log keeps as the union of the drafts' spans, over elapsed). Unlike
+    `drafting_share` it counts drafts that ran at once (a network's first drafts) once, so it is at
+    most 1. NaN without rows, for a search that does not draft, or for a curve from before the column
+    (a resumed run's too)."""
+    if not rows or all(_finite(r, "draft_s") is None for r in rows):
         return math.nan
-    wall = float(rows[-1]["elapsed_s"])
-    covered, reach = 0.0, -math.inf
-    for start, end in spans:
-        if end > reach:  # the part of this span past what the spans before it covered
-            covered += end - max(start, reach)
-            reach = end
-    return covered / wall if wall > 0 else math.nan
+    wall, covered = float(rows[-1]["elapsed_s"]), _finite(rows[-1], "draft_wall_s")
+    return covered / wall if covered is not None and wall > 0 else math.nan
 
 
 def host_cpu_busy(rows: Sequence[Mapping[str, Any]]) -> float:

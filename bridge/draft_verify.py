@@ -83,8 +83,7 @@ def _merged(stats: dict, extra: dict) -> dict:
         if key in extra:
             out[key] = out.get(key, 0.0) + extra[key]
     out["drafted"] = max(out.get("drafted", 0), extra.get("drafted", 0))
-    if "draft_end" in extra:  # the later draft's end
-        out["draft_end"] = max(out.get("draft_end", extra["draft_end"]), extra["draft_end"])
+    out["draft_spans"] = [*out.get("draft_spans", ()), *extra.get("draft_spans", ())]  # each search's drafts
     return out
 
 
@@ -645,6 +644,8 @@ class DraftVerifySearch(_ResumableSearch):
         stats: dict = {"drafted": 0, "draft_scored": 0, "psa_s": 0.0}
         background_s = waited = verify_ahead_s = 0.0
         ranked_ahead = None
+        spans: list[tuple[float, float]] = []  # the drafts this search took up or ran (time.perf_counter)
+        stats["draft_spans"] = spans
         self._potential = self._unmeasured(self._potential)
         must, early = self._draft_needed(n)
         background = self._background
@@ -654,6 +655,7 @@ class DraftVerifySearch(_ResumableSearch):
             self._background = None
             background_s = result.stats["draft_s"]
             stats.update(self._take(result), drafted=1, draft_wait_s=waited)
+            spans.append(result.stats["draft_span"])
             if result.ranking is not None:  # the first verify, done on the draft's thread
                 ranked_ahead, verify_ahead_s, verifier_ahead_s, scored_ahead = result.ranking
                 # the counters from here on, with what the draft's thread verified counted as this round's
@@ -676,7 +678,9 @@ class DraftVerifySearch(_ResumableSearch):
                 self._background = draft
                 stats["draft_started"] = 1
             else:
-                stats.update(self._take(draft.run()), drafted=1)
+                result = draft.run()
+                stats.update(self._take(result), drafted=1)
+                spans.append(result.stats["draft_span"])
         self._samples = self._unmeasured(self._samples)
         if not self._potential and not self._samples:
             return None, stats
@@ -876,7 +880,7 @@ class DraftVerifySearch(_ResumableSearch):
         self._drafts += 1
         self._last_draft_s = result.stats["draft_s"]
         self.ledger.note(result.stats["draft_s"])
-        return {k: v for k, v in result.stats.items() if k != "draft_s"}
+        return {k: v for k, v in result.stats.items() if k not in ("draft_s", "draft_span")}
 
     def _draft_needed(self, n: int) -> tuple[bool, bool]:
         """(whether this round must draft before it picks `n`, whether the potential space ran under

@@ -96,7 +96,8 @@ class DraftResult:
     """What a draft leaves: its fresh samples and the evolved population (best draft score first),
     each as (schedule key, schedule) pairs, hashed in the draft's thread; whether the population is
     unevolved (a quick start); and the draft's statistics (`sample_s`, `samples`, `samples_asked`;
-    `draft_s`, `psa_s` and `draft_scored` of the draft alone; `draft_end`, its end by `time.perf_counter`)."""
+    `draft_s`, `psa_s` and `draft_scored` of the draft alone; `draft_span`, its start and end by
+    `time.perf_counter`)."""
 
     samples: list[tuple[int, Any]]
     evolved: list[tuple[int, Any]]
@@ -155,7 +156,7 @@ class Draft:
         end = time.perf_counter()
         stats.update(
             draft_s=end - start,
-            draft_end=end,  # time.perf_counter() at its end: the log places the draft on the run's clock
+            draft_span=(start, end),  # by time.perf_counter: the log places the draft on the run's clock
             psa_s=self.draft_model.seconds - psa,
             draft_scored=self.draft_model.scored - scored,
         )

@@ -15,12 +15,13 @@ a RuntimeError instead of killing the caller.
   GPU targets: DLight's default schedules, which compile_relax applies to functions without records).
 * torch eager: the same torch module and input on the same device (CPU with the target's cores as
   torch threads, or CUDA), the median of `repeat` runs of `number` calls after a warm-up of at least
-  `EAGER_WARMUP_S`. A forward that makes its own tensors on the CPU runs with the device as torch's
-  default (a function mode, whose Python costs a launch-bound model a third more a call); the zoo's
-  do not. Eager mode at batch 1 is bound by the host's launches: on the GPU machines its readings
-  moved 2x with the host's CPU speed within a minute (ViT-B/16 0.69-1.40 ms in one process), where
-  the compiled networks held within 1%; compare with its fastest reading (docs/benchmarks.md, "Whole
-  networks against MetaSchedule's default").
+  `EAGER_WARMUP_S`. A forward whose first call raises a RuntimeError (one that makes its own tensors
+  on the CPU, `torch.arange` without `device=`) runs with the device as torch's default: a function
+  mode, whose Python costs a launch-bound model a third more a call; the zoo's need none. Eager mode
+  at batch 1 is bound by the host's launches, and on the GPU machines its readings moved up to 2x
+  from one to the next in one process (ViT-B/16 0.71-1.40 ms), where the compiled networks held
+  within 1-2%; the cause is not established. Compare with its fastest reading (docs/benchmarks.md,
+  "Whole networks against MetaSchedule's default").
 
 Time a tuned output dir again (a GPU machine, after `tune.py --network ... --out DIR`):
 
@@ -129,6 +130,7 @@ def _time_eager(
     with torch.inference_mode():
         try:
             model(*example)
+            sync()
             on_device = contextlib.nullcontext()
         except RuntimeError:
             # a forward that makes its own tensors on the CPU (torch.arange without device=): the device as the

@@ -21,6 +21,7 @@ from typing import Any
 from tvm.ir.utils import derived_object
 
 from bridge.host_cpu import host_seconds
+from bridge.span_union import SpanUnion
 from data.atomic import atomic_path
 from data.labels import mean_latency
 from tvm_env import ms, nvrtc, usable_cores
@@ -110,7 +111,8 @@ class SearchLog:
     Wire it with `tune_tasks(builder=log.builder(b), runner=log.runner(r),
     measure_callbacks=log.callbacks())` and give it to the strategies. On a
     resumed run, pass what the earlier run left: the best latency per task name, the trials, the
-    seconds and the rounds per task already spent, so the curve continues. With `deadline_s`, strategies start no new
+    seconds, the drafting seconds (`draft_wall_s`) and the rounds per task already spent, so the curve
+    continues. With `deadline_s`, strategies start no new
     batch once this run has lasted that long.
 
     Attributes:
@@ -138,7 +140,7 @@ class SearchLog:
         "drafted",  # 1: the batch came from a new draft (drafted in turn, or taken up from the background)
         "draft_started",  # 1: the round started a draft alongside (draft_ahead); a later round takes it up
         "draft_wait_s",  # seconds the round's search waited for a draft started alongside
-        "draft_end_s",  # the run's elapsed seconds when the round's (last) draft ended: it ran draft_s before
+        "draft_wall_s",  # seconds of the run so far during which a draft ran, drafts at once counted once
         "draft_held",  # 1: a draft was due on a stall (or, low_draft_ahead, a low space), held by redraft_share
         "cold_start",
         "gated",  # 1: ranked by the draft model, the verify gate's choice (verify_gate)
@@ -171,6 +173,7 @@ class SearchLog:
         best: Mapping[str, float] | None = None,
         trials_before: int = 0,
         seconds_before: float = 0.0,
+        draft_wall_before: float = 0.0,
         rounds_before: Mapping[str, int] | None = None,
         on_round: Callable[[dict], None] | None = None,
         deadline_s: float | None = None,
@@ -178,6 +181,8 @@ class SearchLog:
         self.best: dict[str, float] = dict(best or {})
         self.deadline_s = deadline_s
         self.total_trials, self.seconds_before = int(trials_before), float(seconds_before)
+        self.draft_wall_before = float(draft_wall_before)  # NaN: an earlier run's curve did not log it
+        self._drafting = SpanUnion()  # this run's drafts on its clock (`draft_wall_s`)
         self.on_round = on_round
         self.learning: Callable[[], tuple[float, float]] | None = None  # (learn_s, learn_wait_s) so far
         self._learned = (0.0, 0.0)
@@ -286,8 +291,8 @@ class SearchLog:
         self._rounds[task] = self._rounds.get(task, 0) + 1
         weights = {str(t.ctx.task_name): float(t.task_weight) for t in tasks}
         search = self._search.pop(task, {})
-        if "draft_end" in search:  # the draft's end on the run's clock (time.perf_counter there)
-            search["draft_end_s"] = self.seconds_before + search.pop("draft_end") - self.start
+        for start, end in search.pop("draft_spans", ()):  # the drafts the batch's search took up or ran
+            self._drafting.add(self.seconds_before + start - self.start, self.seconds_before + end - self.start)
         build_s, built = self._pop_build(candidates)
         row = dict.fromkeys(self.FIELDS, math.nan)
         row.update(built)  # a batch built ahead has its build's figures in `search`, which wins
@@ -307,6 +312,7 @@ class SearchLog:
             **self._pop_run(builder_results),
             estimated_ms=self.estimated_total(weights) * 1e3,
             **self._host_cpu(),
+            draft_wall_s=self.draft_wall_before + self._drafting.seconds,
             **search,
         )
         self._update_start = None

@@ -262,6 +262,7 @@ def tune_tasks(
             best={name: best for name, (_, best) in before.items() if math.isfinite(best)},
             trials_before=spent,
             seconds_before=previous_rows[-1]["elapsed_s"] if previous_rows else 0.0,
+            draft_wall_before=previous_rows[-1]["draft_wall_s"] if previous_rows else 0.0,
             rounds_before=collections.Counter(r["task"] for r in previous_rows),
             deadline_s=config.deadline,
         )

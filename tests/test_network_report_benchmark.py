@@ -56,7 +56,7 @@ def test_each_run_gets_its_summary_and_curve_figures(tmp_path, capsys):
     assert xgb["against"] == pytest.approx(2.3337 / 0.6854, abs=1e-3)  # the 3.40x of the docs
     assert xgb["estimated_ms"] is None and math.isnan(xgb["drafting"]) and math.isnan(xgb["first_drafts_s"])
     assert 1.5 < pruner["drafting"] < 1.6  # 473 draft seconds over a 300 s run: two drafts at once
-    assert math.isnan(pruner["drafting_wall"])  # a curve from before draft_end_s: not known
+    assert math.isnan(pruner["drafting_wall"])  # a curve from before draft_wall_s: not known
     printed = capsys.readouterr().out
     assert "0.685 retimed" in printed and "14 of 19" in printed
 

@@ -19,6 +19,7 @@ from bridge.curve import (
     refused_picks,
 )
 from bridge.search_log import SearchLog
+from bridge.span_union import SpanUnion
 
 
 def rows(*rounds):
@@ -90,20 +91,28 @@ def test_evolution_has_no_drafts_and_no_rows_give_nan():
     assert all(math.isnan(v) for v in device_idle_parts([]).values())
 
 
-def test_drafts_at_once_count_once_on_the_wall_and_each_in_the_draft_seconds():
-    """Four first drafts, two of them at once (10-30 s and 20-40 s), one inside another's span (25-28 s),
-    one apart (50-60 s), in a 100 s run; a row that drafted nothing logs a little draft_s of its own search
-    and no end, and does not count on the wall."""
+def test_a_span_union_counts_overlaps_once_whatever_the_order_spans_come_in():
+    """Four drafts: two at once (10-30 s and 20-40 s), one inside another (25-28 s), one apart (50-60
+    s), added out of order as a network's rows take them up; an empty or reversed span adds nothing."""
+    union = SpanUnion()
+    for start, end in [(50, 60), (20, 40), (25, 28), (10, 30), (5, 5), (70, 65)]:
+        union.add(start, end)
+    assert union.seconds == pytest.approx(30 + 10)  # 10-40 s and 50-60 s
+    union.add(40, 50)  # touching both: one span, 10-60 s
+    assert union.seconds == pytest.approx(50)
+
+
+def test_the_wall_share_is_the_last_rows_union_and_the_draft_seconds_count_each_draft():
     run = rows(*((e, 1, 1, math.nan) for e in (31, 41, 42, 61)), (100, 1, 0, math.nan))
-    for row, (seconds, end) in zip(run, [(20, 30), (20, 40), (3, 28), (10, 60), (0.5, math.nan)]):
-        row.update(draft_s=seconds, draft_end_s=end)
+    for row, seconds, wall in zip(run, [20, 20, 3, 10, 0.5], [20, 30, 30, 40, 40]):
+        row.update(draft_s=seconds, draft_wall_s=wall)  # the last row drafted nothing: a little draft_s of its search
     assert drafting_share(run) == pytest.approx(53.5 / 100)  # every draft second, the last row's too
-    assert drafting_wall_share(run) == pytest.approx((30 + 10) / 100)  # 10-40 s and 50-60 s
-    run[3].update(draft_s=80)  # a span from before the run's start is cut at 0: 0-60 s
-    assert drafting_wall_share(run) == pytest.approx(60 / 100)
-    for row in run:  # a curve from before draft_end_s
-        row["draft_end_s"] = math.nan
+    assert drafting_wall_share(run) == pytest.approx(40 / 100)
+    run[-1]["draft_wall_s"] = math.nan  # a curve from before the column, or a resumed one whose first part was
     assert math.isnan(drafting_wall_share(run)) and math.isnan(drafting_wall_share([]))
+    evolution = rows((5, 1, math.nan, math.nan))  # MetaSchedule's search: no drafts, whatever the column says
+    evolution[0]["draft_wall_s"] = 0.0
+    assert math.isnan(drafting_wall_share(evolution))
 
 
 def test_build_busy_is_the_median_share_of_the_workers_time_a_batch_kept_busy():

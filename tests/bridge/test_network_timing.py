@@ -3,6 +3,7 @@
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -153,3 +154,6 @@ def test_torch_eager_times_the_zoo_without_a_device_mode_and_a_users_cpu_tensors
     # the first call fails at the add (the Linear's pre-hook never sees it), then warm-up and 3 x 2 calls, all
     # under the mode
     assert seen == [("Linear", "meta", 1)] * (2 + 3 * 2), seen
+    start = time.perf_counter()
+    _time_eager("bert_tiny", 16, "meta", 1, 1, 1, warmup_s=0.5)  # warms up for half a second at least
+    assert time.perf_counter() - start >= 0.5

@@ -150,6 +150,8 @@ def test_a_resumed_pipelined_run_continues_without_measuring_twice(ahead, tmp_pa
     result = run(tmp_path / "resumed", builder, runner, pipeline=True, trials=28)
     records = result.database.get_all_tuning_records()
     assert len(records) == 28 and [r["total_trials"] for r in result.rows][-3:] == [20, 24, 28]
+    walls = [r["draft_wall_s"] for r in result.rows]  # the drafting on the wall goes on from the earlier run's
+    assert walls[-3] > 0 and walls == sorted(walls), walls
     assert len({int(tvm_ffi.structural_hash(r.as_measure_candidate().sch.mod)) for r in records}) == 28
 
 
