@@ -17,7 +17,7 @@ a RuntimeError instead of killing the caller.
   torch threads, or CUDA), the median of `repeat` runs of `number` calls after a warm-up of at least
   `EAGER_WARMUP_S`. A forward whose first call raises a RuntimeError (one that makes its own tensors
   on the CPU, `torch.arange` without `device=`) runs with the device as torch's default: a function
-  mode, whose Python costs a launch-bound model a third more a call; the zoo's need none. Eager mode
+  mode, whose Python costs a launch-bound model a quarter more a call; the zoo's need none. Eager mode
   at batch 1 is bound by the host's launches, and on the GPU machines its readings moved up to 2x
   from one to the next in one process (ViT-B/16 0.71-1.40 ms), where the compiled networks held
   within 1-2%; the cause is not established. Compare with its fastest reading (docs/benchmarks.md,
@@ -134,7 +134,7 @@ def _time_eager(
             on_device = contextlib.nullcontext()
         except RuntimeError:
             # a forward that makes its own tensors on the CPU (torch.arange without device=): the device as the
-            # default too, a function mode that costs every op some Python (a third more a call on a small model)
+            # default too, a function mode that costs every op some Python (a quarter more a call on a small model)
             on_device = torch.device(device)
     means = []
     with torch.inference_mode(), on_device:
