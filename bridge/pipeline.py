@@ -27,7 +27,7 @@ import os
 import shutil
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from typing import Any
 
@@ -170,13 +170,17 @@ class PrefetchBuilder(ms.builder.PyBuilder):
                     first_at.setdefault(keys[i], i)
             running = list(first_at.values())
             fresh = [i for i in todo if first_at.get(keys[i]) != i]
+            told: dict[str, float] = {}  # the builder's figures of both parts, added up
             if running:
                 for i, result in zip(running, self._finish([self._running.pop(keys[i]) for i in running])):
                     out[i] = result
+                if hasattr(self.builder, "finish"):  # it told what the taken-over builds cost
+                    told = _added(told, getattr(self.builder, "last_batch", {}))
             if fresh:
                 for i, result in zip(fresh, self.builder.build([build_inputs[i] for i in fresh])):
                     out[i] = result
-            self.built_batch = dict(getattr(self.builder, "last_batch", {})) if todo else {}
+                told = _added(told, getattr(self.builder, "last_batch", {}))
+            self.built_batch = told
             if todo:
                 self.last_batch = self.built_batch
         return out
@@ -191,6 +195,11 @@ class PrefetchBuilder(ms.builder.PyBuilder):
                 if result.error_msg is None and result.artifact_path:
                     shutil.rmtree(os.path.dirname(str(result.artifact_path)), ignore_errors=True)
             self._built.clear()
+
+
+def _added(a: Mapping[str, float], b: Mapping[str, float]) -> dict[str, float]:
+    """Two batches' builder figures (`tvm_env.builder.BATCH_KEYS`, each a sum over picks) as one's."""
+    return {k: a.get(k, 0.0) + b.get(k, 0.0) for k in {**a, **b}}
 
 
 def _build_into(builder: Any, inputs: list, futures: Sequence[Future]) -> None:

@@ -277,10 +277,12 @@ def test_a_prefetch_leaves_a_straggler_building_and_the_batch_after_takes_it_ove
     early, pending, built = prefetch.prefetch(mods, target)
     assert pending == [5], (early, pending)  # returned while the straggler was still building
     assert built["build_cpu_s"] > 0 and built == prefetch.last_batch  # what the nine cost, as this call took it
-    results = prefetch.build([ms.builder.BuilderInput(m, target) for m in mods])
+    # the batch: the nine built, the straggler taken over, and one never prefetched, built afresh
+    results = prefetch.build([ms.builder.BuilderInput(m, target) for m in [*mods, _matmul(3)]])
     assert all(r.error_msg is None and r.artifact_path for r in results)
-    assert (prefetch.hits, prefetch.misses) == (9, 1)
-    assert prefetch.last_batch["build_cpu_s"] > 1.0  # the straggler's own build, taken over
+    assert (prefetch.hits, prefetch.misses) == (9, 2)
+    assert prefetch.last_batch["build_cpu_s"] > 1.0  # the straggler's own build, taken over, with the fresh one's
+    assert prefetch.built_batch == prefetch.last_batch
     assert built["build_cpu_s"] > 0 and built != prefetch.last_batch  # the prefetch's own figures stay its own
     waits = PrefetchBuilder(builder=builder)
     seconds, pending, _ = waits.prefetch(mods[4:7], target)
