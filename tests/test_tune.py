@@ -241,10 +241,11 @@ def test_a_run_that_reuses_kernels_counts_the_reused_and_gives_each_kernel_one_m
     from tvm_env import kernel_key, parse_target, tvm
 
     result = tune.main(
-        ["--workload", "dense:1,8,8", "--target", TARGET, "--cost-model", "random", "--trials-per-round", "8",
+        ["--workload", "dense:1,2,2", "--target", TARGET, "--cost-model", "random", "--trials-per-round", "8",
          "--trials", "32", "--reuse-kernels", "true", "--work-dir", str(tmp_path), *QUICK]
     )  # fmt: skip
-    # this tiny dense's random schedules repeat a kernel: 1-6 of 32 trials in 10 runs by hand (by chance, not forced)
+    # this tiny dense's random schedules repeat a kernel: 13-19 of 32 trials in 6 runs by hand (dense:1,8,8's
+    # 0-6 failed the suite once; dense:1,4,4's 4-12)
     assert sum(r["valid"] for r in result.rows) == 32 and sum(r["reused"] for r in result.rows) >= 1
     target = parse_target(json.loads(TARGET))
     kernels = collections.defaultdict(set)
