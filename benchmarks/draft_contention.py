@@ -1,8 +1,8 @@
 """How first drafts share a host: K tasks' first drafts at once in one process, T threads each.
 
-tune.py drafts up to `--first-drafts-ahead` (2) tasks' first potential spaces at once, each on a
-thread of its own (`bridge.drafting.Draft`), every task's TuneContext having all the host's cores as
-threads. Inside a ResNet-18 run on the 16-core GPU machine, two at once beside the builds, a
+tune.py drafts up to `--first-drafts-ahead` (4) tasks' first potential spaces at once, each on a
+thread of its own (`bridge.drafting.Draft`), with `--first-draft-threads` (unset: the host's cores
+shared among them). Inside a ResNet-18 run on the 16-core GPU machine, two at once beside the builds, a
 convolution's first draft took about 33 s, as long as one alone on the 2-core CPU machine. This
 script drafts K copies of one CUDA task (different seeds) at once, as tune.py does, and prints the
 wall time of each draft, of all K, how many cores the process kept busy (its walk pool's processes
@@ -28,7 +28,7 @@ from rich.table import Table
 
 import tvm_env
 from benchmarks.cli import doc_parser
-from bridge.draft_verify import DraftVerifySearch
+from bridge.draft_verify import FIRST_DRAFT_MIN_SAMPLES, DraftVerifySearch
 from bridge.host_cpu import cpu_seconds
 from bridge.psa import PSACostModel
 from bridge.search import CountingCostModel
@@ -38,7 +38,14 @@ from tvm_env import ms
 
 
 def draft_at_once(
-    mod, target, draft: PSACostModel, concurrent: int, threads: int | str, population: int, seed: int
+    mod,
+    target,
+    draft: PSACostModel,
+    concurrent: int,
+    threads: int | str,
+    population: int,
+    seed: int,
+    min_samples: int = FIRST_DRAFT_MIN_SAMPLES,
 ) -> tuple[list, list, float, float]:
     """Seconds of each of `concurrent` first drafts by `draft` run at once (one thread each), the
     schedules each draft scored, the wall seconds of all of them and the cores this process kept busy
@@ -46,7 +53,12 @@ def draft_at_once(
     strategies, counters = [], []
     for k in range(concurrent):
         counters.append(CountingCostModel(model=draft, cache=False))
-        strategy = DraftVerifySearch(draft=counters[-1], population_size=population, potential_size=population // 2)
+        strategy = DraftVerifySearch(
+            draft=counters[-1],
+            population_size=population,
+            potential_size=population // 2,
+            first_draft_min_samples=min_samples,
+        )
         context = tvm_env.task_context(mod, target, strategy, f"task{k}", threads=threads, seed=seed + k)
         strategy.pre_tuning(
             16, 16, context.generate_design_space(), ms.database.MemoryDatabase(), ms.cost_model.RandomModel(seed=seed)
@@ -83,6 +95,12 @@ def main(argv: list[str] | None = None) -> list[dict]:
     )
     parser.add_argument("--walk-workers", type=int, default=None, help="PSA walk processes (default: bridge.psa's)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--first-min-samples",
+        type=int,
+        default=FIRST_DRAFT_MIN_SAMPLES,
+        help="valid fresh samples a first draft samples for (MetaSchedule's 50)",
+    )
     args = parser.parse_args(argv)
 
     target = tvm_env.parse_target(args.target)
@@ -100,7 +118,14 @@ def main(argv: list[str] | None = None) -> list[dict]:
             # earlier one drafted (the same seeds) must not find its scores cached
             draft = PSACostModel(device="h100", features=FeatureCache(pool=pool))
             seconds, scored, wall, cores = draft_at_once(
-                mod, target, draft, concurrent, threads or "physical", args.population, args.seed
+                mod,
+                target,
+                draft,
+                concurrent,
+                threads or "physical",
+                args.population,
+                args.seed,
+                args.first_min_samples,
             )
             walked = len(draft.features)  # distinct schedules PSA walked, all K drafts together
             table.add_row(

@@ -33,6 +33,8 @@ def test_drafts_at_once_each_draft_and_the_table_counts_them(capsys):
             "1",
             "--walk-workers",
             "1",
+            "--first-min-samples",
+            "8",
         ]
     )
     assert [(line["concurrent"], line["threads"]) for line in lines] == [(1, 1), (1, 1), (2, 1)]
