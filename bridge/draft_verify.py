@@ -20,6 +20,9 @@ Per task and round:
    `redraft_min_samples` of them are valid). Sampling and evolution are MetaSchedule's own C++
    (`SampleInitPopulation`, `EvolveWithCostModel`) on inner `EvolutionarySearch` objects that this
    strategy owns; they, not PSA, were three quarters of a published-size draft (docs/benchmarks.md).
+   A first draft whose samples drew the task's whole space (`bridge.drafting.enumerated`: an
+   injective task's handful of thread extents) ranks them unevolved; its verify does not evolve
+   them and no later draft is made, so once they are measured the task is done.
 2. Verify: the verify model (the tuning run's cost model, e.g. PAM) ranks the potential space;
    then its best `verify_pool` plus the best measured schedules (`pool_measured_ratio` of them)
    evolve `verify_generations` more generations scored by the verifier.
@@ -527,6 +530,7 @@ class DraftVerifySearch(_ResumableSearch):
         self._last_draft_s = 0.0  # the task's last draft's own seconds, what the next is reckoned to take
         self._stall = StallRule(self.redraft_stall, backoff=self.redraft_backoff, best=self.best_before)
         self._unevolved = False  # the potential space is a quick start's unevolved samples
+        self._enumerated = False  # the first draft drew the task's whole space: no draft finds more
         self._gate = VerifyGate() if self.verify_gate else None
         self._size = SizeFilter(self.size_filter_kb, self.context.target) if self.size_filter_kb else None
         self._fill = FillRule(self.per_round, self.fill_device if self.pipeline is not None else 0)
@@ -668,6 +672,8 @@ class DraftVerifySearch(_ResumableSearch):
         stalled = not must and not early and not stats["drafted"]
         if self._background is not None:
             pass  # a draft is running alongside: the rounds verify the current space until it is done
+        elif self._enumerated:
+            pass  # the first draft drew the whole space: once it is measured the task is done
         elif (early or stalled) and not self._unevolved and not self._share_allows():
             stats["draft_held"] = int(early or self._stall.window_full)
         elif must or early or (stalled and self._stall.due()):
@@ -694,7 +700,7 @@ class DraftVerifySearch(_ResumableSearch):
         elif ranked_ahead is not None:
             ranked, cold = self._unmeasured(ranked_ahead[0]), ranked_ahead[1]
         else:
-            ranked, cold = self._verify()
+            ranked, cold = self._verify(evolve=not self._enumerated)
         if self._gate is not None:
             stats.update(gated=int(gated), verifier_acc=self._gate.verifier_acc, draft_acc=self._gate.draft_acc)
         n_random = min(int(n * self.eps_greedy), len(self._samples))
@@ -824,9 +830,12 @@ class DraftVerifySearch(_ResumableSearch):
             start, seconds, scored = time.perf_counter(), self.verify_model.seconds, self.verify_model.scored
             potential = self._space_of(result)
             try:
-                if verifier is not None and len(potential) < pool:
+                if result.enumerated:  # the whole space: ranked, nothing to evolve
+                    ranking = self._verify(potential, evolve=False)
+                elif verifier is not None and len(potential) < pool:
                     return None  # the first round verifies: its smaller search is made in its thread
-                ranking = self._verify(potential, verifier)
+                else:
+                    ranking = self._verify(potential, verifier)
             finally:
                 if verifier is not None:
                     verifier.post_tuning()
@@ -877,6 +886,7 @@ class DraftVerifySearch(_ResumableSearch):
         self._population = result.evolved
         self._potential = self._space_of(result)
         self._unevolved = result.unevolved
+        self._enumerated = result.enumerated
         self._drafts += 1
         self._last_draft_s = result.stats["draft_s"]
         self.ledger.note(result.stats["draft_s"])
@@ -913,10 +923,11 @@ class DraftVerifySearch(_ResumableSearch):
         first = self.first_verify_generations
         return self.verify_generations if self._verified or first is None else first
 
-    def _verify(self, potential: Pairs | None = None, verifier: Any = None) -> tuple[Pairs, bool]:
+    def _verify(self, potential: Pairs | None = None, verifier: Any = None, evolve: bool = True) -> tuple[Pairs, bool]:
         """The potential space (or `potential`) ranked by the verify model, whose generations evolve
-        in `verifier` when given (an inner search made for `verify_pool` schedules; its caller ends it);
-        (ranking, whether it was a cold start)."""
+        in `verifier` when given (an inner search made for `verify_pool` schedules; its caller ends it),
+        unless not `evolve` (an enumerated space: evolution finds nothing new); (ranking, whether it
+        was a cold start)."""
         potential = self._potential if potential is None else potential
         generations, self._verified = self._verify_generations(), True
         self.verify_model.forget()  # the verifier may have been updated since the last round
@@ -926,7 +937,7 @@ class DraftVerifySearch(_ResumableSearch):
         if np.ptp(scores) == 0.0:  # a cold verifier (the blend passes it through): PSA's order
             return list(potential), True
         ranked = [potential[i] for i in np.argsort(-scores, kind="stable")]
-        if generations == 0:
+        if generations == 0 or not evolve:
             return ranked, False
         limit = min(
             int(len(self.measured) * self.pool_measured_ratio), int(self.population_size * self.pool_measured_ratio)
