@@ -1,0 +1,118 @@
+"""How many valid schedules a pass of MetaSchedule's sampling yields, task by task: what a first draft's
+sampling costs.
+
+A first draft asks MetaSchedule's `SampleInitPopulation` for a population's worth of random schedules
+(512) in a pass, keeps those its postprocessors pass (`VerifyGPUCode` among them), and repeats passes
+until it has `--first-draft-min-samples` valid ones (MetaSchedule's `init_min_unmeasured`, 50). For
+each task of a zoo network (or each `--workload`) on a CUDA target (no GPU needed), the script runs
+`--passes` single passes on the task's first-draft sampler and prints each pass's valid schedules and
+seconds, the distinct ones (`bridge.drafting.enumerated`), and the passes that 50 and 16 valid
+schedules take at the mean yield.
+
+    python benchmarks/sample_yield.py --network vit_b16 --passes 2 --threads 2 --out benchmarks/results/sample_yield/vit_b16.json
+    python benchmarks/sample_yield.py --workload conv2d:1,224,224,3,768,16,16,0 matmul:128,768,768 --passes 3
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.cli import doc_parser  # noqa: E402
+from bridge import drafting  # noqa: E402
+from bridge.draft_verify import FIRST_DRAFT_MIN_SAMPLES, DraftVerifySearch  # noqa: E402
+from bridge.psa import PSACostModel  # noqa: E402
+from bridge.search import _distinct, _pairs  # noqa: E402
+from data.zoo import operator_task  # noqa: E402
+from data.zoo.tasks import extract_network_tasks  # noqa: E402
+from tvm_env import ms, parse_target, setup, task_context  # noqa: E402
+
+
+def pre_tuned(strategy: DraftVerifySearch, mod, target, name: str, threads: int, seed: int) -> DraftVerifySearch:
+    """`strategy` made ready to draft one task on `threads` (an in-memory database, a random verifier):
+    its sampling and drafts need no GPU. End it with `_finish()`."""
+    context = task_context(mod, target, strategy, name, threads=threads, seed=seed)
+    strategy.pre_tuning(
+        64, 16, context.generate_design_space(), ms.database.MemoryDatabase(), ms.cost_model.RandomModel()
+    )
+    return strategy
+
+
+def task_yield(mod, target, name: str, passes: int, population: int, threads: int, seed: int) -> dict:
+    """`passes` single sampling passes of `population` on one task: valid and seconds of each, and the
+    distinct schedules over all of them."""
+    strategy = DraftVerifySearch(
+        draft=PSACostModel(device="h100"), population_size=population, potential_size=min(256, population)
+    )
+    pre_tuned(strategy, mod, target, name, threads, seed)
+    try:
+        sampler = strategy._evolutionary_search(population, 0, strategy.draft_model, min_samples=1)  # one pass a call
+        valid, seconds, samples = [], [], []
+        for _ in range(passes):
+            start = time.perf_counter()
+            got = list(drafting._SAMPLE_INIT(sampler, population))
+            seconds.append(time.perf_counter() - start)
+            valid.append(len(got))
+            samples += got
+    finally:
+        strategy._finish()
+    mean = sum(valid) / passes
+    return {
+        "task": name,
+        "valid": valid,
+        "seconds": seconds,
+        "distinct": len(_distinct(_pairs(samples))),
+        "enumerated": drafting.enumerated(len(samples), len(_distinct(_pairs(samples)))),
+        "passes_for_50": math.ceil(FIRST_DRAFT_MIN_SAMPLES / mean) if mean else None,
+        "passes_for_16": math.ceil(16 / mean) if mean else None,
+    }
+
+
+def main(argv: list[str] | None = None) -> list[dict]:
+    parser = doc_parser(__doc__)
+    parser.add_argument("--network", default=None, help="a zoo network (data.zoo); or --workload")
+    parser.add_argument("--input-size", type=int, default=None, help="the network's input size (default: the zoo's)")
+    parser.add_argument("--workload", nargs="+", default=[], help="operator specs (data.zoo.operator_task)")
+    parser.add_argument("--tasks", type=int, default=None, help="the network's first this-many tasks only")
+    parser.add_argument("--target", default="nvidia/nvidia-h100")
+    parser.add_argument("--passes", type=int, default=2)
+    parser.add_argument("--population", type=int, default=512, help="schedules a pass asks for")
+    parser.add_argument("--threads", type=int, default=2, help="the TuneContext's threads")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--out", default=None, help="a JSON file for the rows")
+    args = parser.parse_args(argv)
+    if bool(args.network) == bool(args.workload):
+        parser.error("give --network or --workload")
+    if args.passes < 1:
+        parser.error(f"--passes {args.passes} must be >= 1")
+    target = parse_target(args.target)
+    setup(target)
+    if args.network:
+        tasks = [(t.name, t.mod) for t in extract_network_tasks(args.network, target, args.input_size)][: args.tasks]
+    else:
+        tasks = [(spec, operator_task(spec).mod) for spec in args.workload]
+    rows = []
+    print("| task | valid a pass | seconds a pass | distinct | passes for 50 | passes for 16 |")
+    print("|---|---|---|---|---|---|")
+    for name, mod in tasks:
+        row = task_yield(mod, target, name, args.passes, args.population, args.threads, args.seed)
+        rows.append(row)
+        print(
+            f"| {name} | {', '.join(map(str, row['valid']))} | {', '.join(f'{s:.2f}' for s in row['seconds'])} "
+            f"| {row['distinct']}{' (enumerated)' if row['enumerated'] else ''} | {row['passes_for_50']} "
+            f"| {row['passes_for_16']} |",
+            flush=True,
+        )
+    if args.out:
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.out).write_text(json.dumps({"argv": vars(args), "rows": rows}, indent=1) + "\n")
+    return rows
+
+
+if __name__ == "__main__":
+    main()
