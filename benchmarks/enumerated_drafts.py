@@ -128,9 +128,7 @@ def run(
         print(
             f"| {r['task']} | {r['samples']} | {r['distinct']} | {cells[0]} | {cells[1]} | {scored[0]} | {scored[1]} |"
         )
-    print(
-        f"| all {len(enumerated)} (sum of the medians) | | | {total['ranked']:.2f} | {total['evolved']:.2f} | | |"
-    )
+    print(f"| all {len(enumerated)} (sum of the medians) | | | {total['ranked']:.2f} | {total['evolved']:.2f} | | |")
     summary = {"network": network, "target": target, "threads": threads, "rows": rows, "total_draft_s": total}
     if out:
         Path(out).parent.mkdir(parents=True, exist_ok=True)
