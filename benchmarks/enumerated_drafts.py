@@ -18,6 +18,7 @@ import json
 import statistics
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 from unittest import mock
 
@@ -28,7 +29,7 @@ from benchmarks.sample_yield import pre_tuned  # noqa: E402
 from bridge import drafting  # noqa: E402
 from bridge.config import SearchConfig  # noqa: E402
 from bridge.draft_verify import DraftVerifySearch  # noqa: E402
-from bridge.search import _distinct, _pairs  # noqa: E402
+from bridge.search import _pairs  # noqa: E402
 from data.zoo.tasks import extract_network_tasks  # noqa: E402
 from tvm_env import parse_target, setup  # noqa: E402
 
@@ -58,14 +59,16 @@ def _first_draft(task, target, threads: int, seed: int, rule: bool) -> dict:
         strategy._finish()
 
 
-def _distinct_samples(task, target, threads: int, seed: int) -> tuple[int, int, float]:
-    """(samples, distinct, seconds) of the task's first draft's sampling alone."""
+def _distinct_samples(task, target, threads: int, seed: int) -> tuple[int, int, int, float]:
+    """(samples, distinct, drawn once, seconds) of the task's first draft's sampling alone."""
     strategy = _strategy(task, target, threads, seed)
     try:
         draft = strategy._new_draft()
         start = time.perf_counter()
         samples = list(drafting._SAMPLE_INIT(draft.sampler, draft.fresh))
-        return len(samples), len(_distinct(_pairs(samples))), time.perf_counter() - start
+        seconds = time.perf_counter() - start
+        times = Counter(k for k, _ in _pairs(samples))
+        return len(samples), len(times), sum(1 for t in times.values() if t == 1), seconds
     finally:
         strategy._finish()
 
@@ -102,9 +105,9 @@ def run(
     tasks = extract_network_tasks(network, tgt, input_size)[:first_tasks]
     rows = []
     for task in tasks:
-        samples, distinct, seconds = _distinct_samples(task, tgt, threads, seed)
+        samples, distinct, once, seconds = _distinct_samples(task, tgt, threads, seed)
         row = {"task": task.name, "weight": task.weight, "samples": samples, "distinct": distinct, "sample_s": seconds}
-        row["enumerated"] = drafting.enumerated(samples, distinct)
+        row["enumerated"] = drafting.enumerated(samples, distinct, once)
         if row["enumerated"]:
             for _ in range(repeats):
                 for rule in (True, False):

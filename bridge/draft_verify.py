@@ -570,7 +570,8 @@ class DraftVerifySearch(_ResumableSearch):
 
         def search() -> None:
             nonlocal build_start
-            ready = queued if queued is not None else self._search(n)
+            # a batch searched ahead that found nothing is searched again when picks were left building since
+            ready = queued if queued is not None and (queued[0] or not self._deferred) else self._search(n)
             build_start = time.perf_counter()
             if self.search_ahead == 1:
                 self._ready = ready
@@ -689,7 +690,10 @@ class DraftVerifySearch(_ResumableSearch):
                 spans.append(result.stats["draft_span"])
         self._samples = self._unmeasured(self._samples)
         if not self._potential and not self._samples:
-            return None, stats
+            # the space is measured (an enumerated task's end); picks a prefetch left building still go
+            deferred, self._deferred = self._unmeasured(self._deferred), []
+            self._deferred = deferred[n:]
+            return ([s for _, s in deferred[:n]] or None), stats
         verify_start = time.perf_counter()
         self._searches += 1
         gated = self._gate is not None and self._gate.use_draft()

@@ -31,6 +31,7 @@ import os
 import sys
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
@@ -52,18 +53,19 @@ _QUIET = logging.getLogger(f"{__name__}.first_draft")  # warnings only: MetaSche
 _QUIET.setLevel(logging.WARNING)
 
 ENUMERATED_DRAWS = 16
-"""A first draft whose fresh samples drew each distinct schedule this many times or more, on average,
-has drawn its task's whole space (`enumerated`)."""
+"""A draft whose fresh samples drew each distinct schedule this many times or more, on average, and none
+only once, has drawn its task's whole space (`enumerated`)."""
 
 
-def enumerated(samples: int, distinct: int) -> bool:
-    """Whether `samples` random schedules of which `distinct` differ have drawn the whole design space:
-    each drawn `ENUMERATED_DRAWS` times or more on average. MetaSchedule's mutators change a decision
-    within the support its sampling draws from, so evolving such a space finds nothing that sampling
-    did not: an injective task's space is a handful of thread extents (BERT-base on CUDA: 11 of its 18
-    tasks, 3-6 distinct schedules in 512 samples; a space of S equally likely schedules misses one
-    in 16 S draws with odds about S e^-16)."""
-    return 0 < distinct and samples >= ENUMERATED_DRAWS * distinct
+def enumerated(samples: int, distinct: int, singletons: int = 0) -> bool:
+    """Whether `samples` random schedules of which `distinct` differ, `singletons` of them drawn once,
+    have drawn the whole design space: each drawn `ENUMERATED_DRAWS` times or more on average, and none
+    only once (the share of the space never drawn is about singletons / samples: Good-Turing).
+    MetaSchedule's mutators change a decision within the support its sampling draws from, so evolving
+    such a space finds nothing that sampling did not: an injective task's space is a handful of thread
+    extents (BERT-base on CUDA: 11 of its 18 tasks, 1-6 distinct schedules in 512 samples; a space of S
+    equally likely schedules misses one in 16 S draws with odds about S e^-16)."""
+    return 0 < distinct and samples >= ENUMERATED_DRAWS * distinct and singletons == 0
 
 
 def with_threads(context: Any, threads: int, log: logging.Logger | None = None) -> Any:
@@ -132,7 +134,7 @@ class Draft:
     only ranked, not evolved. A started draft with `then` calls it on its result, on its thread,
     once the slot is given back, and keeps what it returns as the result's `ranking`. A started draft
     with `nice` > 0 runs at that much lower CPU priority (`lower_priority`); its `then` does not.
-    A draft from fresh samples alone (no parents, nothing reused) whose samples drew the whole space
+    A draft that reuses no population (a task's first) whose fresh samples drew the whole space
     (`enumerated`) ranks them instead of evolving them."""
 
     def __init__(
@@ -164,8 +166,12 @@ class Draft:
         samples = list(_SAMPLE_INIT(self.sampler, self.fresh)) if self.fresh > 0 else []
         stats = {"sample_s": time.perf_counter() - start, "samples": len(samples), "samples_asked": self.fresh}
         population = (self.parents + samples + self.reused)[: self.population_size]
-        fresh = _distinct(_pairs(samples))
-        whole = not (self.parents or self.reused) and enumerated(len(samples), len(fresh))
+        drawn = _pairs(samples)
+        fresh = _distinct(drawn)
+        once = sum(1 for times in Counter(k for k, _ in drawn).values() if times == 1)
+        # the fresh samples alone decide: parents are measured schedules of the same space (a resumed
+        # task's first draft has them), and a reused population was evolved already
+        whole = not self.reused and enumerated(len(samples), len(fresh), once)
         unevolved = self.quick_start and not self.parents and not whole
         if unevolved or whole:  # rank the fresh samples (a quick start's are evolved by the next draft)
             distinct = fresh if whole else _distinct(_pairs(population))

@@ -17,7 +17,7 @@ def test_passes_yield_valid_schedules_and_the_passes_a_draft_needs_follow(tmp_pa
     )
     (row,) = rows
     assert len(row["valid"]) == len(row["seconds"]) == 2 and all(s > 0 for s in row["seconds"])
-    assert all(0 < v <= 32 for v in row["valid"]) and not row["enumerated"]  # postprocessors refuse some
+    assert all(0 < v <= 32 for v in row["valid"]) and not row["enumerated"]  # a real space
     mean = sum(row["valid"]) / 2
     assert (row["passes_for_50"] - 1) * mean < 50 <= row["passes_for_50"] * mean
     assert row["passes_for_16"] <= row["passes_for_50"]

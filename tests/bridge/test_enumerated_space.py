@@ -34,6 +34,7 @@ def test_the_rule_asks_each_distinct_schedule_to_be_drawn_sixteen_times_on_avera
     assert ENUMERATED_DRAWS == 16
     assert enumerated(512, 6) and enumerated(512, 32) and enumerated(16, 1)
     assert not enumerated(512, 33) and not enumerated(73, 73) and not enumerated(0, 0)
+    assert not enumerated(512, 6, singletons=1)  # a schedule drawn once: the space may hold more, never drawn
 
 
 def test_an_injective_tasks_first_draft_ranks_its_whole_space_and_the_task_ends_once_it_is_measured():
@@ -55,6 +56,12 @@ def test_an_injective_tasks_first_draft_ranks_its_whole_space_and_the_task_ends_
         picks, stats = strategy._search(16)
         assert {int(tvm_ffi.structural_hash(s.mod)) for s in picks} == keys  # the whole space in one batch
         assert stats["verify_scored"] == strategy.verify_model.scored - scored == len(keys)  # ranked, not evolved
+        # picks that a prefetch left building (`_deferred`) are still handed out once the space is used up
+        left = _pairs(picks)[:2]
+        strategy._potential, strategy._samples, strategy._deferred = [], [], list(left)
+        strategy.measured.update(keys - {k for k, _ in left})
+        again, _ = strategy._search(16)
+        assert [int(tvm_ffi.structural_hash(s.mod)) for s in again] == [k for k, _ in left] and not strategy._deferred
         strategy.measured.update(keys)
         assert strategy._search(16)[0] is None and strategy._drafts == 1  # done: no draft looks again
     finally:
@@ -70,3 +77,40 @@ def test_a_task_with_a_real_space_still_evolves_its_first_draft():
         assert not strategy._enumerated
     finally:
         strategy._finish()
+
+
+def test_an_enumerated_first_draft_started_ahead_is_ranked_on_its_thread_not_evolved():
+    """With the first draft started at `pre_tuning` (`first_drafts_ahead`), the draft's thread ranks an
+    enumerated space by the verifier without the verifier's generations, and the first batch is it."""
+    from bridge.pipeline import Pipeline
+    from bridge.search_log import SearchLog
+    from tests.bridge.test_search import Tally
+
+    target = parse_target("nvidia/nvidia-h100")
+    setup(target)
+    pipeline, log = Pipeline(), SearchLog()
+    strategy = DraftVerifySearch(
+        draft=PSACostModel(device="h100"),
+        population_size=128,
+        potential_size=48,
+        eps_greedy=0.0,
+        local_share=0.0,
+        first_drafts_ahead=1,
+        first_verify_ahead=True,
+        pipeline=pipeline,
+        log=log,
+    )
+    context = task_context(_add(), target, strategy, "task", threads=1, seed=0)
+    verify = Tally(ms.cost_model.RandomModel())
+    strategy.pre_tuning(64, 16, context.generate_design_space(), ms.database.MemoryDatabase(), verify)
+    try:
+        picks = strategy.generate_measure_candidates()
+        keys = {int(tvm_ffi.structural_hash(c.sch.mod)) for c in picks}
+        first = log.searched("task")
+        assert strategy._enumerated and first["drafted"] == 1
+        # the whole space in one batch, ranked once on the draft's thread: the verifier scored each schedule once
+        assert len(keys) == len(picks) == first["verify_scored"] == first["draft_scored"] == verify.scored
+        assert verify.calls == 1 and verify.threads[0].startswith("pruner-draft")
+    finally:
+        strategy.post_tuning()
+        pipeline.close()
