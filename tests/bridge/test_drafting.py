@@ -279,13 +279,13 @@ def test_first_drafts_start_with_the_run_at_most_k_at_once(tmp_path, monkeypatch
     assert len(keys) == len(set(keys)) and len(records) >= 12
 
 
-def _first_verify_search(verify, pipeline, log, trials: int, *, ahead: bool, **options):
-    """A draft-then-verify search on the matmul whose first draft starts at `pre_tuning` (`ahead`: its
-    thread also ranks it by `verify`), a potential space of 12 and batches of 4, tuning started with
-    `trials`; (search, context)."""
+def _first_verify_search(verify, pipeline, log, trials: int, *, ahead: bool, mod=None, population=48, **options):
+    """A draft-then-verify search on the matmul (or `mod`) whose first draft starts at `pre_tuning`
+    (`ahead`: its thread also ranks it by `verify`), a potential space of 12 and batches of 4, tuning
+    started with `trials`; (search, context)."""
     strategy = DraftVerifySearch(
         draft=PSACostModel(device="a100"),
-        population_size=48,
+        population_size=population,
         potential_size=12,
         local_share=0.0,
         eps_greedy=0.0,
@@ -295,7 +295,7 @@ def _first_verify_search(verify, pipeline, log, trials: int, *, ahead: bool, **o
         log=log,
         **options,
     )
-    context = context_for(matmul(), strategy, seed=3, threads=1)
+    context = context_for(matmul() if mod is None else mod, strategy, seed=3, threads=1)
     strategy.pre_tuning(trials, 4, context.generate_design_space(), ms.database.MemoryDatabase(), verify)
     return strategy, context
 
