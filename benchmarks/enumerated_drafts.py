@@ -18,7 +18,6 @@ import json
 import statistics
 import sys
 import time
-from collections import Counter
 from pathlib import Path
 from unittest import mock
 
@@ -59,16 +58,17 @@ def _first_draft(task, target, threads: int, seed: int, rule: bool) -> dict:
         strategy._finish()
 
 
-def _distinct_samples(task, target, threads: int, seed: int) -> tuple[int, int, int, float]:
-    """(samples, distinct, drawn once, seconds) of the task's first draft's sampling alone."""
+def _distinct_samples(task, target, threads: int, seed: int) -> tuple[int, int, bool, float]:
+    """(samples, distinct, whether they drew the whole space, seconds) of the task's first draft's
+    sampling alone."""
     strategy = _strategy(task, target, threads, seed)
     try:
         draft = strategy._new_draft()
         start = time.perf_counter()
         samples = list(drafting._SAMPLE_INIT(draft.sampler, draft.fresh))
         seconds = time.perf_counter() - start
-        times = Counter(k for k, _ in _pairs(samples))
-        return len(samples), len(times), sum(1 for t in times.values() if t == 1), seconds
+        keys = [k for k, _ in _pairs(samples)]
+        return len(samples), len(set(keys)), drafting.drew_whole_space(keys), seconds
     finally:
         strategy._finish()
 
@@ -105,9 +105,9 @@ def run(
     tasks = extract_network_tasks(network, tgt, input_size)[:first_tasks]
     rows = []
     for task in tasks:
-        samples, distinct, once, seconds = _distinct_samples(task, tgt, threads, seed)
+        samples, distinct, whole, seconds = _distinct_samples(task, tgt, threads, seed)
         row = {"task": task.name, "weight": task.weight, "samples": samples, "distinct": distinct, "sample_s": seconds}
-        row["enumerated"] = drafting.enumerated(samples, distinct, once)
+        row["enumerated"] = whole
         if row["enumerated"]:
             for _ in range(repeats):
                 for rule in (True, False):

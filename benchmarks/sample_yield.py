@@ -22,7 +22,6 @@ import json
 import math
 import sys
 import time
-from collections import Counter
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -66,13 +65,13 @@ def task_yield(mod, target, name: str, passes: int, population: int, threads: in
     finally:
         strategy._finish()
     mean = sum(valid) / passes
-    first = Counter(drawn[0])  # a first draft's samples: one pass, as `Draft.run` judges them
     return {
         "task": name,
         "valid": valid,
         "seconds": seconds,
         "distinct": len({k for keys in drawn for k in keys}),
-        "enumerated": drafting.enumerated(valid[0], len(first), sum(1 for t in first.values() if t == 1)),
+        # judged on one pass, a first draft's samples, as `Draft.run` judges them
+        "enumerated": drafting.drew_whole_space(drawn[0]),
         "passes_for_50": math.ceil(FIRST_DRAFT_MIN_SAMPLES / mean) if mean else None,
         "passes_for_16": math.ceil(16 / mean) if mean else None,
     }

@@ -691,7 +691,7 @@ class DraftVerifySearch(_ResumableSearch):
         self._samples = self._unmeasured(self._samples)
         if not self._potential and not self._samples:
             # the space is measured (an enumerated task's end); picks a prefetch left building still go
-            deferred, self._deferred = self._unmeasured(self._deferred), []
+            deferred = self._unmeasured(self._deferred)
             self._deferred = deferred[n:]
             return ([s for _, s in deferred[:n]] or None), stats
         verify_start = time.perf_counter()

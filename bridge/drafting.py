@@ -32,7 +32,7 @@ import sys
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
@@ -41,7 +41,15 @@ import numpy as np
 from bridge.search import _distinct, _pairs, candidate
 from tvm_env import ms, tvm_ffi
 
-__all__ = ["ENUMERATED_DRAWS", "Draft", "DraftResult", "enumerated", "lower_priority", "with_threads"]
+__all__ = [
+    "ENUMERATED_DRAWS",
+    "Draft",
+    "DraftResult",
+    "drew_whole_space",
+    "enumerated",
+    "lower_priority",
+    "with_threads",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -66,6 +74,12 @@ def enumerated(samples: int, distinct: int, singletons: int = 0) -> bool:
     extents (BERT-base on CUDA: 11 of its 18 tasks, 1-6 distinct schedules in 512 samples; a space of S
     equally likely schedules misses one in 16 S draws with odds about S e^-16)."""
     return 0 < distinct and samples >= ENUMERATED_DRAWS * distinct and singletons == 0
+
+
+def drew_whole_space(keys: Sequence[int]) -> bool:
+    """`enumerated` of random samples given by their schedule keys (repeats included)."""
+    times = Counter(keys)
+    return enumerated(len(keys), len(times), sum(1 for t in times.values() if t == 1))
 
 
 def with_threads(context: Any, threads: int, log: logging.Logger | None = None) -> Any:
@@ -168,10 +182,9 @@ class Draft:
         population = (self.parents + samples + self.reused)[: self.population_size]
         drawn = _pairs(samples)
         fresh = _distinct(drawn)
-        once = sum(1 for times in Counter(k for k, _ in drawn).values() if times == 1)
         # the fresh samples alone decide: parents are measured schedules of the same space (a resumed
         # task's first draft has them), and a reused population was evolved already
-        whole = not self.reused and enumerated(len(samples), len(fresh), once)
+        whole = not self.reused and drew_whole_space([k for k, _ in drawn])
         unevolved = self.quick_start and not self.parents and not whole
         if unevolved or whole:  # rank the fresh samples (a quick start's are evolved by the next draft)
             distinct = fresh if whole else _distinct(_pairs(population))

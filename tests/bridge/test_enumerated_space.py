@@ -6,7 +6,7 @@ import tvm
 from tvm import te
 
 from bridge.draft_verify import DraftVerifySearch
-from bridge.drafting import _EVOLVE, ENUMERATED_DRAWS, enumerated
+from bridge.drafting import _EVOLVE, ENUMERATED_DRAWS, drew_whole_space, enumerated
 from bridge.psa import PSACostModel
 from bridge.search import _pairs
 from data import zoo
@@ -35,6 +35,8 @@ def test_the_rule_asks_each_distinct_schedule_to_be_drawn_sixteen_times_on_avera
     assert enumerated(512, 6) and enumerated(512, 32) and enumerated(16, 1)
     assert not enumerated(512, 33) and not enumerated(73, 73) and not enumerated(0, 0)
     assert not enumerated(512, 6, singletons=1)  # a schedule drawn once: the space may hold more, never drawn
+    assert drew_whole_space([1, 2] * 16) and not drew_whole_space([1, 2] * 15)
+    assert not drew_whole_space([1] * 40 + [2])  # 41 draws of 2 schedules, but one of them drawn once
 
 
 def test_an_injective_tasks_first_draft_ranks_its_whole_space_and_the_task_ends_once_it_is_measured():
