@@ -77,6 +77,12 @@ def main(argv: list[str] | None = None) -> list[dict]:
         default=SearchConfig.first_draft_min_samples,
         help="valid fresh samples the first draft samples for (MetaSchedule's: 50)",
     )
+    parser.add_argument(
+        "--no-constrained-sampling",
+        dest="constrained_sampling",
+        action="store_false",
+        help="the first draft samples with MetaSchedule's SampleInitPopulation (default: bridge.sampling's)",
+    )
     parser.add_argument("--profile", action="store_true", help="sample the drafting thread's stack (where it waits)")
     args = parser.parse_args(argv)
 
@@ -94,6 +100,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
         first_draft_generations=args.first_generations,
         first_draft_population=args.first_population,
         first_draft_min_samples=args.first_min_samples,
+        constrained_sampling=args.constrained_sampling,
         redraft_every=1,
         redraft_min_samples=args.redraft_min_samples,
         log=log,
@@ -103,6 +110,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
     print(
         f"{args.workload}, target {args.target}, population {args.population}, potential {args.potential}, "
         f"re-draft min samples {args.redraft_min_samples}, "
+        f"first draft's sampler {'constrained' if args.constrained_sampling else 'MetaSchedule'}, "
         f"{int(context.num_threads)} threads, walk workers {draft.model.features.pool.workers}"
     )
 

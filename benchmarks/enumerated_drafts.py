@@ -65,7 +65,7 @@ def _distinct_samples(task, target, threads: int, seed: int) -> tuple[int, int, 
     try:
         draft = strategy._new_draft()
         start = time.perf_counter()
-        samples = list(drafting._SAMPLE_INIT(draft.sampler, draft.fresh))
+        samples = drafting.sample_init(draft.sampler, draft.fresh)
         seconds = time.perf_counter() - start
         keys = [k for k, _ in _pairs(samples)]
         return len(samples), len(set(keys)), drafting.drew_whole_space(keys), seconds

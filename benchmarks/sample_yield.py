@@ -12,6 +12,11 @@ schedules take at the mean yield. A pass that yields none is sampled again by Me
 five times) and counts here as one, with its seconds: on a task of 3-4 valid schedules in 512,
 about one pass in thirty.
 
+Beside it, on a GPU target, the same passes of `bridge.sampling.ConstrainedSampler` (what a first
+draft samples with by default: draws whose threads or shared memory `VerifyGPUCode` would reject are
+turned away before they are replayed; a pass is as many replays): its valid schedules and seconds a
+pass, and the milliseconds a valid schedule costs under each.
+
     python benchmarks/sample_yield.py --network vit_b16 --passes 2 --threads 2 --out benchmarks/results/sample_yield/vit_b16.json
     python benchmarks/sample_yield.py --workload conv2d:1,224,224,3,768,16,16,0 matmul:128,768,768 --passes 3
 """
@@ -30,6 +35,7 @@ from benchmarks.cli import doc_parser  # noqa: E402
 from bridge import drafting  # noqa: E402
 from bridge.draft_verify import FIRST_DRAFT_MIN_SAMPLES, DraftVerifySearch  # noqa: E402
 from bridge.psa import PSACostModel  # noqa: E402
+from bridge.sampling import ConstrainedSampler  # noqa: E402
 from bridge.search import _pairs  # noqa: E402
 from data.zoo import operator_task  # noqa: E402
 from data.zoo.tasks import extract_network_tasks  # noqa: E402
@@ -62,6 +68,15 @@ def task_yield(mod, target, name: str, passes: int, population: int, threads: in
             seconds.append(time.perf_counter() - start)
             valid.append(len(got))
             drawn.append([k for k, _ in _pairs(got)])
+        constrained = None
+        if "gpu" in [str(k) for k in target.keys]:
+            fitted = ConstrainedSampler(strategy.context, strategy.design_spaces, 1, threads, seed=seed)
+            constrained = {"valid": [], "seconds": []}
+            for _ in range(passes):
+                start = time.perf_counter()
+                constrained["valid"].append(len(fitted.sample(population)))
+                constrained["seconds"].append(time.perf_counter() - start)
+            constrained["stats"] = fitted.stats
     finally:
         strategy._finish()
     mean = sum(valid) / passes
@@ -74,7 +89,24 @@ def task_yield(mod, target, name: str, passes: int, population: int, threads: in
         "enumerated": drafting.drew_whole_space(drawn[0]),
         "passes_for_50": math.ceil(FIRST_DRAFT_MIN_SAMPLES / mean) if mean else None,
         "passes_for_16": math.ceil(16 / mean) if mean else None,
+        "ms_a_valid": _ms_a_valid(valid, seconds),
+        "constrained": constrained,
+        "constrained_ms_a_valid": _ms_a_valid(constrained["valid"], constrained["seconds"]) if constrained else None,
     }
+
+
+def _ms_a_valid(valid: list[int], seconds: list[float]) -> float | None:
+    return 1000 * sum(seconds) / sum(valid) if sum(valid) else None
+
+
+def _ms(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1f}"
+
+
+def _cells(constrained: dict | None) -> str:
+    if constrained is None:
+        return "- | -"
+    return f"{', '.join(map(str, constrained['valid']))} | {', '.join(f'{s:.2f}' for s in constrained['seconds'])}"
 
 
 def main(argv: list[str] | None = None) -> list[dict]:
@@ -101,15 +133,19 @@ def main(argv: list[str] | None = None) -> list[dict]:
     else:
         tasks = [(spec, operator_task(spec).mod) for spec in args.workload]
     rows = []
-    print("| task | valid a pass | seconds a pass | distinct | passes for 50 | passes for 16 |")
-    print("|---|---|---|---|---|---|")
+    print(
+        "| task | valid a pass | seconds a pass | distinct | passes for 50 | passes for 16 | ms a valid one "
+        "| constrained: valid a pass | seconds a pass | ms a valid one |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for name, mod in tasks:
         row = task_yield(mod, target, name, args.passes, args.population, args.threads, args.seed)
         rows.append(row)
         print(
             f"| {name} | {', '.join(map(str, row['valid']))} | {', '.join(f'{s:.2f}' for s in row['seconds'])} "
             f"| {row['distinct']}{' (enumerated)' if row['enumerated'] else ''} | {row['passes_for_50']} "
-            f"| {row['passes_for_16']} |",
+            f"| {row['passes_for_16']} | {_ms(row['ms_a_valid'])} | {_cells(row['constrained'])} "
+            f"| {_ms(row['constrained_ms_a_valid'])} |",
             flush=True,
         )
     if args.out:

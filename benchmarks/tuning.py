@@ -100,6 +100,7 @@ SEARCH_KNOBS = (
     "first_draft_generations",
     "first_draft_population",
     "first_draft_min_samples",
+    "constrained_sampling",
     "first_verify_generations",
     "first_draft_threads",
 )

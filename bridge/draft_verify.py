@@ -55,6 +55,7 @@ from tvm.ir.utils import derived_object
 from bridge.drafting import _EVOLVE, Draft, DraftResult, with_threads
 from bridge.fill_rule import FillRule
 from bridge.pipeline import Pipeline
+from bridge.sampling import ConstrainedSampler
 from bridge.search import _UNLIMITED, CountingCostModel, _distinct, _key, _pairs, _ResumableSearch, candidate
 from bridge.search_log import SearchLog
 from bridge.size_filter import SizeFilter, check_limit
@@ -104,6 +105,7 @@ class DraftVerifySearch(_ResumableSearch):
         first_draft_generations: int | None = None,
         first_draft_population: int | None = None,
         first_draft_min_samples: int = FIRST_DRAFT_MIN_SAMPLES,
+        constrained_sampling: bool = True,
         verify_generations: int = 1,
         first_verify_generations: int | None = None,
         verify_pool: int = 128,
@@ -155,6 +157,11 @@ class DraftVerifySearch(_ResumableSearch):
                 scheduler gives every task one round first).
             first_draft_min_samples: valid fresh samples the first draft keeps sampling for
                 (MetaSchedule's `init_min_unmeasured`, 50); a pass asks for the population's worth.
+            constrained_sampling: on a GPU target, a task's first draft samples through
+                `bridge.sampling.ConstrainedSampler` (draws whose threads or shared memory would fail
+                `VerifyGPUCode` turned away before a replay; MetaSchedule's distribution over valid
+                schedules, at 7-70x fewer seconds a valid one); False, or another target: MetaSchedule's
+                `SampleInitPopulation`.
             verify_generations: further generations scored by the verify model (published: 1; 0 =
                 only rank the potential space).
             first_verify_generations: a task's first verify's generations (None: `verify_generations`).
@@ -362,6 +369,7 @@ class DraftVerifySearch(_ResumableSearch):
             first_draft_generations=first_draft_generations,
             first_draft_population=first_draft_population,
             first_draft_min_samples=first_draft_min_samples,
+            constrained_sampling=constrained_sampling,
             verify_generations=verify_generations,
             first_verify_generations=first_verify_generations,
             verify_pool=verify_pool,
@@ -438,6 +446,7 @@ class DraftVerifySearch(_ResumableSearch):
             first_draft_generations=search.first_draft_generations,
             first_draft_population=search.first_draft_population,
             first_draft_min_samples=search.first_draft_min_samples,
+            constrained_sampling=search.constrained_sampling,
             verify_generations=search.verify_generations,
             first_verify_generations=search.first_verify_generations,
             verify_pool=search.verify_pool,
@@ -506,6 +515,17 @@ class DraftVerifySearch(_ResumableSearch):
             )
             if differs
             else self.drafter
+        )
+        self.first_sampler = (  # what a task's first draft samples with (default: `first_drafter`)
+            ConstrainedSampler(
+                self.first_context,
+                self.design_spaces,
+                min_samples,
+                threads=int(self.first_context.num_threads),
+                seed=int(self.context.rand_state),
+            )
+            if self.constrained_sampling and "gpu" in [str(k) for k in self.context.target.keys]
+            else self.first_drafter
         )
         self.resampler = (  # the re-drafts' fresh samples, when they need fewer valid ones than the first draft
             self._evolutionary_search(self.population_size, 0, self.draft_model, min_samples=self.redraft_min_samples)
@@ -864,7 +884,7 @@ class DraftVerifySearch(_ResumableSearch):
             fresh = min(fresh, max(int(self.population_size * self.resample_ratio), fresh - len(reused)))
         return Draft(
             drafter=self.drafter if self._drafts else self.first_drafter,
-            sampler=self.resampler if self._drafts else self.first_drafter,
+            sampler=self.resampler if self._drafts else self.first_sampler,
             draft_model=self.draft_model,
             context=self.context if self._drafts else self.first_context,
             parents=parents,

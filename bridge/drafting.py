@@ -48,6 +48,7 @@ __all__ = [
     "drew_whole_space",
     "enumerated",
     "lower_priority",
+    "sample_init",
     "with_threads",
 ]
 
@@ -80,6 +81,15 @@ def drew_whole_space(keys: Sequence[int]) -> bool:
     """`enumerated` of random samples given by their schedule keys (repeats included)."""
     times = Counter(keys)
     return enumerated(len(keys), len(times), sum(1 for t in times.values() if t == 1))
+
+
+def sample_init(sampler: Any, num: int) -> list:
+    """`num` fresh random schedules' worth of valid ones from `sampler`: a
+    `bridge.sampling.ConstrainedSampler`, or an inner `EvolutionarySearch` (MetaSchedule's
+    `SampleInitPopulation`, until its `init_min_unmeasured` are valid)."""
+    if hasattr(sampler, "sample"):
+        return sampler.sample(num)
+    return list(_SAMPLE_INIT(sampler, num))
 
 
 def with_threads(context: Any, threads: int, log: logging.Logger | None = None) -> Any:
@@ -144,7 +154,8 @@ class Draft:
     """A draft of `population_size` schedules: `parents` (best measured) + `fresh` new samples +
     `reused` (the last draft's evolved population), evolved by `drafter` (an inner EvolutionarySearch
     set up with `draft_model`); the fresh ones come from `sampler` (another such search, whose
-    `init_min_unmeasured` may differ; default: `drafter`); with `quick_start` the fresh samples are
+    `init_min_unmeasured` may differ, or a `bridge.sampling.ConstrainedSampler`: `sample_init`;
+    default: `drafter`); with `quick_start` the fresh samples are
     only ranked, not evolved. A started draft with `then` calls it on its result, on its thread,
     once the slot is given back, and keeps what it returns as the result's `ranking`. A started draft
     with `nice` > 0 runs at that much lower CPU priority (`lower_priority`); its `then` does not.
@@ -177,7 +188,7 @@ class Draft:
         """Sample and evolve now, in this thread."""
         start = time.perf_counter()
         scored, psa = self.draft_model.scored, self.draft_model.seconds
-        samples = list(_SAMPLE_INIT(self.sampler, self.fresh)) if self.fresh > 0 else []
+        samples = sample_init(self.sampler, self.fresh) if self.fresh > 0 else []
         stats = {"sample_s": time.perf_counter() - start, "samples": len(samples), "samples_asked": self.fresh}
         population = (self.parents + samples + self.reused)[: self.population_size]
         drawn = _pairs(samples)

@@ -23,6 +23,12 @@ def test_passes_yield_valid_schedules_and_the_passes_a_draft_needs_follow(tmp_pa
     assert row["passes_for_16"] <= row["passes_for_50"]
     assert json.loads(out.read_text())["rows"] == rows
     assert "| matmul:64,64,64 |" in capsys.readouterr().out
+    # beside it, the constrained sampler's passes: as many replays, each valid one costing less
+    fitted = row["constrained"]
+    assert len(fitted["valid"]) == 2 and all(v > 0 for v in fitted["valid"])
+    assert fitted["stats"]["replays"] == 64 and fitted["stats"]["turned_away"] > 0
+    assert sum(fitted["valid"]) >= sum(row["valid"])
+    assert row["constrained_ms_a_valid"] == 1000 * sum(fitted["seconds"]) / sum(fitted["valid"])
 
 
 def test_an_injective_tasks_pass_is_all_valid_and_draws_its_few_schedules_again_and_again():
