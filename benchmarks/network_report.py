@@ -63,10 +63,11 @@ def _json(path: Path, *keys: str) -> dict:
 
 
 def _retimed(results: Path) -> dict[str, dict]:
-    """Run name -> its entry in the network's retime JSON (network.sh RETIME), if there is one, with
-    the retime's untuned and torch eager times."""
+    """Run name -> its entry in the network's latest retime JSON that times it (network.sh RETIME;
+    `<net>-retime.json` the latest, older ones kept as `<net>-retime-<date>[-<what>].json`, read in
+    name order, dated first), if there is one, with that retime's untuned and torch eager times."""
     out = {}
-    for path in results.glob("*-retime.json"):
+    for path in sorted(results.glob("*-retime*.json")):
         retime = _json(path, "tuned")
         for work_dir, entry in retime["tuned"].items():
             if not isinstance(entry, dict) or "ms" not in entry:
@@ -84,12 +85,13 @@ def run_line(run: Path, retimed: dict | None = None) -> dict:
     for name in ("summary.json", "tuning_curve.csv"):
         if not (run / name).is_file():
             raise ValueError(f"{run}: no {name} (a network.sh run folder has both)")
-    summary = _json(run / "summary.json", "cost_model", "end_to_end_ms", "estimated_total_ms", "total_trials", "tasks")
+    summary = _json(run / "summary.json", "cost_model", "estimated_total_ms", "total_trials", "tasks")
     rows = read_rounds(run / "tuning_curve.csv")
     first = [r for r in rows if r["round"] == 1]
     drafts = [r["draft_s"] for r in first if math.isfinite(r.get("draft_s", math.nan))]
     keys = ("tuned_kernels", "kernels", "untuned_ms", "torch_eager_ms")
-    source = retimed or {"ms": summary["end_to_end_ms"], **{k: summary.get(k) for k in keys}}
+    # a run tuned with --no-compile, never retimed, has no compiled time
+    source = retimed or {"ms": summary.get("end_to_end_ms", math.nan), **{k: summary.get(k) for k in keys}}
     return {
         "run": run.name,
         "cost_model": summary["cost_model"],

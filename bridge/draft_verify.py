@@ -158,10 +158,10 @@ class DraftVerifySearch(_ResumableSearch):
             first_draft_min_samples: valid fresh samples the first draft keeps sampling for
                 (MetaSchedule's `init_min_unmeasured`, 50); a pass asks for the population's worth.
             constrained_sampling: on a GPU target, a task's first draft samples through
-                `bridge.sampling.ConstrainedSampler` (draws whose threads or shared memory would fail
-                `VerifyGPUCode` turned away before a replay; MetaSchedule's distribution over valid
-                schedules, at 7-70x fewer seconds a valid one); False, or another target: MetaSchedule's
-                `SampleInitPopulation`.
+                `bridge.sampling.ConstrainedSampler`: MetaSchedule's `SampleInitPopulation`, as many
+                valid samples of the same distribution, with the draws whose threads or shared memory
+                would fail `VerifyGPUCode` turned away before a replay. False, or another target:
+                MetaSchedule's own.
             verify_generations: further generations scored by the verify model (published: 1; 0 =
                 only rank the potential space).
             first_verify_generations: a task's first verify's generations (None: `verify_generations`).

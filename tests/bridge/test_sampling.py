@@ -11,6 +11,7 @@ import pytest
 from tvm.s_tir.schedule import Schedule
 
 from bridge.draft_verify import DraftVerifySearch
+from bridge.drafting import sample_init
 from bridge.psa import PSACostModel
 from bridge.sampling import ConstrainedSampler
 from bridge.search import _pairs
@@ -107,22 +108,37 @@ def test_the_thread_bounds_come_from_the_trace(matmul):
     assert not plan.threads_fit(tiles)[extent > MAX_VTHREAD].any()
 
 
-def test_the_sampler_fills_a_pass_with_valid_schedules_where_metaschedule_keeps_a_few(conv):
+def test_the_sampler_keeps_metaschedules_yield_a_pass_and_replays_only_what_fits(conv, matmul):
     context, spaces = conv
-    sampler = ConstrainedSampler(context, spaces, min_samples=16, threads=2, seed=3)
-    got = sampler.sample(64)
-    assert len(got) >= 60  # a pass is 64 replays; MetaSchedule's 64 would hold about one valid schedule
-    assert sampler.stats["valid"] == len(got) and sampler.stats["replays"] == 64
-    assert sampler.stats["turned_away"] > 20 * sampler.stats["replays"]
+    sampler = ConstrainedSampler(context, spaces, min_samples=12, threads=2, seed=3)
+    got = sampler.sample(512)
+    stats = sampler.stats
+    assert len(got) >= 12 == sampler.min_samples and stats["valid"] == len(got)
+    assert stats["draws"] == 512 * stats["passes"] and stats["replays"] == stats["draws"] - stats["turned_away"]
+    assert stats["replays"] <= 1.25 * len(got)  # about one replay a valid schedule, not 100
     postprocs = list(context.space_generator.postprocs)
-    for sch in got[:8]:  # valid: the postprocessors pass the replayed trace again
+    for sch in got[:6]:  # valid: the postprocessors pass the replayed trace again
         again = Schedule(context.mod, seed=1)
         sch.trace.apply_to_schedule(again, remove_postproc=True)
         again.enter_postproc()
         assert all(p.apply(again) for p in postprocs)
     # the draws do not depend on the threads
-    one = ConstrainedSampler(context, spaces, min_samples=16, threads=1, seed=3).sample(64)
+    one = ConstrainedSampler(context, spaces, min_samples=12, threads=1, seed=3).sample(512)
     assert [k for k, _ in _pairs(one)] == [k for k, _ in _pairs(got)]
+    # a pass yields about what MetaSchedule's pass of as many replays yields: about 11 of 512 here
+    # against MetaSchedule's 22 (its engine's skew favours this matmul's valid tiles; the two agree on
+    # ViT-B/16's patch embedding, 3-4 a pass), so within a factor of three
+    context, spaces = matmul
+    ours = ConstrainedSampler(context, spaces, min_samples=1, threads=2, seed=0)
+    per_pass = [len(ours.sample(512)) for _ in range(12)]
+    search = ms.search_strategy.EvolutionarySearch(population_size=512, init_min_unmeasured=1)
+    search._initialize_with_tune_context(context)
+    search.pre_tuning(64, 16, spaces, ms.database.MemoryDatabase(), ms.cost_model.RandomModel())
+    try:
+        theirs = [len(sample_init(search, 512)) for _ in range(3)]
+    finally:
+        search.post_tuning()
+    assert 1 / 3 < (sum(per_pass) / 12) / (sum(theirs) / 3) < 3, (per_pass, theirs)
 
 
 def test_a_space_without_the_formula_is_checked_after_its_replay(matmul):
@@ -130,9 +146,10 @@ def test_a_space_without_the_formula_is_checked_after_its_replay(matmul):
     sampler = ConstrainedSampler(context, spaces, min_samples=8, threads=2, seed=1)
     for plan in sampler.plans:
         plan.formula_ok = False  # as a space with a shared write cache has it
-    got = sampler.sample(48)
-    assert got and sampler.stats["over_shared"] > 0
-    assert sampler.stats["valid"] + sampler.stats["over_shared"] + sampler.stats["postproc_failed"] == 48
+    got = sampler.sample(512)
+    stats = sampler.stats
+    assert len(got) >= 8 and stats["over_shared"] > 0  # replayed, then turned away
+    assert stats["valid"] + stats["over_shared"] + stats["postproc_failed"] == stats["replays"]
 
 
 def _first_sampler(target: str, **options):
@@ -156,7 +173,7 @@ def test_a_first_draft_samples_this_way_on_a_gpu_target_only():
     assert _first_sampler({"kind": "llvm", "num-cores": 2})[1] == "EvolutionarySearch"
 
 
-def test_a_first_draft_on_the_sampler_starts_from_a_full_population(matmul):
+def test_a_first_draft_samples_until_fifty_are_valid_as_metaschedule_does(matmul):
     strategy, *_ = _first_sampler("nvidia/nvidia-h100")
     target = parse_target("nvidia/nvidia-h100")
     context = task_context(operator_task(MATMUL).mod, target, strategy, "mm", threads=1, seed=0)
@@ -165,7 +182,7 @@ def test_a_first_draft_on_the_sampler_starts_from_a_full_population(matmul):
     )
     try:
         result = strategy._new_draft().run()
-        assert result.stats["samples"] == result.stats["samples_asked"] == 64, result.stats
-        assert len(result.evolved) > 0
+        assert result.stats["samples"] >= 50 and result.stats["samples_asked"] == 64, result.stats
+        assert len(result.evolved) > 0 and strategy.first_sampler.stats["valid"] == result.stats["samples"]
     finally:
         strategy._finish()
