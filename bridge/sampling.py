@@ -23,6 +23,7 @@ stream (`seed`, pass), so the result does not depend on the threads.
 
 from __future__ import annotations
 
+import functools
 import logging
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -58,11 +59,17 @@ class ConstrainedSampler:
         self.mod = context.mod
         self.postprocs = list(context.space_generator.postprocs)
         self.max_shared = int(attrs.get("max_shared_memory_per_block", 0) or 0) or None
-        max_threads = int(attrs.get("max_threads_per_block", 0) or attrs.get("max_num_threads", 0) or 1024)
-        self.plans = [SpacePlan(self.mod, space, max_threads) for space in design_spaces]
+        self._max_threads = int(attrs.get("max_threads_per_block", 0) or attrs.get("max_num_threads", 0) or 1024)
+        self._spaces = list(design_spaces)
         self.min_samples, self.threads, self.seed, self.max_fail = min_samples, max(1, threads), seed, max_fail
         self.passes = 0
         self.stats = dict.fromkeys(_COUNTS, 0)
+
+    @functools.cached_property
+    def plans(self) -> list[SpacePlan]:
+        """Each design space's `SpacePlan`, read on first use (in the draft's thread, not at the
+        task's start: checking a space's formula replays up to three schedules)."""
+        return [SpacePlan(self.mod, space, self._max_threads) for space in self._spaces]
 
     def _pass(self, num: int) -> list[tuple[SpacePlan, Any, int, int]]:
         """One pass of `num` draws, each of a uniformly drawn space (as MetaSchedule's): those that
