@@ -8,6 +8,8 @@ import collections
 
 import numpy as np
 import pytest
+import tvm
+from tvm import te
 from tvm.s_tir.schedule import Schedule
 
 from bridge.draft_verify import DraftVerifySearch
@@ -15,7 +17,7 @@ from bridge.drafting import sample_init
 from bridge.psa import PSACostModel
 from bridge.sampling import ConstrainedSampler
 from bridge.search import _pairs
-from bridge.space_plan import MAX_VTHREAD, SpacePlan, perfect_tiles, shared_bytes
+from bridge.space_plan import SpacePlan, perfect_tiles, shared_bytes
 from data.zoo import operator_task
 from tvm_env import ms, parse_target, setup, task_context
 
@@ -47,9 +49,10 @@ def test_tile_draws_split_each_primes_exponent_uniformly_over_metaschedules_outc
     `sample_perfect_tile` draws. (TVM's draws are not uniform among them: its engine's consecutive
     draws are correlated, and 2's exponent goes to the outer factor about a tenth as often as to the
     others. The sampler keeps the distribution MetaSchedule's code describes.)"""
-    ours = perfect_tiles(np.random.default_rng(0), 12, 3, 20000)
-    assert (ours.prod(axis=1) == 12).all() and len({tuple(r) for r in ours.tolist()}) == 18
-    ours = ours[ours[:, -1] <= 4]
+    unbounded = perfect_tiles(np.random.default_rng(0), 12, 3, 20000)
+    assert (unbounded.prod(axis=1) == 12).all() and len({tuple(r) for r in unbounded.tolist()}) == 18
+    ours = perfect_tiles(np.random.default_rng(0), 12, 3, 20000, max_innermost=4)  # drawn again, as TVM does
+    assert len(ours) == 20000 and (ours[:, -1] <= 4).all() and (ours.prod(axis=1) == 12).all()
     counts = collections.Counter(map(tuple, ours.tolist()))
     assert len(counts) == 15
     for outcome, n in counts.items():  # 1/15 = 0.0667, one standard deviation 0.0019
@@ -72,10 +75,10 @@ def test_the_formula_matches_replays_and_every_draw_turned_away_fails_verify_gpu
     assert all(plan.bounds and plan.caches for plan in plans)
     checked = collections.Counter()
     for index, plan in enumerate(plans):
-        tiles, fit = plan.draw(np.random.default_rng(index), 2048)
+        tiles, threads_ok = plan.draw(np.random.default_rng(index), 2048)
         used = plan.shared_bytes(tiles)
-        threads_ok = plan.threads_fit(tiles)
         within = used <= 49152
+        fit = threads_ok
         picks = [
             ("fits", np.flatnonzero(fit & within)[:3]),
             ("over_shared", np.flatnonzero(fit & ~within)[:4]),
@@ -93,19 +96,50 @@ def test_the_formula_matches_replays_and_every_draw_turned_away_fails_verify_gpu
     assert min(checked.values()) >= 3, checked
 
 
-def test_the_thread_bounds_come_from_the_trace(matmul):
+def test_the_thread_bounds_come_from_the_trace_and_vthreads_are_not_limited(matmul):
     context, spaces = matmul
     plan = SpacePlan(context.mod, spaces[0], 1024)
-    axes = sorted(bound.axis for bound in plan.bounds)
-    assert axes == ["threadIdx.x", "vthread.x"]
-    thread = next(b for b in plan.bounds if b.axis == "threadIdx.x")
-    assert (thread.low, thread.high) == (32, 1024)  # MultiLevelTiling's annotations on the block
-    tiles, _ = plan.draw(np.random.default_rng(0), 4096)
-    vthread = next(b for b in plan.bounds if b.axis == "vthread.x")
-    extent = np.ones(4096, dtype=np.int64)
-    for t, p in vthread.parts:
-        extent = extent * tiles[t][:, p]
-    assert not plan.threads_fit(tiles)[extent > MAX_VTHREAD].any()
+    assert [b.axis for b in plan.bounds] == ["threadIdx.x"] and plan.threads_checked
+    assert (plan.bounds[0].low, plan.bounds[0].high) == (32, 1024)  # MultiLevelTiling's annotations
+    # VerifyGPUCode's limit of 8 vthreads is on `vthread.s` loops, which these spaces never leave: a
+    # draw with more that fits otherwise is valid, so the plan must not turn it away
+    tiles, fit = plan.draw(np.random.default_rng(0), 4096)
+    fit &= plan.shared_bytes(tiles) <= 49152
+    vthread = tiles[0][:, 1] * tiles[1][:, 1]  # SSSRRSRS: the second level of i and j is the vthread
+    rows = np.flatnonzero(fit & (vthread > 8))[:2]
+    assert len(rows) == 2
+    postprocs = list(context.space_generator.postprocs)
+    for row in rows:
+        sch = Schedule(context.mod, seed=1)
+        plan.trace(tiles, int(row)).apply_to_schedule(sch, remove_postproc=True)
+        sch.enter_postproc()
+        assert all(p.apply(sch) for p in postprocs), [t[row].tolist() for t in tiles]
+
+
+def _fp16_matmul(n: int = 256) -> tvm.IRModule:
+    a, b = te.placeholder((n, n), "float16", name="a"), te.placeholder((n, n), "float16", name="b")
+    k = te.reduce_axis((0, n), name="k")
+    c = te.compute((n, n), lambda i, j: te.sum(a[i, k].astype("float32") * b[k, j].astype("float32"), axis=k), name="c")
+    return tvm.IRModule({"main": te.create_prim_func([a, b, c])})
+
+
+def test_tensor_core_spaces_are_not_checked_on_threads_and_still_sample():
+    """An fp16 matmul's tensor-core spaces bind `threadIdx.y` and run warps (VerifyGPUCode counts
+    `threadIdx.x` as a warp there): the plan leaves their threads and shared memory to the
+    postprocessors, and the sampler still finds valid schedules."""
+    target = parse_target("nvidia/nvidia-h100")
+    setup(target)
+    strategy = DraftVerifySearch(draft=PSACostModel(device="h100"), population_size=64, potential_size=32)
+    context = task_context(_fp16_matmul(), target, strategy, "mm16", threads=2, seed=0)
+    spaces = context.generate_design_space()
+    warps = [space for space in spaces if "warp_execution" in str(space.trace)]
+    assert warps
+    sampler = ConstrainedSampler(context, spaces, min_samples=8, threads=2, seed=0)
+    got = sampler.sample(128)
+    assert len(got) >= 8 and sampler.stats["valid"] == len(got)
+    for space, plan in zip(spaces, sampler.plans):
+        if "warp_execution" in str(space.trace):
+            assert not plan.threads_checked
 
 
 def test_the_sampler_keeps_metaschedules_yield_a_pass_and_replays_only_what_fits(conv, matmul):
@@ -116,6 +150,7 @@ def test_the_sampler_keeps_metaschedules_yield_a_pass_and_replays_only_what_fits
     assert len(got) >= 12 == sampler.min_samples and stats["valid"] == len(got)
     assert stats["draws"] == 512 * stats["passes"] and stats["replays"] == stats["draws"] - stats["turned_away"]
     assert stats["replays"] <= 1.25 * len(got)  # about one replay a valid schedule, not 100
+    assert stats["draws"] == 512 * stats["passes"]
     postprocs = list(context.space_generator.postprocs)
     for sch in got[:6]:  # valid: the postprocessors pass the replayed trace again
         again = Schedule(context.mod, seed=1)
@@ -125,9 +160,8 @@ def test_the_sampler_keeps_metaschedules_yield_a_pass_and_replays_only_what_fits
     # the draws do not depend on the threads
     one = ConstrainedSampler(context, spaces, min_samples=12, threads=1, seed=3).sample(512)
     assert [k for k, _ in _pairs(one)] == [k for k, _ in _pairs(got)]
-    # a pass yields about what MetaSchedule's pass of as many replays yields: about 11 of 512 here
-    # against MetaSchedule's 22 (its engine's skew favours this matmul's valid tiles; the two agree on
-    # ViT-B/16's patch embedding, 3-4 a pass), so within a factor of three
+    # a pass yields about what MetaSchedule's pass of as many replays yields (its random engine skews
+    # its tile draws, so not exactly: within a factor of two)
     context, spaces = matmul
     ours = ConstrainedSampler(context, spaces, min_samples=1, threads=2, seed=0)
     per_pass = [len(ours.sample(512)) for _ in range(12)]
@@ -138,18 +172,18 @@ def test_the_sampler_keeps_metaschedules_yield_a_pass_and_replays_only_what_fits
         theirs = [len(sample_init(search, 512)) for _ in range(3)]
     finally:
         search.post_tuning()
-    assert 1 / 3 < (sum(per_pass) / 12) / (sum(theirs) / 3) < 3, (per_pass, theirs)
+    assert 0.5 < (sum(per_pass) / 12) / (sum(theirs) / 3) < 2, (per_pass, theirs)
 
 
-def test_a_space_without_the_formula_is_checked_after_its_replay(matmul):
+def test_a_check_that_turns_away_a_valid_draw_is_dropped_for_the_space(matmul):
     context, spaces = matmul
     sampler = ConstrainedSampler(context, spaces, min_samples=8, threads=2, seed=1)
-    for plan in sampler.plans:
-        plan.formula_ok = False  # as a space with a shared write cache has it
+    sampler.max_shared = 16384  # a third of the real limit: the formula turns away valid schedules
+    assert not any(plan.formula_ok for plan in sampler.plans)  # the probes replayed some: dropped
     got = sampler.sample(512)
-    stats = sampler.stats
-    assert len(got) >= 8 and stats["over_shared"] > 0  # replayed, then turned away
-    assert stats["valid"] + stats["over_shared"] + stats["postproc_failed"] == stats["replays"]
+    assert len(got) >= 8 and sampler.stats["valid"] + sampler.stats["postproc_failed"] == sampler.stats["replays"]
+    honest = ConstrainedSampler(context, spaces, min_samples=8, threads=2, seed=1)
+    assert all(plan.formula_ok and plan.threads_checked for plan in honest.plans)
 
 
 def _first_sampler(target: str, **options):
