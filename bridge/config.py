@@ -86,8 +86,8 @@ class SearchConfig:
     constrained_sampling: bool = _knob(
         True,
         "on a GPU target a task's first draft samples as MetaSchedule's SampleInitPopulation does but replays only the "
-        "draws whose threads and shared memory fit (bridge.sampling; ViT-B/16's patch embedding: 15 ms of the 2-core "
-        "host a valid schedule against 800 ms; on one H200 its first rounds were done at 94 s against 144); false: "
+        "draws whose threads and shared memory fit (bridge.sampling; ViT-B/16's patch embedding: 49 ms of the 2-core "
+        "host a valid schedule against 855 ms; on one H200 its first rounds were done at 94 s against 144); false: "
         "MetaSchedule's SampleInitPopulation",
     )
     verify_generations: int = _knob(1, "further generations scored by the cost model (published: 1)")

@@ -19,7 +19,7 @@ repeat until `min_samples` are valid; every valid schedule of those passes is re
 order. So a task gets as many fresh samples as under MetaSchedule, drawn from the same distribution
 over valid schedules (the distribution MetaSchedule's code describes; its random engine skews it,
 `tests/bridge/test_sampling.py`), and pays for about one replay a valid schedule (ViT-B/16's patch
-embedding on the 2-core host: 23 ms a valid schedule, against 1,633 ms). Each pass has its own random
+embedding on the 2-core host: 49 ms a valid schedule, against 855 ms). Each pass has its own random
 stream (`seed`, pass), so the result does not depend on the threads.
 """
 
