@@ -289,6 +289,7 @@ def test_the_draft_knobs_reach_the_search_config():
         1,
         128,
         20,
+        False,
         0,
         3,
     )  # none a default
