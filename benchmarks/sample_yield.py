@@ -39,7 +39,7 @@ from bridge.sampling import ConstrainedSampler  # noqa: E402
 from bridge.search import _pairs  # noqa: E402
 from data.zoo import operator_task  # noqa: E402
 from data.zoo.tasks import extract_network_tasks  # noqa: E402
-from tvm_env import ms, parse_target, setup, task_context  # noqa: E402
+from tvm_env import is_gpu, ms, parse_target, setup, task_context  # noqa: E402
 
 
 def pre_tuned(strategy: DraftVerifySearch, mod, target, name: str, threads: int, seed: int) -> DraftVerifySearch:
@@ -69,7 +69,7 @@ def task_yield(mod, target, name: str, passes: int, population: int, threads: in
             valid.append(len(got))
             drawn.append([k for k, _ in _pairs(got)])
         constrained = None
-        if "gpu" in [str(k) for k in target.keys]:
+        if is_gpu(target):
             fitted = ConstrainedSampler(strategy.context, strategy.design_spaces, 1, threads, seed=seed)
             constrained = {"valid": [], "seconds": []}
             for _ in range(passes):

@@ -64,7 +64,7 @@ from bridge.verify_gate import VerifyGate
 from data.labels import mean_latency
 from data.replay import ReplayMemo
 from pruner_models.blend import check_weight
-from tvm_env import ms
+from tvm_env import is_gpu, ms
 
 __all__ = ["FIRST_DRAFT_MIN_SAMPLES", "DraftVerifySearch"]
 
@@ -524,7 +524,7 @@ class DraftVerifySearch(_ResumableSearch):
                 threads=int(self.first_context.num_threads),
                 seed=int(self.context.rand_state),
             )
-            if self.constrained_sampling and "gpu" in [str(k) for k in self.context.target.keys]
+            if self.constrained_sampling and is_gpu(self.context.target)
             else self.first_drafter
         )
         self.resampler = (  # the re-drafts' fresh samples, when they need fewer valid ones than the first draft

@@ -72,7 +72,7 @@ class ConstrainedSampler:
         for index, space in enumerate(self._spaces):
             plan = SpacePlan(self.mod, space, self._max_threads)
             tiles, threads_ok = plan.draw(np.random.default_rng([self.seed, 1 << 20, index]), 512)
-            shared_ok = np.broadcast_to(self._shared_fits(plan, tiles), threads_ok.shape)
+            shared_ok = self._shared_fits(plan, tiles, len(threads_ok))
             # the likeliest to be valid of each check's rejects: within the shared memory, and
             # the least over it
             if plan.threads_checked and self._any_valid(plan, tiles, np.flatnonzero(~threads_ok & shared_ok)):
@@ -88,9 +88,10 @@ class ConstrainedSampler:
     def _any_valid(self, plan: SpacePlan, tiles: list, rows: np.ndarray) -> bool:
         return any(self._replay((plan, tiles, int(row), 1))[0] is not None for row in rows[:_PROBES])
 
-    def _shared_fits(self, plan: SpacePlan, tiles: list) -> np.ndarray | bool:
+    def _shared_fits(self, plan: SpacePlan, tiles: list, count: int) -> np.ndarray:
+        """Which of `count` draws fit the target's shared memory (all where the space is not checked)."""
         used = plan.shared_bytes(tiles) if self.max_shared is not None else None
-        return True if used is None else used <= self.max_shared
+        return np.ones(count, dtype=bool) if used is None else used <= self.max_shared
 
     def _pass(self, num: int) -> list[tuple[SpacePlan, Any, int, int]]:
         """One pass of `num` draws, each of a uniformly drawn space (as MetaSchedule's): those that
@@ -104,7 +105,7 @@ class ConstrainedSampler:
             if not len(where):
                 continue
             tiles, fit = plan.draw(rng, len(where))
-            fit &= self._shared_fits(plan, tiles)
+            fit &= self._shared_fits(plan, tiles, len(where))
             jobs.extend((int(where[row]), plan, tiles, int(row)) for row in np.flatnonzero(fit))
         jobs.sort(key=lambda job: job[0])
         seeds = rng.integers(1, 1 << 31, size=len(jobs))

@@ -186,7 +186,8 @@ def test_a_check_that_turns_away_a_valid_draw_is_dropped_for_the_space(matmul):
     assert all(plan.formula_ok and plan.threads_checked for plan in honest.plans)
 
 
-def _first_sampler(target: str, **options):
+def _pre_tuned(target: str, **options) -> DraftVerifySearch:
+    """A search of the matmul made ready to draft on `target` (end it with `_finish()`)."""
     target = parse_target(target)
     setup(target)
     strategy = DraftVerifySearch(draft=PSACostModel(device="h100"), population_size=64, potential_size=32, **options)
@@ -194,26 +195,27 @@ def _first_sampler(target: str, **options):
     strategy.pre_tuning(
         64, 16, context.generate_design_space(), ms.database.MemoryDatabase(), ms.cost_model.RandomModel()
     )
+    return strategy
+
+
+def _samplers(target: str, **options) -> tuple[str, str]:
+    """The kinds of sampler a task's first draft and its re-drafts use on `target`."""
+    strategy = _pre_tuned(target, **options)
     try:
-        return strategy, type(strategy.first_sampler).__name__, type(strategy.resampler).__name__
+        return type(strategy.first_sampler).__name__, type(strategy.resampler).__name__
     finally:
         strategy._finish()
 
 
 def test_a_first_draft_samples_this_way_on_a_gpu_target_only():
-    strategy, first, again = _first_sampler("nvidia/nvidia-h100")
+    first, again = _samplers("nvidia/nvidia-h100")
     assert (first, again) == ("ConstrainedSampler", "EvolutionarySearch")  # re-drafts: MetaSchedule's
-    assert _first_sampler("nvidia/nvidia-h100", constrained_sampling=False)[1] == "EvolutionarySearch"
-    assert _first_sampler({"kind": "llvm", "num-cores": 2})[1] == "EvolutionarySearch"
+    assert _samplers("nvidia/nvidia-h100", constrained_sampling=False)[0] == "EvolutionarySearch"
+    assert _samplers({"kind": "llvm", "num-cores": 2})[0] == "EvolutionarySearch"
 
 
-def test_a_first_draft_samples_until_fifty_are_valid_as_metaschedule_does(matmul):
-    strategy, *_ = _first_sampler("nvidia/nvidia-h100")
-    target = parse_target("nvidia/nvidia-h100")
-    context = task_context(operator_task(MATMUL).mod, target, strategy, "mm", threads=1, seed=0)
-    strategy.pre_tuning(
-        64, 16, context.generate_design_space(), ms.database.MemoryDatabase(), ms.cost_model.RandomModel()
-    )
+def test_a_first_draft_samples_until_fifty_are_valid_as_metaschedule_does():
+    strategy = _pre_tuned("nvidia/nvidia-h100")
     try:
         result = strategy._new_draft().run()
         assert result.stats["samples"] >= 50 and result.stats["samples_asked"] == 64, result.stats
